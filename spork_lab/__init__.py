@@ -1,0 +1,54 @@
+"""spork_lab: Exo-GPU (exo-lang 1.0.0 + CUDA constructs) and its Jupyter workbench."""
+
+from .errors import (
+    BuildError,
+    CodegenError,
+    CollectiveError,
+    DeviceScopeError,
+    SporkError,
+    SporkSchedulingError,
+    SporkSyntaxError,
+    SyncError,
+    TimelineError,
+)
+from .lang import printer as _printer
+from .lang.decorators import instr, proc
+from .lang.frontend import parse_source
+
+_printer.install()
+
+# Heavier parts load on first use, so `import spork_lab` stays fast and needs no GPU stack.
+_LAZY = {
+    "analyze": "spork_lab.analysis",
+    "sync_check": "spork_lab.sync.checker",
+    "compile_procs_to_strings": "spork_lab.codegen",
+    "compile_procs": "spork_lab.codegen",
+    "build": "spork_lab.runtime",
+    "benchmark": "spork_lab.runtime",
+    "Workbench": "spork_lab.lab",
+    "doctor": "spork_lab.lab",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spork_lab' has no attribute {name!r}")
+
+__all__ = [
+    *_LAZY,
+    "proc",
+    "instr",
+    "parse_source",
+    "SporkError",
+    "SporkSyntaxError",
+    "SporkSchedulingError",
+    "DeviceScopeError",
+    "CollectiveError",
+    "TimelineError",
+    "SyncError",
+    "CodegenError",
+    "BuildError",
+]

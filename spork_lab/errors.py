@@ -1,0 +1,65 @@
+"""Error families of spork_lab.
+
+Every error a user can cause is a `SporkError` carrying the user's source
+location, so messages read `file.py:12: what went wrong; what to write instead`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class SporkError(Exception):
+    """Base of every user-facing spork_lab error."""
+
+    def __init__(self, message: str, srcinfo: Optional[object] = None):
+        self.message = message
+        self.filename = getattr(srcinfo, "filename", None)
+        self.lineno = getattr(srcinfo, "lineno", None)
+        where = f"{self.filename}:{self.lineno}: " if self.filename else ""
+        super().__init__(f"{where}{message}")
+
+    def to_json(self) -> dict:
+        return {
+            "kind": type(self).__name__,
+            "message": self.message,
+            "file": self.filename,
+            "line": self.lineno,
+        }
+
+
+class SporkSyntaxError(SporkError):
+    """Misused Exo-GPU syntax, caught by the front end."""
+
+
+class SporkSchedulingError(SporkError):
+    """A GPU scheduling operation was given arguments it cannot use."""
+
+
+class DeviceScopeError(SporkError):
+    """A construct is used in the wrong device scope (CPU vs CUDA)."""
+
+
+class CollectiveError(SporkError):
+    """A statement is executed by the wrong thread collective, or a tiling does not fit."""
+
+
+class TimelineError(SporkError):
+    """An instruction or memory access is on the wrong instruction timeline."""
+
+
+class SyncError(SporkError):
+    """Misuse of barriers and synchronization statements."""
+
+
+class CodegenError(SporkError):
+    """A proc that passes the analyses cannot be lowered to CUDA."""
+
+
+class BuildError(SporkError):
+    """nvcc or gcc failed, or no toolchain was found."""
+
+
+def trimmed(err: BaseException) -> BaseException:
+    """Drop spork_lab's internal frames so the user sees their line, not ours."""
+    return err.with_traceback(None)

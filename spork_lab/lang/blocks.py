@@ -1,0 +1,150 @@
+"""Context objects of `with` blocks: CudaDeviceFunction, CudaAsync, CudaWarps.
+
+They are plain values. The front end stores one in a `WithBlock` loop mode; the
+analyses read its fields; `str()` gives the source text the printer shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Optional, Sequence
+
+from ..sync.timelines import InstrTl, SyncTl
+
+
+def _check_int(owner: str, name: str, value, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
+
+
+def _source_args(obj, positional: Sequence[str] = ()) -> str:
+    """Source text of the non-default constructor arguments of a dataclass value."""
+    parts = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value == f.default:
+            continue
+        if isinstance(value, tuple):
+            value_src = "[" + ", ".join(str(v) for v in value) + "]"
+        elif isinstance(value, str):
+            value_src = repr(value)
+        else:
+            value_src = str(value)
+        parts.append(value_src if f.name in positional else f"{f.name}={value_src}")
+    return ", ".join(parts)
+
+
+class BlockContext:
+    """Base of the objects allowed in `with ...:` inside a proc."""
+
+    @classmethod
+    def usage(cls) -> str:
+        """How to call the constructor, for error messages."""
+        params = [f.name if f.name in getattr(cls, "_positional", ()) else f"{f.name}=..." for f in fields(cls)]
+        return f"{cls.__name__}({', '.join(params)})"
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({_source_args(self, getattr(self, '_positional', ()))})"
+
+
+@dataclass(frozen=True)
+class CudaWarpConfig:
+    """A named group of `count` warps of a CTA, optionally with a `setmaxnreg` register count."""
+
+    name: str
+    count: int
+    setmaxnreg: Optional[int] = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise TypeError(f"CudaWarpConfig: name must be a str, got {self.name!r}")
+        _check_int("CudaWarpConfig", "count", self.count)
+        _check_int("CudaWarpConfig", "setmaxnreg", self.setmaxnreg, optional=True)
+
+    def __str__(self) -> str:
+        return f"CudaWarpConfig({_source_args(self, ('name', 'count'))})"
+
+
+@dataclass(frozen=True)
+class CudaDeviceFunction(BlockContext):
+    """CPU code opens a CUDA kernel launch; the body is a nest of cuda_tasks loops."""
+
+    blockDim: Optional[int] = None
+    clusterDim: int = 1
+    blocks_per_sm: int = 1
+    warp_config: Optional[tuple] = None
+
+    def __post_init__(self):
+        _check_int("CudaDeviceFunction", "blockDim", self.blockDim, optional=True)
+        _check_int("CudaDeviceFunction", "clusterDim", self.clusterDim)
+        _check_int("CudaDeviceFunction", "blocks_per_sm", self.blocks_per_sm)
+        if self.warp_config is not None:
+            if not isinstance(self.warp_config, (list, tuple)) or not all(
+                isinstance(w, CudaWarpConfig) for w in self.warp_config
+            ):
+                raise TypeError("CudaDeviceFunction: warp_config must be a list of CudaWarpConfig(name, count)")
+            object.__setattr__(self, "warp_config", tuple(self.warp_config))
+        if (self.blockDim is None) == (self.warp_config is None):
+            raise TypeError(
+                "CudaDeviceFunction needs exactly one of blockDim=... or warp_config=[CudaWarpConfig(...), ...]"
+            )
+
+    @property
+    def threads_per_cta(self) -> int:
+        """blockDim, derived from the warp configuration when one is given."""
+        if self.warp_config is not None:
+            return 32 * sum(w.count for w in self.warp_config)
+        return self.blockDim
+
+    def warp_range(self, name: str) -> Optional[tuple]:
+        """The [lo, hi) warp indices of a named warp group, in CTA order."""
+        lo = 0
+        for w in self.warp_config or ():
+            if w.name == name:
+                return (lo, lo + w.count)
+            lo += w.count
+        return None
+
+
+@dataclass(frozen=True)
+class CudaAsync(BlockContext):
+    """Inside a device function: a block whose instructions run on an async instr-tl."""
+
+    instr_tl: InstrTl
+    _positional = ("instr_tl",)
+
+    def __post_init__(self):
+        if isinstance(self.instr_tl, SyncTl):
+            raise TypeError(
+                f"CudaAsync takes an instr-tl, and {self.instr_tl.name} is a sync-tl: "
+                f"write CudaAsync({self.instr_tl.name}_instr)"
+            )
+        if not isinstance(self.instr_tl, InstrTl):
+            raise TypeError(f"CudaAsync takes an instr-tl such as Sm80_cp_async_instr, got {self.instr_tl!r}")
+
+
+@dataclass(frozen=True)
+class CudaWarps(BlockContext):
+    """Select warps [lo, hi) of the current collective, or the warps named in warp_config."""
+
+    lo: Optional[int] = None
+    hi: Optional[int] = None
+    name: Optional[str] = None
+    _positional = ("lo", "hi")
+
+    def __post_init__(self):
+        _check_int("CudaWarps", "lo", self.lo, optional=True)
+        _check_int("CudaWarps", "hi", self.hi, optional=True)
+        if (self.lo is None) != (self.hi is None):
+            raise TypeError("CudaWarps needs both lo and hi: write CudaWarps(lo, hi)")
+        if self.lo is None and self.name is None:
+            raise TypeError('CudaWarps needs warps: write CudaWarps(lo, hi) or CudaWarps(name="...")')
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"CudaWarps: name must be a str, got {self.name!r}")
+        if self.lo is not None and not 0 <= self.lo < self.hi:
+            raise TypeError(f"CudaWarps({self.lo}, {self.hi}): need 0 <= lo < hi")
+
+
+BLOCK_CONTEXTS = (CudaDeviceFunction, CudaAsync, CudaWarps)

@@ -1,0 +1,51 @@
+"""`@proc` and `@instr`: exo's decorators, made to understand Exo-GPU syntax."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Callable, Optional
+
+from exo.API import Procedure
+
+from ..coll.algebra import CollUnit, cuda_thread
+from ..errors import SporkError
+from ..sync.timelines import InstrTl, cuda_in_order_instr
+from .frontend import parse_function
+from .instrs import InstrInfo, register_instr
+
+
+def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
+    if not isinstance(func, types.FunctionType):
+        raise TypeError("@proc and @instr must decorate a function")
+    try:
+        return parse_function(func, caller_locals, instr=instr)
+    except SporkError as e:
+        # The message names the user's file and line; our frames would only hide it.
+        raise e.with_traceback(None) from None
+
+
+def proc(func: Callable) -> Procedure:
+    """Parse a function written in Exo-GPU syntax into an exo Procedure."""
+    return _parse(func, inspect.currentframe().f_back.f_locals, None)
+
+
+def instr(
+    c_instr: str,
+    c_global: str = "",
+    *,
+    instr_tl: InstrTl = cuda_in_order_instr,
+    coll_unit: CollUnit = cuda_thread,
+    usage_tls: Optional[dict] = None,
+    cuda_includes: tuple = (),
+) -> Callable[[Callable], Procedure]:
+    """Like exo's @instr, plus the instr-tl and collective unit the instruction needs."""
+    if not isinstance(c_instr, str):
+        raise TypeError("@instr needs the instruction's C template: @instr(\"...\")")
+
+    def decorate(func: Callable) -> Procedure:
+        p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
+        register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes)))
+        return p
+
+    return decorate

@@ -1,0 +1,450 @@
+"""Front end: Exo-GPU source -> exo Procedure with loop modes attached.
+
+Three steps, in this order:
+1. a Python-AST pre-pass rewrites the Exo-GPU syntax into syntax exo parses
+   (`cuda_threads(...)` -> `seq(lo, hi)`, `with X:` -> `for _with in seq(0, 1)`,
+   sync statements -> calls of generated procs, `barrier` -> a carrier type),
+   recording each loop's mode in a side table keyed by its source position;
+2. exo's own Parser and TypeChecker run on the rewritten tree, with the user's
+   globals and locals plus the generated procs;
+3. the loop modes are attached to the typed LoopIR, then exo's bounds and
+   aliasing checks run as they do for any proc.
+Keyword arguments, `>>` and `~N` are evaluated in Python; loop bounds and
+barrier indices stay Exo expressions.
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+import copy
+import difflib
+import inspect
+import re
+import textwrap
+from collections import ChainMap
+from typing import Callable, Optional
+
+from exo.API import Procedure
+from exo.core.LoopIR import LoopIR
+from exo.core.prelude import SrcInfo
+from exo.frontend.boundscheck import CheckBounds
+from exo.frontend.pyparser import Parser
+from exo.frontend.typecheck import TypeChecker
+from exo.rewrite.new_eff import Check_Aliasing
+
+from ..errors import SporkSyntaxError
+from ..sync.timelines import SYNC_TLS, InstrTl, SyncTl
+from .blocks import BLOCK_CONTEXTS, BlockContext
+from .instrs import InstrTemplate
+from .loop_modes import LoopModeSyntax, WithBlock
+from .sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc
+
+WITH_ITER = "_with"
+
+
+def parse_function(func: Callable, caller_locals: dict, instr: Optional[tuple] = None) -> Procedure:
+    """Parse a decorated Python function as an Exo-GPU proc (or instr)."""
+    rawsrc = inspect.getsource(func)
+    src = textwrap.dedent(rawsrc)
+    n_dedent = len(re.match("^(.*)", rawsrc).group()) - len(re.match("^(.*)", src).group())
+    _, first_line = inspect.getsourcelines(func)
+    return parse_source(
+        src,
+        filename=inspect.getsourcefile(func) or "<unknown>",
+        first_line=first_line,
+        col_offset=n_dedent,
+        func_globals=func.__globals__,
+        func_locals=caller_locals,
+        instr=instr,
+    )
+
+
+def parse_source(
+    src: str,
+    *,
+    filename: str = "<string>",
+    first_line: int = 1,
+    col_offset: int = 0,
+    func_globals: Optional[dict] = None,
+    func_locals: Optional[dict] = None,
+    instr: Optional[tuple] = None,
+) -> Procedure:
+    """Parse the text of one `def` (e.g. the printout of a proc) as an Exo-GPU proc."""
+    func_globals = func_globals if func_globals is not None else default_namespace()
+    func_locals = dict(func_locals or {})
+    module = pyast.parse(src)
+    if len(module.body) != 1 or not isinstance(module.body[0], pyast.FunctionDef):
+        raise SporkSyntaxError("expected the source of exactly one function definition")
+    fdef = module.body[0]
+
+    def getsrcinfo(node) -> SrcInfo:
+        end = getattr(node, "end_lineno", None)
+        end_col = getattr(node, "end_col_offset", None)
+        return SrcInfo(
+            filename=filename,
+            lineno=node.lineno + first_line - 1,
+            col_offset=node.col_offset + col_offset,
+            end_lineno=None if end is None else end + first_line - 1,
+            end_col_offset=None if end_col is None else end_col + col_offset,
+        )
+
+    rewriter = _GpuSyntaxRewriter(ChainMap(func_locals, func_globals), getsrcinfo)
+    rewriter.rewrite_function(fdef)
+    parser = Parser(
+        fdef,
+        getsrcinfo,
+        func_globals=func_globals,
+        srclocals=ChainMap(rewriter.generated_procs, func_locals),
+        instr=instr,
+        as_func=True,
+    )
+    ir = TypeChecker(parser.result()).get_loopir()
+    ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
+    CheckBounds(ir)
+    Check_Aliasing(ir)
+    return Procedure(ir)
+
+
+def default_namespace() -> dict:
+    """The names a printed proc uses: everything `from spork_lab.platforms.cuda/Sm80/Sm90 import *` gives."""
+    from ..platforms import Sm80, Sm90, cuda
+
+    namespace = {}
+    for module in (cuda, Sm80, Sm90):
+        namespace.update({name: getattr(module, name) for name in module.__all__})
+    return namespace
+
+
+def _position(srcinfo: SrcInfo) -> tuple:
+    return (srcinfo.lineno, srcinfo.col_offset)
+
+
+def _attach_modes(stmts: list, modes: dict) -> list:
+    out = []
+    for s in stmts:
+        if isinstance(s, LoopIR.For):
+            mode = modes.get(_position(s.srcinfo), s.loop_mode)
+            s = s.update(body=_attach_modes(s.body, modes), loop_mode=mode)
+        elif isinstance(s, LoopIR.If):
+            s = s.update(body=_attach_modes(s.body, modes), orelse=_attach_modes(s.orelse, modes))
+        out.append(s)
+    return out
+
+
+def _suggest(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+class _GpuSyntaxRewriter:
+    """The pre-pass: rewrites Exo-GPU statements in place and records their meaning."""
+
+    def __init__(self, env: ChainMap, getsrcinfo: Callable):
+        self.env = env
+        self.getsrcinfo = getsrcinfo
+        self.modes: dict = {}  # source position of a For -> loop mode
+        self.barriers: dict = {}  # barrier name -> (memory, number of indices)
+        self.generated_procs: dict = {}  # name -> Procedure of a sync statement
+
+    # -- helpers ------------------------------------------------------------
+
+    def err(self, node, message: str):
+        raise SporkSyntaxError(message, self.getsrcinfo(node))
+
+    def eval(self, node, what: str):
+        """Evaluate a compile-time Python expression in the proc's environment."""
+        code = compile(pyast.fix_missing_locations(pyast.Expression(copy.deepcopy(node))), "<exo-gpu>", "eval")
+        try:
+            return eval(code, {"__builtins__": __builtins__}, self.env)
+        except NameError as e:
+            raise _Unknown(e.name) from None
+        except TypeError as e:
+            callee = self.lookup(node.func) if isinstance(node, pyast.Call) else None
+            usage = f"; write {callee.usage()}" if hasattr(callee, "usage") else ""
+            reason = re.sub(r"^[\w.]*__init__[(][)] ", "", str(e))
+            self.err(node, f"{what}: {reason}{usage}")
+        except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
+            self.err(node, f"{what}: evaluating `{pyast.unparse(node)}` raised {type(e).__name__}: {e}")
+
+    def lookup(self, node) -> object:
+        """The Python value a Name refers to, or None if it names nothing."""
+        if isinstance(node, pyast.Name):
+            return self.env.get(node.id)
+        return None
+
+    # -- statements ---------------------------------------------------------
+
+    def rewrite_function(self, fdef: pyast.FunctionDef) -> None:
+        fdef.body = self.block(fdef.body)
+
+    def block(self, stmts: list) -> list:
+        return [self.stmt(s) for s in stmts]
+
+    def stmt(self, s):
+        if isinstance(s, pyast.AnnAssign) and self._is_barrier_annotation(s.annotation):
+            return self.barrier_decl(s)
+        if isinstance(s, pyast.For):
+            return self.for_loop(s)
+        if isinstance(s, pyast.With):
+            return self.with_block(s)
+        if isinstance(s, pyast.If):
+            self.check_no_barrier_data(s.test)
+            s.body = self.block(s.body)
+            s.orelse = self.block(s.orelse)
+            return s
+        if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.RShift):
+            return self.arrive(s, s.value)
+        if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
+            syntax = self.lookup(s.value.func)
+            if isinstance(syntax, SyncSyntax):
+                return self.sync_call(s, s.value, syntax)
+            if isinstance(syntax, InstrTemplate):
+                return self.template_call(s.value, syntax)
+        self.check_no_barrier_data(s)
+        return s
+
+    def check_no_barrier_data(self, node) -> None:
+        for n in pyast.walk(node):
+            if isinstance(n, pyast.Name) and n.id in self.barriers:
+                self.err(
+                    n,
+                    f"'{n.id}' is a barrier, not data: use it only in sync statements, "
+                    f"e.g. `Arrive(cuda_in_order, 1) >> {n.id}` or `Await({n.id}, cuda_in_order, 0)`",
+                )
+
+    # -- barriers -----------------------------------------------------------
+
+    @staticmethod
+    def _barrier_type_node(annotation):
+        typ = annotation.left if isinstance(annotation, pyast.BinOp) else annotation
+        base = typ.value if isinstance(typ, pyast.Subscript) else typ
+        return typ, base
+
+    def _is_barrier_annotation(self, annotation) -> bool:
+        _, base = self._barrier_type_node(annotation)
+        return isinstance(base, pyast.Name) and base.id == "barrier"
+
+    def barrier_decl(self, s: pyast.AnnAssign):
+        name = s.target.id if isinstance(s.target, pyast.Name) else None
+        if name is None or s.value is not None:
+            self.err(s, "declare a barrier as `name: barrier @ CudaMbarrier` (or `barrier[2, 4] @ ...`)")
+        if not (isinstance(s.annotation, pyast.BinOp) and isinstance(s.annotation.op, pyast.MatMult)):
+            self.err(s, f"barrier '{name}' needs a memory: write `{name}: barrier @ CudaMbarrier` "
+                        "(or CudaCommitGroup, CudaEvent)")
+        try:
+            mem = self.eval(s.annotation.right, "barrier memory")
+        except _Unknown as e:
+            self.err(s.annotation.right, f"unknown memory '{e.name}' for barrier '{name}'")
+        if not (isinstance(mem, type) and issubclass(mem, BarrierMemory)):
+            self.err(s.annotation.right, f"barrier '{name}' needs a barrier memory "
+                                         f"(CudaMbarrier, CudaCommitGroup, CudaEvent), not {getattr(mem, '__name__', mem)}")
+        typ, _ = self._barrier_type_node(s.annotation)
+        ndim = 0
+        if isinstance(typ, pyast.Subscript):
+            dims = typ.slice.elts if isinstance(typ.slice, pyast.Tuple) else [typ.slice]
+            ndim = len(dims)
+            typ.value = pyast.copy_location(pyast.Name(id="ui8", ctx=pyast.Load()), typ.value)
+        else:
+            s.annotation.left = pyast.copy_location(pyast.Name(id="ui8", ctx=pyast.Load()), typ)
+        self.barriers[name] = (mem, ndim)
+        return s
+
+    def barrier_arg(self, node, kind: str):
+        """Rewrite `bar[i, j]` to the window `bar[i:i+1, j:j+1]` a sync proc takes."""
+        base = node.value if isinstance(node, pyast.Subscript) else node
+        if not isinstance(base, pyast.Name):
+            self.err(node, f"{kind} needs a barrier variable here, e.g. `bar` or `bar[i]`, not `{pyast.unparse(node)}`")
+        if base.id not in self.barriers:
+            self.err(node, f"'{base.id}' is not a barrier: declare it as `{base.id}: barrier @ CudaMbarrier` "
+                           "(or CudaCommitGroup, CudaEvent) before using it in {kind}")
+        mem, ndim = self.barriers[base.id]
+        idx = []
+        if isinstance(node, pyast.Subscript):
+            idx = node.slice.elts if isinstance(node.slice, pyast.Tuple) else [node.slice]
+        if any(isinstance(i, pyast.Slice) for i in idx):
+            self.err(node, f"barrier '{base.id}' takes point indices, e.g. `{base.id}[i]`, not slices")
+        if len(idx) != ndim:
+            self.err(node, f"barrier '{base.id}' has {ndim} indices, but `{pyast.unparse(node)}` gives {len(idx)}")
+        if ndim == 0:
+            return pyast.Name(id=base.id, ctx=pyast.Load()), mem, ndim
+        window = [
+            pyast.Slice(lower=copy.deepcopy(i), upper=pyast.BinOp(left=copy.deepcopy(i), op=pyast.Add(), right=pyast.Constant(1)))
+            for i in idx
+        ]
+        arg = pyast.Subscript(value=pyast.Name(id=base.id, ctx=pyast.Load()), slice=pyast.Tuple(elts=window, ctx=pyast.Load()), ctx=pyast.Load())
+        return pyast.copy_location(arg, node), mem, ndim
+
+    # -- loops and blocks ---------------------------------------------------
+
+    def for_loop(self, s: pyast.For):
+        it = s.iter
+        if not isinstance(it, pyast.Call) or not isinstance(it.func, pyast.Name):
+            self.err(it, "a loop needs a loop mode: write `seq(lo, hi)`, `cuda_tasks(lo, hi)` or "
+                         "`cuda_threads(0, n, unit=...)`")
+        if it.func.id not in ("seq", "par"):
+            try:
+                syntax = self.eval(it.func, "loop mode")
+            except _Unknown:
+                syntax = None
+            if not isinstance(syntax, LoopModeSyntax):
+                known = ("seq", "par", "cuda_tasks", "cuda_threads")
+                self.err(it.func, f"unknown loop mode '{it.func.id}'{_suggest(it.func.id, known)}: "
+                                  f"use one of {', '.join(known)} (from spork_lab.platforms.cuda import *)")
+            if len(it.args) != 2:
+                self.err(it, f"{syntax.name} takes two bounds: write `{syntax.name}(lo, hi"
+                             f"{', unit=...' if syntax.keywords else ''})`")
+            kwargs = {}
+            for kw in it.keywords:
+                if kw.arg is None:
+                    self.err(kw.value, f"{syntax.name}: spell out keyword arguments, no **")
+                try:
+                    kwargs[kw.arg] = self.eval(kw.value, f"{syntax.name}({kw.arg}=...)")
+                except _Unknown as e:
+                    self.err(kw.value, f"{syntax.name}({kw.arg}=...): unknown name '{e.name}'"
+                                       f"{_suggest(e.name, self.env)}")
+            try:
+                mode = syntax(**kwargs)
+            except TypeError as e:
+                self.err(it, str(e))
+            s.iter = pyast.copy_location(
+                pyast.Call(func=pyast.Name(id="seq", ctx=pyast.Load()), args=it.args, keywords=[]), it
+            )
+            pyast.fix_missing_locations(s.iter)
+            self.modes[_position(self.getsrcinfo(s))] = mode
+        self.check_no_barrier_data(s.iter)
+        s.body = self.block(s.body)
+        return s
+
+    def with_block(self, s: pyast.With):
+        if len(s.items) != 1:
+            self.err(s, "one context per `with`: nest the blocks instead, e.g. "
+                        "`with CudaDeviceFunction(...):` then `with CudaAsync(...):` inside it")
+        item = s.items[0]
+        if item.optional_vars is not None:
+            self.err(item.optional_vars, "`with ... as name` is not allowed in a proc: drop the `as` part")
+        ctx_node = item.context_expr
+        what = pyast.unparse(ctx_node.func if isinstance(ctx_node, pyast.Call) else ctx_node)
+        try:
+            ctx = self.eval(ctx_node, what)
+        except _Unknown as e:
+            known = [c.__name__ for c in BLOCK_CONTEXTS]
+            self.err(ctx_node, f"unknown context manager '{e.name}'{_suggest(e.name, known)}: "
+                               f"use one of {', '.join(known)}")
+        if isinstance(ctx, type) and issubclass(ctx, BlockContext):
+            self.err(ctx_node, f"write `with {ctx.__name__}(...):` with its arguments, not the bare class")
+        if not isinstance(ctx, BlockContext):
+            known = ", ".join(c.__name__ for c in BLOCK_CONTEXTS)
+            self.err(ctx_node, f"unknown context manager `{pyast.unparse(ctx_node)}`: use one of {known}")
+        loop = pyast.For(
+            target=pyast.Name(id=WITH_ITER, ctx=pyast.Store()),
+            iter=pyast.Call(func=pyast.Name(id="seq", ctx=pyast.Load()), args=[pyast.Constant(0), pyast.Constant(1)], keywords=[]),
+            body=self.block(s.body),
+            orelse=[],
+        )
+        pyast.copy_location(loop, s)
+        pyast.fix_missing_locations(loop)
+        self.modes[_position(self.getsrcinfo(loop))] = WithBlock(ctx)
+        return loop
+
+    def template_call(self, call: pyast.Call, template: InstrTemplate):
+        """`Sm80_cp_async_f32(dst, src, size=16)` -> a call of the concrete instr for size=16."""
+        kwargs = {}
+        for kw in call.keywords:
+            if kw.arg is None:
+                self.err(kw.value, f"{template.name}: spell out keyword arguments, no **")
+            try:
+                kwargs[kw.arg] = self.eval(kw.value, f"{template.name}({kw.arg}=...)")
+            except _Unknown as e:
+                self.err(kw.value, f"{template.name}({kw.arg}=...): unknown name '{e.name}'")
+        try:
+            concrete = template.instantiate(**kwargs)
+        except (TypeError, ValueError) as e:
+            self.err(call, str(e))
+        self.generated_procs[str(concrete.name())] = concrete
+        call.func = pyast.copy_location(pyast.Name(id=str(concrete.name()), ctx=pyast.Load()), call.func)
+        call.keywords = []
+        for a in call.args:
+            self.check_no_barrier_data(a)
+        return pyast.Expr(value=call, lineno=call.lineno, col_offset=call.col_offset,
+                          end_lineno=call.end_lineno, end_col_offset=call.end_col_offset)
+
+    # -- sync statements ----------------------------------------------------
+
+    def sync_tl(self, node, kind: str, which: str) -> SyncTl:
+        try:
+            tl = self.eval(node, f"{kind} {which}")
+        except _Unknown as e:
+            self.err(node, f"unknown sync-tl '{e.name}'{_suggest(e.name, SYNC_TLS)} in {kind}: "
+                           f"known sync-tls are {', '.join(SYNC_TLS)}")
+        if isinstance(tl, InstrTl):
+            self.err(node, f"{kind} takes sync-tls, and {tl.name} is an instr-tl: write {tl.sync_tl_name}")
+        if not isinstance(tl, SyncTl):
+            self.err(node, f"{kind}'s {which} must be a sync-tl such as cuda_in_order, not `{pyast.unparse(node)}`")
+        return tl
+
+    def int_arg(self, node, kind: str) -> int:
+        try:
+            n = self.eval(node, f"{kind} N")
+        except _Unknown as e:
+            self.err(node, f"{kind}: unknown name '{e.name}' for N (N is a literal int or ~k)")
+        if not isinstance(n, int) or isinstance(n, bool):
+            self.err(node, f"{kind}'s N must be an int (e.g. 0, 1, or ~1 for a lag of 1), "
+                           f"not `{pyast.unparse(node)}`")
+        return n
+
+    def sync_call(self, s: pyast.Expr, call: pyast.Call, syntax: SyncSyntax):
+        kind = syntax.kind
+        if call.keywords:
+            self.err(call, f"{kind} takes positional arguments only: write {kind}{syntax.params}")
+        if kind in ("Arrive", "ReverseArrive"):
+            self.err(call, f"{kind} needs its barrier after `>>`: write {kind}{syntax.params}")
+        n_args = 2 if kind == "Fence" else 3
+        if len(call.args) != n_args:
+            self.err(call, f"{kind} takes {n_args} arguments, got {len(call.args)}: write {kind}{syntax.params}")
+        if kind == "Fence":
+            spec = SyncSpec(
+                "Fence",
+                first_tl=self.sync_tl(call.args[0], kind, "first sync-tl"),
+                second_tl=self.sync_tl(call.args[1], kind, "second sync-tl"),
+            )
+            return self.emit(s, spec, [])
+        bar, mem, ndim = self.barrier_arg(call.args[0], kind)
+        spec = SyncSpec(
+            kind,
+            second_tl=self.sync_tl(call.args[1], kind, "second sync-tl"),
+            N=self.int_arg(call.args[2], kind),
+            barrier_mem=mem,
+            barrier_ndim=ndim,
+        )
+        return self.emit(s, spec, [bar])
+
+    def arrive(self, s: pyast.Expr, binop: pyast.BinOp):
+        call = binop.left
+        syntax = self.lookup(call.func) if isinstance(call, pyast.Call) else None
+        if not (isinstance(syntax, SyncSyntax) and syntax.kind in ("Arrive", "ReverseArrive")):
+            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...), not `{pyast.unparse(call)}`")
+        kind = syntax.kind
+        if call.keywords or len(call.args) != 2:
+            self.err(call, f"{kind} takes 2 arguments: write {kind}{syntax.params}")
+        first_tl = self.sync_tl(call.args[0], kind, "first sync-tl")
+        n = self.int_arg(call.args[1], kind)
+        bar, mem, ndim = self.barrier_arg(binop.right, kind)
+        spec = SyncSpec(kind, first_tl=first_tl, N=n, barrier_mem=mem, barrier_ndim=ndim)
+        return self.emit(s, spec, [bar])
+
+    def emit(self, s: pyast.Expr, spec: SyncSpec, args: list):
+        if spec.is_reverse and not spec.barrier_mem.allows_reverse:
+            self.err(s, f"{spec.kind} needs a barrier @ CudaMbarrier, not @ {spec.barrier_mem.name()}")
+        proc = sync_proc(spec)
+        self.generated_procs[str(proc.name())] = proc
+        call = pyast.Call(func=pyast.Name(id=str(proc.name()), ctx=pyast.Load()), args=args, keywords=[])
+        new = pyast.copy_location(pyast.Expr(value=pyast.copy_location(call, s)), s)
+        return pyast.fix_missing_locations(new)
+
+
+class _Unknown(Exception):
+    """A name in a compile-time expression is not defined."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name

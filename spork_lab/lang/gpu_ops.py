@@ -1,0 +1,215 @@
+"""Scheduling operations of Exo-GPU, built the way exo builds its own.
+
+Each is an exo `sched_op`, so cursors and pattern strings work as arguments,
+each returns a new Procedure whose provenance and cursor forwarding are
+exo's, and each can be recorded and replayed by the workbench.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Union
+
+from exo.API import Procedure
+from exo.API_cursors import lift_cursor
+from exo.API_scheduling import (
+    ArgumentProcessor,
+    BlockCursorA,
+    ForCursorA,
+    GapCursorA,
+    MemoryA,
+    NameA,
+    sched_op,
+)
+from exo.core.LoopIR import LoopIR, T
+from exo.core.prelude import Sym
+from exo.frontend.parse_fragment import parse_fragment
+from exo.rewrite.LoopIR_scheduling import SchedulingError
+
+from ..sync.timelines import InstrTl, SyncTl
+from .blocks import BlockContext
+from .loop_modes import WithBlock, to_loop_mode
+from .sync_stmts import BARRIER_CARRIER, BarrierMemory, SyncSpec, is_barrier_alloc, sync_proc
+
+
+class _LoopModeA(ArgumentProcessor):
+    def __call__(self, mode, all_args):
+        try:
+            return to_loop_mode(mode)
+        except TypeError as e:
+            self.err(str(e))
+
+
+class _ContextA(ArgumentProcessor):
+    def __call__(self, ctx, all_args):
+        if not isinstance(ctx, BlockContext):
+            self.err("expected a block context: CudaDeviceFunction(...), CudaAsync(...) or CudaWarps(...)")
+        return ctx
+
+
+class _SyncTlA(ArgumentProcessor):
+    def __call__(self, tl, all_args):
+        if isinstance(tl, InstrTl):
+            self.err(f"{tl.name} is an instr-tl; pass the sync-tl {tl.sync_tl_name}")
+        if not isinstance(tl, SyncTl):
+            self.err(f"expected a sync-tl such as cuda_in_order, got {tl!r}")
+        return tl
+
+
+class _IntA(ArgumentProcessor):
+    def __call__(self, n, all_args):
+        if not isinstance(n, int) or isinstance(n, bool):
+            self.err(f"expected an int (e.g. 0, 1 or ~1), got {n!r}")
+        return n
+
+
+class _ShapeA(ArgumentProcessor):
+    def __call__(self, shape, all_args):
+        shape = [] if shape is None else list(shape) if isinstance(shape, (list, tuple)) else [shape]
+        if not all(isinstance(d, int) and d > 0 for d in shape):
+            self.err(f"expected a list of positive ints (or [] for one barrier), got {shape!r}")
+        return shape
+
+
+class _BarrierMemoryA(MemoryA):
+    def __call__(self, mem, all_args):
+        mem = super().__call__(mem, all_args)
+        if not issubclass(mem, BarrierMemory):
+            self.err("expected a barrier memory: CudaMbarrier, CudaCommitGroup or CudaEvent")
+        return mem
+
+
+class _BarrierExprA(ArgumentProcessor):
+    """A barrier expression `bar` or `bar[i, j]`, parsed in the context of the gap."""
+
+    def __call__(self, text, all_args):
+        if not isinstance(text, str):
+            self.err("expected a barrier expression string such as 'bar' or 'bar[i]'")
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[(.*)\])?\s*", text)
+        if not m:
+            self.err(f"expected 'name' or 'name[i, ...]', got {text!r}")
+        proc, gap = all_args["proc"], all_args["gap"]
+        ctx_stmt = gap.anchor()._impl._node
+        alloc = _barrier_alloc(proc, m.group(1))
+        if alloc is None:
+            self.err(f"'{m.group(1)}' is not a barrier of this proc")
+        idx = []
+        if m.group(2):
+            idx = [parse_fragment(proc._loopir_proc, part.strip(), ctx_stmt) for part in m.group(2).split(",")]
+        ndim = len(alloc.type.shape()) if isinstance(alloc.type, T.Tensor) else 0
+        if len(idx) != ndim:
+            self.err(f"barrier '{m.group(1)}' has {ndim} indices, got {len(idx)}")
+        return alloc, idx
+
+
+def _barrier_alloc(proc: Procedure, name: str):
+    found = []
+
+    def walk(stmts):
+        for s in stmts:
+            if is_barrier_alloc(s) and s.name.name() == name:
+                found.append(s)
+            for attr in ("body", "orelse"):
+                walk(getattr(s, attr, []))
+
+    walk(proc._loopir_proc.body)
+    return found[-1] if found else None
+
+
+def _barrier_arg(alloc, idx: list, srcinfo):
+    if not idx:
+        return LoopIR.Read(alloc.name, [], alloc.type, srcinfo)
+    one = lambda e: LoopIR.BinOp("+", e, LoopIR.Const(1, T.index, srcinfo), T.index, srcinfo)  # noqa: E731
+    w_idx = [LoopIR.Interval(i, one(i), srcinfo) for i in idx]
+    as_tensor = T.Tensor([LoopIR.Const(1, T.int, srcinfo)] * len(idx), True, BARRIER_CARRIER)
+    win_type = T.Window(alloc.type, as_tensor, alloc.name, w_idx)
+    return LoopIR.WindowExpr(alloc.name, w_idx, win_type, srcinfo)
+
+
+def _insert(proc: Procedure, gap, stmts: list) -> Procedure:
+    ir, fwd = gap._impl._insert(stmts)
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+
+
+def _insert_sync(proc: Procedure, gap, spec: SyncSpec, args: list) -> Procedure:
+    callee = sync_proc(spec)._loopir_proc
+    srcinfo = gap.anchor()._impl._node.srcinfo
+    return _insert(proc, gap, [LoopIR.Call(callee, args, srcinfo)])
+
+
+@sched_op([ForCursorA, _LoopModeA])
+def set_loop_mode(proc: Procedure, loop, mode) -> Procedure:
+    """Give a loop a mode: "seq", "par", cuda_tasks, cuda_threads or cuda_threads(unit=...)."""
+    if isinstance(loop._impl._node.loop_mode, WithBlock):
+        raise SchedulingError("that loop is a `with` block; it has no loop mode to change")
+    ir, fwd = loop._impl._child_node("loop_mode")._replace(mode)
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+
+
+@sched_op([BlockCursorA, _ContextA])
+def wrap_with_context(proc: Procedure, block, ctx: BlockContext) -> Procedure:
+    """Wrap a block of statements in `with ctx:`."""
+    srcinfo = block[0]._impl._node.srcinfo
+    zero, one = (LoopIR.Const(v, T.index, srcinfo) for v in (0, 1))
+
+    def make(body):
+        return LoopIR.For(Sym("_with"), zero, one, body, WithBlock(ctx), srcinfo)
+
+    ir, fwd = block._impl._wrap(make, "body")
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+
+
+@sched_op([GapCursorA, _SyncTlA, _SyncTlA])
+def insert_fence(proc: Procedure, gap, first_tl: SyncTl, second_tl: SyncTl) -> Procedure:
+    """Insert `Fence(first_tl, second_tl)` at a gap."""
+    return _insert_sync(proc, gap, SyncSpec("Fence", first_tl=first_tl, second_tl=second_tl), [])
+
+
+@sched_op([GapCursorA, NameA, _ShapeA, _BarrierMemoryA])
+def insert_barrier_alloc(proc: Procedure, gap, name: str, shape, memory) -> Procedure:
+    """Insert `name: barrier[shape] @ memory` at a gap (shape [] for a single barrier)."""
+    srcinfo = gap.anchor()._impl._node.srcinfo
+    typ = BARRIER_CARRIER
+    if shape:
+        typ = T.Tensor([LoopIR.Const(d, T.int, srcinfo) for d in shape], False, BARRIER_CARRIER)
+    return _insert(proc, gap, [LoopIR.Alloc(Sym(name), typ, memory, srcinfo)])
+
+
+@sched_op([GapCursorA, _SyncTlA, _BarrierExprA, _IntA])
+def insert_arrive(proc: Procedure, gap, first_tl: SyncTl, barrier, N: int = 1) -> Procedure:
+    """Insert `Arrive(first_tl, N) >> barrier` at a gap; barrier is text like 'bar[i]'."""
+    return _insert_barrier_sync(proc, gap, barrier, "Arrive", first_tl=first_tl, N=N)
+
+
+@sched_op([GapCursorA, _BarrierExprA, _SyncTlA, _IntA])
+def insert_await(proc: Procedure, gap, barrier, second_tl: SyncTl, N: int) -> Procedure:
+    """Insert `Await(barrier, second_tl, N)` at a gap; barrier is text like 'bar[i]'."""
+    return _insert_barrier_sync(proc, gap, barrier, "Await", second_tl=second_tl, N=N)
+
+
+def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Procedure:
+    alloc, idx = barrier
+    spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
+    srcinfo = gap.anchor()._impl._node.srcinfo
+    return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
+
+
+def find_blocks(proc: Procedure, ctx_type: Optional[Union[type, tuple]] = None) -> list:
+    """Cursors of the `with` blocks of a proc (in program order), optionally only those whose
+    context is an instance of ctx_type, e.g. `find_blocks(p, CudaAsync)`."""
+    found = []
+
+    def walk(cursors):
+        for c in cursors:
+            node = c._impl._node
+            if isinstance(node, LoopIR.For):
+                if isinstance(node.loop_mode, WithBlock) and (ctx_type is None or isinstance(node.loop_mode.ctx, ctx_type)):
+                    found.append(c)
+                walk(c.body())
+            elif isinstance(node, LoopIR.If):
+                walk(c.body())
+                if node.orelse:
+                    walk(c.orelse())
+
+    walk(proc.body())
+    return found

@@ -1,0 +1,76 @@
+"""What an Exo-GPU instr declares beyond exo's @instr: its instr-tl and collective unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from exo.core.LoopIR import LoopIR
+
+from ..coll.algebra import CollUnit, cuda_thread
+from ..sync.timelines import InstrTl, UsageTl, cuda_in_order_instr
+
+
+@dataclass(frozen=True)
+class InstrInfo:
+    """Static facts about an instr, read by the analyses and the CUDA backend."""
+
+    instr_tl: InstrTl = cuda_in_order_instr
+    coll_unit: CollUnit = cuda_thread
+    usage_tls: dict = field(default_factory=dict)  # parameter name -> UsageTl (wgmma operands)
+    cuda_includes: tuple = ()  # headers the CUDA code needs
+
+
+_INFO_BY_PROC_NAME: dict[str, InstrInfo] = {}
+
+
+def register_instr(name: str, info: InstrInfo) -> None:
+    _INFO_BY_PROC_NAME[name] = info
+
+
+def instr_info(call_or_proc) -> Optional[InstrInfo]:
+    """The InstrInfo of an Exo-GPU instr (a LoopIR.Call or proc), None for plain procs."""
+    proc = call_or_proc.f if isinstance(call_or_proc, LoopIR.Call) else call_or_proc
+    return _INFO_BY_PROC_NAME.get(proc.name)
+
+
+def usage_tl_of(info: InstrInfo, param: str) -> Optional[UsageTl]:
+    return info.usage_tls.get(param)
+
+
+class InstrTemplate:
+    """An instr family parameterised by compile-time keywords, e.g. `Sm80_cp_async_f32(dst, src, size=16)`.
+
+    Each distinct keyword set makes (and caches) one concrete instr proc; the
+    printer shows the call with its keywords again.
+    """
+
+    def __init__(self, name: str, make: Callable[..., object], defaults: dict):
+        self.name = name
+        self._make = make
+        self.defaults = dict(defaults)
+        self._cache: dict = {}
+
+    def instantiate(self, **kwargs):
+        unknown = sorted(set(kwargs) - set(self.defaults))
+        if unknown:
+            allowed = ", ".join(f"{k}=..." for k in self.defaults)
+            raise TypeError(f"{self.name}() got unknown keyword {unknown[0]!r}; it takes {allowed}")
+        params = {**self.defaults, **kwargs}
+        key = tuple(sorted(params.items()))
+        if key not in self._cache:
+            p = self._make(**params)
+            self._cache[key] = p
+            _TEMPLATE_CALLS[p.name()] = (self, params)
+        return self._cache[key]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_TEMPLATE_CALLS: dict = {}  # concrete instr name -> (template, keywords)
+
+
+def template_call_of(proc_name: str):
+    """(template, keywords) of a concrete instr made from an InstrTemplate, else None."""
+    return _TEMPLATE_CALLS.get(proc_name)

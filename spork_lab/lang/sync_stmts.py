@@ -1,0 +1,152 @@
+"""Barriers and synchronization statements (Fence, Arrive, Await, ReverseArrive, ReverseAwait).
+
+Sequentially a sync statement does nothing, so it is encoded as a call to a
+generated `@instr`-like proc with an empty C body, one proc per distinct
+statement (cached: exo rejects two procs with one name). Arrive/Await take the
+barrier as an argument and their body writes it, so exo's effect analysis will
+not reorder two syncs on the same barrier past each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from exo.API import Procedure
+from exo.core.LoopIR import LoopIR, T
+from exo.core.memory import Memory, MemGenError
+from exo.core.prelude import Sym, SrcInfo
+
+from ..sync.timelines import SyncTl
+
+
+class BarrierMemory(Memory):
+    """Memory of `barrier` variables. Subclasses choose the CUDA mechanism."""
+
+    allows_reverse = False  # ReverseArrive/ReverseAwait (mbarriers only)
+
+    @classmethod
+    def alloc(cls, new_name, prim_type, shape, srcinfo):
+        raise MemGenError(f"{srcinfo}: barrier {new_name} @ {cls.name()} is lowered by the CUDA backend")
+
+    @classmethod
+    def free(cls, new_name, prim_type, shape, srcinfo):
+        return ""
+
+    @classmethod
+    def can_read(cls):
+        return False
+
+
+# The element type that carries a barrier allocation through exo.
+BARRIER_CARRIER = T.ui8
+
+SYNC_KINDS = ("Fence", "Arrive", "Await", "ReverseArrive", "ReverseAwait")
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    """Everything a sync statement says besides its barrier indices."""
+
+    kind: str
+    first_tl: Optional[SyncTl] = None  # Fence, Arrive, ReverseArrive
+    second_tl: Optional[SyncTl] = None  # Fence, Await, ReverseAwait
+    N: Optional[int] = None  # arrive count, or await pairing (>= 0: N-th prior; ~lag)
+    barrier_mem: Optional[type] = None
+    barrier_ndim: int = 0
+
+    @property
+    def is_arrive(self) -> bool:
+        return self.kind in ("Arrive", "ReverseArrive")
+
+    @property
+    def is_await(self) -> bool:
+        return self.kind in ("Await", "ReverseAwait")
+
+    @property
+    def is_reverse(self) -> bool:
+        return self.kind.startswith("Reverse")
+
+    def proc_name(self) -> str:
+        n = "" if self.N is None else (f"_{self.N}" if self.N >= 0 else f"_lag{~self.N}")
+        mem = f"_{self.barrier_mem.name()}_d{self.barrier_ndim}" if self.barrier_mem else ""
+        tls = "_".join(tl.name for tl in (self.first_tl, self.second_tl) if tl is not None)
+        return f"spork_{self.kind}{mem}_{tls}{n}"
+
+    def source(self, barrier: str = "") -> str:
+        """The statement as the user writes it, given the barrier expression's text."""
+        if self.kind == "Fence":
+            return f"Fence({self.first_tl}, {self.second_tl})"
+        if self.is_arrive:
+            return f"{self.kind}({self.first_tl}, {self.N}) >> {barrier}"
+        n = f"~{~self.N}" if self.N < 0 else str(self.N)
+        return f"{self.kind}({barrier}, {self.second_tl}, {n})"
+
+
+_SPECS_BY_PROC_NAME: dict[str, SyncSpec] = {}
+_PROCS_BY_SPEC: dict[SyncSpec, Procedure] = {}
+
+
+def sync_proc(spec: SyncSpec) -> Procedure:
+    """The (cached) generated proc that a sync statement with this spec calls."""
+    if spec in _PROCS_BY_SPEC:
+        return _PROCS_BY_SPEC[spec]
+    srcinfo = SrcInfo("<spork_lab sync statement>", 0)
+    args, body = [], []
+    if spec.barrier_mem is not None:
+        bar = Sym("bar")
+        one = LoopIR.Const(1, T.int, srcinfo)
+        zero = LoopIR.Const(0, T.index, srcinfo)
+        typ = T.Tensor([one] * spec.barrier_ndim, True, BARRIER_CARRIER) if spec.barrier_ndim else BARRIER_CARRIER
+        args.append(LoopIR.fnarg(bar, typ, spec.barrier_mem, srcinfo))
+        rhs = LoopIR.Const(0, BARRIER_CARRIER, srcinfo)
+        body.append(LoopIR.Assign(bar, BARRIER_CARRIER, [zero] * spec.barrier_ndim, rhs, srcinfo))
+    else:
+        body.append(LoopIR.Pass(srcinfo))
+    ir = LoopIR.proc(spec.proc_name(), args, [], body, LoopIR.instr("", ""), srcinfo)
+    proc = Procedure(ir)
+    _PROCS_BY_SPEC[spec] = proc
+    _SPECS_BY_PROC_NAME[ir.name] = spec
+    return proc
+
+
+def sync_spec_of(stmt) -> Optional[SyncSpec]:
+    """The SyncSpec of a LoopIR statement, or None if it is not a sync statement."""
+    if isinstance(stmt, LoopIR.Call):
+        return _SPECS_BY_PROC_NAME.get(stmt.f.name)
+    return None
+
+
+def is_barrier_alloc(stmt) -> bool:
+    return isinstance(stmt, LoopIR.Alloc) and isinstance(stmt.mem, type) and issubclass(stmt.mem, BarrierMemory)
+
+
+def barrier_window_indices(arg) -> list:
+    """The point indices of a barrier argument `bar[i:i+1, ...]` (empty for a scalar barrier)."""
+    if isinstance(arg, LoopIR.WindowExpr):
+        return [w.lo for w in arg.idx]
+    return []
+
+
+class SyncSyntax:
+    """The names `Fence`, `Arrive`, `Await`, `ReverseArrive`, `ReverseAwait` users write in procs."""
+
+    def __init__(self, kind: str, params: str):
+        self.kind = kind
+        self.params = params  # how to call it, for error messages
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"{self.kind}{self.params} is a statement of an Exo-GPU proc: write it inside an @proc, "
+            "or insert it with spork_lab.scheduling (insert_fence, insert_arrive, insert_await)"
+        )
+
+    def __repr__(self) -> str:
+        return self.kind
+
+
+Fence = SyncSyntax("Fence", "(first_sync_tl, second_sync_tl)")
+Arrive = SyncSyntax("Arrive", "(first_sync_tl, N) >> bar[...]")
+Await = SyncSyntax("Await", "(bar[...], second_sync_tl, N)")
+ReverseArrive = SyncSyntax("ReverseArrive", "(first_sync_tl, N) >> bar[...]")
+ReverseAwait = SyncSyntax("ReverseAwait", "(bar[...], second_sync_tl, N)")

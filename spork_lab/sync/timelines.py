@@ -1,0 +1,122 @@
+"""Instruction, usage and synchronization timelines (seed 000, "Timeline").
+
+An instr-tl says which timeline an instruction runs on; a usage-tl says how an
+operand is used (it matters for wgmma operands only); a sync-tl is the set of
+(instr-tl, usage-tl) pairs that a Fence/Arrive/Await orders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InstrTl:
+    """The timeline an instruction runs on."""
+
+    name: str
+    is_async: bool
+    sync_tl_name: str  # the sync-tl users usually mean when they write this instr-tl
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class UsageTl:
+    """How an instruction uses an operand (default, or a wgmma operand role)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class SyncTl:
+    """A set of (instr-tl, usage-tl) pairs ordered by a synchronization statement."""
+
+    name: str
+    pairs: frozenset
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def covers(self, instr_tl: InstrTl, usage_tl: "UsageTl" = None) -> bool:
+        return (instr_tl, usage_tl or default_usage) in self.pairs
+
+    @property
+    def instr_tls(self) -> frozenset:
+        return frozenset(i for i, _ in self.pairs)
+
+
+default_usage = UsageTl("default_usage")
+wgmma_usage_a = UsageTl("wgmma_usage_a")
+wgmma_usage_b = UsageTl("wgmma_usage_b")
+wgmma_usage_d = UsageTl("wgmma_usage_d")
+
+cpu_in_order_instr = InstrTl("cpu_in_order_instr", False, "cpu_in_order")
+cuda_in_order_instr = InstrTl("cuda_in_order_instr", False, "cuda_in_order")
+Sm80_cp_async_instr = InstrTl("Sm80_cp_async_instr", True, "Sm80_cp_async")
+tma_to_smem_async_instr = InstrTl("tma_to_smem_async_instr", True, "tma_to_smem_async")
+tma_to_gmem_async_instr = InstrTl("tma_to_gmem_async_instr", True, "tma_to_gmem_async")
+wgmma_async_instr = InstrTl("wgmma_async_instr", True, "wgmma_async")
+
+INSTR_TLS = {
+    t.name: t
+    for t in [
+        cpu_in_order_instr,
+        cuda_in_order_instr,
+        Sm80_cp_async_instr,
+        tma_to_smem_async_instr,
+        tma_to_gmem_async_instr,
+        wgmma_async_instr,
+    ]
+}
+
+
+def _tl(name: str, *pairs) -> SyncTl:
+    return SyncTl(name, frozenset(p if isinstance(p, tuple) else (p, default_usage) for p in pairs))
+
+
+_wgmma_operands = [(wgmma_async_instr, u) for u in (wgmma_usage_a, wgmma_usage_b, wgmma_usage_d)]
+
+cpu_in_order = _tl("cpu_in_order", cpu_in_order_instr)
+cuda_in_order = _tl("cuda_in_order", cuda_in_order_instr)
+Sm80_cp_async = _tl("Sm80_cp_async", Sm80_cp_async_instr)
+Sm80_generic = _tl("Sm80_generic", cuda_in_order_instr, Sm80_cp_async_instr)
+tma_to_smem_async = _tl("tma_to_smem_async", tma_to_smem_async_instr)
+tma_to_gmem_async = _tl("tma_to_gmem_async", tma_to_gmem_async_instr)
+wgmma_async = _tl("wgmma_async", *_wgmma_operands)
+wgmma_async_smem = _tl("wgmma_async_smem", (wgmma_async_instr, wgmma_usage_a), (wgmma_async_instr, wgmma_usage_b))
+# wgmma.fence orders prior register/shared accesses before the wgmma reads them.
+wgmma_fence_1 = _tl("wgmma_fence_1", cuda_in_order_instr, *_wgmma_operands)
+wgmma_fence_2 = _tl("wgmma_fence_2", *_wgmma_operands)
+# Generic-proxy accesses made visible to the async proxy (TMA, wgmma smem operands).
+cuda_generic_and_async_proxy = _tl(
+    "cuda_generic_and_async_proxy",
+    cuda_in_order_instr,
+    tma_to_smem_async_instr,
+    tma_to_gmem_async_instr,
+    *_wgmma_operands,
+)
+# Orders nothing in memory: only time (e.g. a CPU event wait before timing).
+cuda_temporal = SyncTl("cuda_temporal", frozenset())
+
+SYNC_TLS = {
+    t.name: t
+    for t in [
+        cpu_in_order,
+        cuda_in_order,
+        Sm80_cp_async,
+        Sm80_generic,
+        tma_to_smem_async,
+        tma_to_gmem_async,
+        wgmma_async,
+        wgmma_async_smem,
+        wgmma_fence_1,
+        wgmma_fence_2,
+        cuda_generic_and_async_proxy,
+        cuda_temporal,
+    ]
+}
