@@ -117,11 +117,15 @@ def _barrier_alloc(proc: Procedure, name: str):
 
 
 def _barrier_arg(alloc, idx: list, srcinfo):
+    """The window `bar[i:i+1, ...]` built exactly as exo's type checker builds a parsed one."""
     if not idx:
         return LoopIR.Read(alloc.name, [], alloc.type, srcinfo)
-    one = lambda e: LoopIR.BinOp("+", e, LoopIR.Const(1, T.index, srcinfo), T.index, srcinfo)  # noqa: E731
-    w_idx = [LoopIR.Interval(i, one(i), srcinfo) for i in idx]
-    as_tensor = T.Tensor([LoopIR.Const(1, T.int, srcinfo)] * len(idx), True, BARRIER_CARRIER)
+
+    def binop(op, lhs, rhs):
+        return LoopIR.BinOp(op, lhs, rhs, T.index, srcinfo)
+
+    w_idx = [LoopIR.Interval(i, binop("+", i, LoopIR.Const(1, T.int, srcinfo)), srcinfo) for i in idx]
+    as_tensor = T.Tensor([binop("-", w.hi, w.lo) for w in w_idx], True, BARRIER_CARRIER)
     win_type = T.Window(alloc.type, as_tensor, alloc.name, w_idx)
     return LoopIR.WindowExpr(alloc.name, w_idx, win_type, srcinfo)
 

@@ -1,0 +1,83 @@
+"""Misused Exo-GPU syntax: a SporkSyntaxError naming the user's file and line and what to write."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+import traceback
+
+import pytest
+
+from spork_lab import SporkSyntaxError
+
+HEADER = """\
+from __future__ import annotations
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
+
+
+@proc
+def bad(n: size, x: f32[n] @ CudaGmemLinear):
+    bar: barrier @ CudaMbarrier
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+"""
+
+
+def _load(tmp_path, body: str):
+    """Write a proc whose task-loop body is `body` and import it; return the error and the marked line."""
+    lines = textwrap.dedent(body).strip("\n").splitlines()
+    source = HEADER + "".join(f"            {line}\n" for line in lines)
+    marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
+    path = tmp_path / "user_kernel.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("user_kernel", path)
+    with pytest.raises(SporkSyntaxError) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return info.value, path, marked
+
+
+CASES = {
+    "unknown loop mode": ("for t in cuda_thread(0, 32):  # <-\n    pass", ["unknown loop mode 'cuda_thread'", "cuda_threads"]),
+    "unknown context manager": ("with CudaAsyn(Sm80_cp_async_instr):  # <-\n    pass", ["unknown context manager 'CudaAsyn'", "CudaAsync"]),
+    "bad keyword argument": ("with CudaWarps(0, 1, nme='a'):  # <-\n    pass", ["unexpected keyword argument 'nme'", "CudaWarps(lo, hi, name=...)"]),
+    "missing arguments": ("with CudaWarps():  # <-\n    pass", ["CudaWarps needs warps", 'CudaWarps(name="...")']),
+    "bad loop keyword": ("for t in cuda_threads(0, 32, units=cuda_warp):  # <-\n    pass", ["unknown keyword 'units'", "unit=..."]),
+    "bare context class": ("with CudaAsync:  # <-\n    pass", ["write `with CudaAsync(...):`"]),
+    "Fence arity": ("Fence(cuda_in_order)  # <-", ["Fence takes 2 arguments, got 1", "Fence(first_sync_tl, second_sync_tl)"]),
+    "Await arity": ("Await(bar, cuda_in_order)  # <-", ["Await takes 3 arguments, got 2"]),
+    "Arrive arity": ("Arrive(cuda_in_order) >> bar  # <-", ["Arrive takes 2 arguments", "Arrive(first_sync_tl, N) >> bar[...]"]),
+    "Arrive without >>": ("Arrive(cuda_in_order, 1)  # <-", ["needs its barrier after `>>`"]),
+    ">> after Fence": ("Fence(cuda_in_order, cuda_in_order) >> bar  # <-", ["`>>` only follows Arrive(...) or ReverseArrive(...)"]),
+    "several items in with": ("with CudaWarps(0, 1), CudaWarps(1, 2):  # <-\n    pass", ["one context per `with`"]),
+    "as in with": ("with CudaWarps(0, 1) as w:  # <-\n    pass", ["`with ... as name` is not allowed"]),
+    "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier"]),
+    "barrier as data": ("x[0] = bar  # <-", ["'bar' is a barrier, not data"]),
+    "non-integer N": ("Await(bar, cuda_in_order, 1.5)  # <-", ["N must be an int", "~1"]),
+    "instr-tl as sync-tl": ("Fence(Sm80_cp_async_instr, cuda_in_order)  # <-", ["Sm80_cp_async_instr is an instr-tl: write Sm80_cp_async"]),
+    "unknown sync-tl": ("Fence(cuda_inorder, cuda_in_order)  # <-", ["unknown sync-tl 'cuda_inorder'", "did you mean cuda_in_order"]),
+    "sync-tl as instr-tl": ("with CudaAsync(Sm80_cp_async):  # <-\n    pass", ["write CudaAsync(Sm80_cp_async_instr)"]),
+    "reverse sync on a commit group": ("ReverseArrive(cuda_in_order, 1) >> grp  # <-", ["needs a barrier @ CudaMbarrier"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_error_names_file_line_and_fix(tmp_path, case):
+    body, expected = CASES[case]
+    if "grp" in body:
+        body = "grp: barrier @ CudaCommitGroup\n" + body
+    err, path, line = _load(tmp_path, body)
+    assert (err.filename, err.lineno) == (str(path), line)
+    assert str(err).startswith(f"{path}:{line}: ")
+    for text in expected:
+        assert text in str(err)
+
+
+def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
+    err, path, _ = _load(tmp_path, "Fence(cuda_in_order)  # <-")
+    frames = traceback.extract_tb(err.__traceback__)
+    assert not [f for f in frames if "/exo/" in f.filename]
+    assert [f.filename for f in frames if "spork_lab" in f.filename] == [
+        f.filename for f in frames if f.filename.endswith("decorators.py")
+    ]
