@@ -14,7 +14,7 @@ from exo.core.LoopIR import LoopIR
 import spork_lab as sl
 from spork_lab.lang.frontend import default_namespace
 from spork_lab.lang.loop_modes import CudaTasks, CudaThreads, WithBlock
-from spork_lab.lang.printer import EXO_PROC_STR
+from spork_lab.lang.printer import EXO_PRINT_CURSOR, EXO_PROC_STR
 from spork_lab.lang.sync_stmts import sync_spec_of
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
@@ -236,3 +236,17 @@ def test_find_blocks_by_context_type():
     assert len(find_blocks(P.barriers_everywhere, CudaAsync)) == 1
     (dev,) = find_blocks(P.reverse_tiles, CudaDeviceFunction)
     assert isinstance(dev._impl._node.loop_mode.ctx, CudaDeviceFunction)
+
+
+def test_cursors_print_exo_gpu_syntax_with_exo_markers():
+    p = P.reverse_tiles
+    node = str(p.find_loop("tid"))
+    assert "for tid in cuda_threads(0, 256):  # <-- NODE" in node
+    assert "with CudaDeviceFunction(blockDim=256):" in node
+    block = str(p.find_loop("task").body()[1:3]).splitlines()
+    start = block.index("            # BLOCK START")
+    assert block[start + 3].strip() == "Fence(cuda_in_order, cuda_in_order)"
+    assert block[start + 4].strip() == "# BLOCK END"
+    assert "[GAP - After]" in str(p.find_loop("tid").after())
+    c = P.plain_scale.find_loop("i")
+    assert str(c) == EXO_PRINT_CURSOR(c._impl)

@@ -10,7 +10,9 @@ notebook display of any Procedure show Exo-GPU syntax.
 
 from __future__ import annotations
 
+from exo import API_cursors as exo_api_cursors
 from exo.core import LoopIR_pprint as exo_pprint
+from exo.core import internal_cursors as ic
 from exo.core.LoopIR import LoopIR
 
 from .instrs import template_call_of
@@ -23,10 +25,11 @@ _print_fnarg = exo_pprint._print_fnarg
 
 EXO_PROC_STR = LoopIR.proc.__str__
 EXO_STMT_STR = LoopIR.stmt.__str__
+EXO_PRINT_CURSOR = exo_pprint._print_cursor
 
 
-def proc_lines(p, env=None) -> list:
-    """The unformatted source lines of a proc."""
+def proc_lines(p, env=None, marks: CursorMarks = None) -> list:
+    """The unformatted source lines of a proc (with a cursor's marks, if given)."""
     env = env or exo_pprint.PrintEnv()
     args = [_print_fnarg(a, env) for a in p.args]
     lines = [f"def {p.name}({', '.join(args)}):"]
@@ -35,15 +38,46 @@ def proc_lines(p, env=None) -> list:
         for i, line in enumerate(p.instr.c_instr.split("\n")):
             lines.append(f"{indent}{'# @instr ' if i == 0 else '#        '}{line}")
     lines.extend(f"{indent}assert {_print_expr(pred, env)}" for pred in p.preds)
-    lines.extend(block_lines(p.body, env, indent))
+    lines.extend(block_lines(p.body, env, indent, marks))
     return lines
 
 
-def block_lines(stmts, env, indent: str) -> list:
-    return [line for s in stmts for line in stmt_lines(s, env, indent)]
+class CursorMarks:
+    """Where a cursor points, for printing it the way exo does (`# <-- NODE`, gaps, blocks)."""
+
+    def __init__(self, cursor):
+        self.node = self.block_first = self.block_last = self.gap_anchor = self.gap_type = None
+        if isinstance(cursor, ic.Node):
+            self.node = cursor._node
+        elif isinstance(cursor, ic.Block):
+            nodes = [c._node for c in cursor]
+            self.block_first, self.block_last = nodes[0], nodes[-1]
+        elif isinstance(cursor, ic.Gap):
+            self.gap_anchor, self.gap_type = cursor.anchor()._node, cursor.type()
 
 
-def stmt_lines(s, env, indent: str) -> list:
+def block_lines(stmts, env, indent: str, marks: CursorMarks = None) -> list:
+    lines = []
+    for s in stmts:
+        if marks is None:
+            lines.extend(stmt_lines(s, env, indent))
+            continue
+        if s is marks.gap_anchor and marks.gap_type == ic.GapType.Before:
+            lines.append(f"{indent}[GAP - Before]")
+        if s is marks.block_first:
+            lines.append(f"{indent}# BLOCK START")
+        own = stmt_lines(s, env, indent, marks)
+        if s is marks.node:
+            own[0] += "  # <-- NODE"
+        lines.extend(own)
+        if s is marks.block_last:
+            lines.append(f"{indent}# BLOCK END")
+        if s is marks.gap_anchor and marks.gap_type == ic.GapType.After:
+            lines.append(f"{indent}[GAP - After]")
+    return lines
+
+
+def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
     if isinstance(s, LoopIR.For):
         body_env = env.push()
         if isinstance(s.loop_mode, WithBlock):
@@ -51,11 +85,11 @@ def stmt_lines(s, env, indent: str) -> list:
         else:
             lo, hi = _print_expr(s.lo, env), _print_expr(s.hi, env)
             head = f"{indent}for {body_env.get_name(s.iter)} in {mode_source(s.loop_mode, lo, hi)}:"
-        return [head, *block_lines(s.body, body_env, indent + "  ")]
+        return [head, *block_lines(s.body, body_env, indent + "  ", marks)]
     if isinstance(s, LoopIR.If):
-        lines = [f"{indent}if {_print_expr(s.cond, env)}:", *block_lines(s.body, env.push(), indent + "  ")]
+        lines = [f"{indent}if {_print_expr(s.cond, env)}:", *block_lines(s.body, env.push(), indent + "  ", marks)]
         if s.orelse:
-            lines += [f"{indent}else:", *block_lines(s.orelse, env.push(), indent + "  ")]
+            lines += [f"{indent}else:", *block_lines(s.orelse, env.push(), indent + "  ", marks)]
         return lines
     spec = sync_spec_of(s)
     if spec is not None:
@@ -91,7 +125,19 @@ def print_stmt(s) -> str:
     return exo_pprint._format_code("\n".join(stmt_lines(s, exo_pprint.PrintEnv(), "")))
 
 
+def print_cursor(cursor) -> str:
+    """Exo-GPU text of the proc a cursor points into, marked like exo's cursor printout."""
+    if cursor is None or (isinstance(cursor, ic.Node) and not isinstance(cursor._node, (LoopIR.proc, LoopIR.stmt))):
+        return EXO_PRINT_CURSOR(cursor)  # exo's own message for invalid and expression cursors
+    root = cursor.root()._node
+    lines = proc_lines(root, marks=CursorMarks(cursor))
+    if isinstance(cursor, ic.Node) and cursor._node is root:
+        lines[0] += "  # <-- NODE"
+    return exo_pprint._format_code("\n".join(lines))
+
+
 def install() -> None:
-    """Make str() of exo LoopIR procs and statements print Exo-GPU syntax."""
+    """Make str() of exo LoopIR procs, statements and cursors print Exo-GPU syntax."""
     LoopIR.proc.__str__ = print_proc
     LoopIR.stmt.__str__ = print_stmt
+    exo_api_cursors._print_cursor = print_cursor
