@@ -250,3 +250,26 @@ def test_cursors_print_exo_gpu_syntax_with_exo_markers():
     assert "[GAP - After]" in str(p.find_loop("tid").after())
     c = P.plain_scale.find_loop("i")
     assert str(c) == EXO_PRINT_CURSOR(c._impl)
+
+
+def test_procs_defined_in_ipython_cells(tmp_path):
+    """Jupyter runs cells through IPython, which keeps cell source where inspect finds it."""
+    interactive = pytest.importorskip("IPython.core.interactiveshell")
+    shell = interactive.InteractiveShell.instance()
+    cell = (
+        "from __future__ import annotations\n"
+        "from spork_lab import proc\n"
+        "from spork_lab.platforms.cuda import *\n"
+        "@proc\n"
+        "def in_cell(x: f32[32] @ CudaGmemLinear):\n"
+        "    with CudaDeviceFunction(blockDim=32):\n"
+        "        for task in cuda_tasks(0, 1):\n"
+        "            for t in cuda_threads(0, 32):\n"
+        "                x[t] = 0.0\n"
+    )
+    result = shell.run_cell(cell)
+    assert result.success, result.error_in_exec
+    assert "for t in cuda_threads(0, 32):" in str(shell.user_ns["in_cell"])
+    bad = shell.run_cell(cell.replace("cuda_threads(0, 32)", "cuda_thread(0, 32)"))
+    assert isinstance(bad.error_in_exec, sl.SporkSyntaxError)
+    assert bad.error_in_exec.lineno == 8
