@@ -166,6 +166,18 @@ class _GpuSyntaxRewriter:
         except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
             self.err(node, f"{what}: evaluating `{pyast.unparse(node)}` raised {type(e).__name__}: {e}")
 
+    def keywords(self, call: pyast.Call, owner: str) -> dict:
+        """Evaluate the compile-time keyword arguments of a call such as `cuda_threads(..., unit=U)`."""
+        kwargs = {}
+        for kw in call.keywords:
+            if kw.arg is None:
+                self.err(kw.value, f"{owner}: spell out keyword arguments, no **")
+            try:
+                kwargs[kw.arg] = self.eval(kw.value, f"{owner}({kw.arg}=...)")
+            except _Unknown as e:
+                self.err(kw.value, f"{owner}({kw.arg}=...): unknown name '{e.name}'{_suggest(e.name, self.env)}")
+        return kwargs
+
     def lookup(self, node) -> object:
         """The Python value a Name refers to, or None if it names nothing."""
         if isinstance(node, pyast.Name):
@@ -293,15 +305,7 @@ class _GpuSyntaxRewriter:
             if len(it.args) != 2:
                 self.err(it, f"{syntax.name} takes two bounds: write `{syntax.name}(lo, hi"
                              f"{', unit=...' if syntax.keywords else ''})`")
-            kwargs = {}
-            for kw in it.keywords:
-                if kw.arg is None:
-                    self.err(kw.value, f"{syntax.name}: spell out keyword arguments, no **")
-                try:
-                    kwargs[kw.arg] = self.eval(kw.value, f"{syntax.name}({kw.arg}=...)")
-                except _Unknown as e:
-                    self.err(kw.value, f"{syntax.name}({kw.arg}=...): unknown name '{e.name}'"
-                                       f"{_suggest(e.name, self.env)}")
+            kwargs = self.keywords(it, syntax.name)
             try:
                 mode = syntax(**kwargs)
             except TypeError as e:
@@ -348,14 +352,7 @@ class _GpuSyntaxRewriter:
 
     def template_call(self, call: pyast.Call, template: InstrTemplate):
         """`Sm80_cp_async_f32(dst, src, size=16)` -> a call of the concrete instr for size=16."""
-        kwargs = {}
-        for kw in call.keywords:
-            if kw.arg is None:
-                self.err(kw.value, f"{template.name}: spell out keyword arguments, no **")
-            try:
-                kwargs[kw.arg] = self.eval(kw.value, f"{template.name}({kw.arg}=...)")
-            except _Unknown as e:
-                self.err(kw.value, f"{template.name}({kw.arg}=...): unknown name '{e.name}'")
+        kwargs = self.keywords(call, template.name)
         try:
             concrete = template.instantiate(**kwargs)
         except (TypeError, ValueError) as e:
