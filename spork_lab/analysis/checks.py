@@ -1,0 +1,248 @@
+"""Per-statement checks once every statement has its scope: collectives and instruction timelines.
+
+* Collective unit: an Exo-GPU instr runs only with the collective it declares
+  (mma needs a warp, cp.async a thread); scalar writes and reductions, and
+  calls of plain procs that write, are made by one thread.
+* Instruction timeline: an instr's declared instr-tl is the scope's; scalar
+  code runs only in-order; every allocation, read and write is allowed on the
+  scope's instr-tl by its memory (DRAM and other exo memories: CPU only).
+Synchronization statements and barriers are the sync checker's business.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from exo.core.LoopIR import LoopIR
+from exo.core.memory import Memory
+
+from ..errors import CollectiveError, TimelineError
+from ..lang.instrs import instr_info, template_call_of
+from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
+from ..platforms.memories import CudaMemory
+from ..sync.timelines import InstrTl, cpu_in_order_instr
+from .result import StmtInfo
+from .scopes import head_text
+
+
+def check_statements(proc_ir: LoopIR.proc, stmts: list) -> None:
+    """Run every check on every (stmt, StmtInfo), in source order."""
+    memories = _memories(proc_ir)
+    for s, info in stmts:
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            _check_scalar_code(s, info, writes=True)
+            _check_access(s, info, memories, s.name, "write")
+            if isinstance(s, LoopIR.Reduce):
+                _check_access(s, info, memories, s.name, "read")
+            for e in [*s.idx, s.rhs]:
+                _check_reads(s, info, memories, e)
+        elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
+            _check_access(s, info, memories, s.name, "alloc")
+        elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
+            _check_call(s, info, memories)
+
+
+def _memories(proc_ir: LoopIR.proc) -> dict:
+    """Memory of every data variable of the proc (arguments, allocations, windows) by Sym."""
+    memories = {a.name: a.mem for a in proc_ir.args if a.type.is_numeric()}
+
+    def visit(stmts: list) -> None:
+        for s in stmts:
+            if isinstance(s, LoopIR.Alloc):
+                memories[s.name] = s.mem
+            elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in memories:
+                memories[s.name] = memories[s.rhs.name]
+            elif isinstance(s, LoopIR.For):
+                visit(s.body)
+            elif isinstance(s, LoopIR.If):
+                visit(s.body)
+                visit(s.orelse)
+
+    visit(proc_ir.body)
+    return memories
+
+
+# -- collectives --------------------------------------------------------------
+
+
+def _check_scalar_code(s: LoopIR.stmt, info: StmtInfo, writes: bool) -> None:
+    """Scalar code runs in order, and a write by a collective of many threads would race with itself."""
+    if info.device_scope != "cuda":
+        return
+    if info.instr_tl.is_async:
+        raise TimelineError(
+            f"wrong instr-tl: `{head_text(s)}` is scalar code, which runs on cuda_in_order_instr, but this "
+            f"statement is inside CudaAsync({info.instr_tl.name}); only {info.instr_tl.name} instrs go there",
+            s.srcinfo,
+        )
+    if writes and info.tiling.thread_count != 1:
+        raise CollectiveError(
+            f"`{head_text(s)}` writes memory but is executed by {info.coll_unit_text} "
+            f"({_threads(info.tiling.thread_count)}); scalar writes and reductions need a single thread: "
+            f"put them in cuda_threads loops down to unit=cuda_thread",
+            s.srcinfo,
+        )
+
+
+def _check_instr_unit(s: LoopIR.Call, info: StmtInfo, unit) -> None:
+    if info.tiling.matches(unit):
+        return
+    raise CollectiveError(
+        f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed by "
+        f"{info.coll_unit_text} ({_threads(info.tiling.thread_count)})",
+        s.srcinfo,
+    )
+
+
+def _threads(n: int) -> str:
+    return "1 thread" if n == 1 else f"{n} threads"
+
+
+def _instr_name(s: LoopIR.Call) -> str:
+    """The name the user wrote: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`."""
+    template = template_call_of(s.f.name)
+    return template[0].name if template else str(s.f.name)
+
+
+# -- timelines ----------------------------------------------------------------
+
+
+def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
+    effects = _param_effects(s.f)
+    gpu = instr_info(s)
+    if gpu is not None:
+        tl = gpu.instr_tl
+        _check_instr_tl(s, info, tl)
+        if info.device_scope == "cuda":
+            _check_instr_unit(s, info, gpu.coll_unit)
+    elif s.f.instr is not None:
+        tl = cpu_in_order_instr  # exo's own instrs are CPU instructions
+        _check_instr_tl(s, info, tl)
+    else:
+        tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
+        _check_scalar_code(s, info, writes=any("write" in e for e in effects.values()))
+    for param, arg in zip(s.f.args, s.args):
+        if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
+            for action in sorted(effects.get(param.name, ())):
+                _check_access(s, info, memories, arg.name, action, tl)
+
+
+def _check_instr_tl(s: LoopIR.Call, info: StmtInfo, tl: InstrTl) -> None:
+    if tl == info.instr_tl:
+        return
+    if tl == cpu_in_order_instr:
+        hint = "it is a CPU instruction: call it outside the CudaDeviceFunction"
+    elif info.device_scope == "cpu":
+        hint = "it is a CUDA instruction: call it inside a CudaDeviceFunction"
+    elif tl.is_async:
+        hint = f"put it inside `with CudaAsync({tl.name}):`"
+    else:
+        hint = f"move it out of the CudaAsync({info.instr_tl.name}) block"
+    raise TimelineError(
+        f"wrong instr-tl: {_instr_name(s)} runs on {tl.name}, but this statement is on {info.instr_tl.name}; {hint}",
+        s.srcinfo,
+    )
+
+
+_VERB = {"alloc": "allocated", "read": "read", "write": "written"}
+
+
+def _check_access(s: LoopIR.stmt, info: StmtInfo, memories: dict, sym, action: str,
+                  tl: Optional[InstrTl] = None) -> None:
+    """May `sym`'s memory be allocated/read/written on instr-tl `tl` (default: the scope's)?"""
+    tl = tl or info.instr_tl
+    mem = memories.get(sym)
+    if mem is None or issubclass(mem, BarrierMemory):
+        return
+    allowed = _allowed_tls(mem, action)
+    if tl in allowed:
+        return
+    names = ", ".join(sorted(t.name for t in allowed)) or "no instr-tl"
+    raise TimelineError(
+        f"wrong instr-tl: `{head_text(s)}`: {sym} @ {mem.name()} is {_VERB[action]} on {tl.name}, but "
+        f"{mem.name()} may be {_VERB[action]} only on {names}{_memory_hint(mem, action, info)}",
+        s.srcinfo,
+    )
+
+
+def _allowed_tls(mem: type[Memory], action: str) -> frozenset:
+    if issubclass(mem, CudaMemory):
+        return getattr(mem, f"{action}_tls")
+    return frozenset({cpu_in_order_instr})
+
+
+def _memory_hint(mem: type[Memory], action: str, info: StmtInfo) -> str:
+    if not issubclass(mem, CudaMemory):
+        return f"; {mem.name()} is CPU memory: give device code CudaGmemLinear data"
+    if action == "alloc" and info.device_scope == "cpu":
+        return (
+            f"; {mem.name()} is allocated inside a CudaDeviceFunction, within its cuda_tasks loops "
+            f"(was the allocation lifted out of the device function?)"
+        )
+    if action == "alloc" and not mem.device_allocated:
+        return f"; {mem.name()} is allocated by CPU code: allocate it outside the CudaDeviceFunction"
+    if info.device_scope == "cpu":
+        return f"; {mem.name()} is accessed only by CUDA code, inside a CudaDeviceFunction"
+    return ""
+
+
+def _check_reads(s: LoopIR.stmt, info: StmtInfo, memories: dict, e: LoopIR.expr) -> None:
+    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and e.name in memories:
+        _check_access(s, info, memories, e.name, "read")
+    for child in _subexprs(e):
+        _check_reads(s, info, memories, child)
+
+
+def _subexprs(e: LoopIR.expr) -> list:
+    if isinstance(e, LoopIR.Read):
+        return list(e.idx)
+    if isinstance(e, LoopIR.USub):
+        return [e.arg]
+    if isinstance(e, LoopIR.BinOp):
+        return [e.lhs, e.rhs]
+    if isinstance(e, LoopIR.Extern):
+        return list(e.args)
+    return []
+
+
+def _param_effects(proc_ir: LoopIR.proc) -> dict:
+    """For each parameter of a callee, which of "read"/"write" its body does to it (through calls too)."""
+    effects: dict = {}
+    aliases: dict = {}
+
+    def base(sym):
+        return aliases.get(sym, sym)
+
+    def note(sym, action: str) -> None:
+        effects.setdefault(base(sym), set()).add(action)
+
+    def reads(e: LoopIR.expr) -> None:
+        if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)):
+            note(e.name, "read")
+        for child in _subexprs(e):
+            reads(child)
+
+    def visit(stmts: list) -> None:
+        for s in stmts:
+            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+                note(s.name, "write")
+                if isinstance(s, LoopIR.Reduce):
+                    note(s.name, "read")
+                for e in [*s.idx, s.rhs]:
+                    reads(e)
+            elif isinstance(s, LoopIR.WindowStmt):
+                aliases[s.name] = base(s.rhs.name)
+            elif isinstance(s, LoopIR.Call):
+                inner = _param_effects(s.f)
+                for param, arg in zip(s.f.args, s.args):
+                    if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
+                        for action in inner.get(param.name, ()):
+                            note(arg.name, action)
+            elif isinstance(s, LoopIR.For):
+                visit(s.body)
+            elif isinstance(s, LoopIR.If):
+                visit(s.body)
+                visit(s.orelse)
+
+    visit(proc_ir.body)
+    return effects

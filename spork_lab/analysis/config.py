@@ -1,0 +1,66 @@
+"""Checks of a CudaDeviceFunction's launch configuration (blockDim, clusterDim, warp_config).
+
+They run before the body is analysed, since the tilings of the body are built
+from these numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import CollectiveError
+from ..lang.blocks import CudaDeviceFunction
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_device_function(ctx: CudaDeviceFunction, srcinfo) -> None:
+    """Raise CollectiveError, at the `with` line, for a configuration CUDA cannot launch."""
+    if ctx.warp_config is not None:
+        _check_warp_config(ctx, srcinfo)
+    n = ctx.threads_per_cta
+    if n <= 0 or n % 32:
+        raise CollectiveError(f"CudaDeviceFunction: blockDim={n} must be a positive multiple of 32", srcinfo)
+    c = ctx.clusterDim
+    if c < 1 or c & (c - 1):
+        raise CollectiveError(f"CudaDeviceFunction: clusterDim={c} must be a power of 2 (1, 2, 4, ...)", srcinfo)
+    if ctx.blocks_per_sm < 1:
+        raise CollectiveError(f"CudaDeviceFunction: blocks_per_sm={ctx.blocks_per_sm} must be at least 1", srcinfo)
+
+
+def _check_warp_config(ctx: CudaDeviceFunction, srcinfo) -> None:
+    seen = set()
+    for w in ctx.warp_config:
+        if not _C_IDENTIFIER.match(w.name):
+            raise CollectiveError(
+                f"warp_config: name {w.name!r} must be a C identifier (it names the generated code path)", srcinfo
+            )
+        if w.name in seen:
+            raise CollectiveError(f"warp_config: name {w.name!r} is used twice; warp names must be unique", srcinfo)
+        seen.add(w.name)
+        if w.count < 1:
+            raise CollectiveError(f"warp_config: CudaWarpConfig({w.name!r}, {w.count}) needs at least 1 warp", srcinfo)
+        r = w.setmaxnreg
+        if r is not None and not (24 <= r <= 256 and r % 8 == 0):
+            raise CollectiveError(
+                f"warp_config: setmaxnreg={r} for {w.name!r} must be a multiple of 8 in [24, 256]", srcinfo
+            )
+    if all(w.setmaxnreg is None for w in ctx.warp_config):
+        return
+    n = ctx.threads_per_cta
+    if n % 128:
+        raise CollectiveError(
+            f"warp_config: setmaxnreg applies to whole warpgroups, so blockDim must be a multiple of 128; "
+            f"the warp_config gives {n // 32} warps ({n} threads)",
+            srcinfo,
+        )
+    per_warp = [w for w in ctx.warp_config for _ in range(w.count)]
+    for g in range(n // 128):
+        group = per_warp[4 * g : 4 * g + 4]
+        if len({w.setmaxnreg for w in group}) > 1:
+            regs = ", ".join(f"{w.name}={w.setmaxnreg}" for w in dict.fromkeys(group))
+            raise CollectiveError(
+                f"warp_config: setmaxnreg must be the same for all warps of a warpgroup, but warpgroup {g} "
+                f"(warps {4 * g}-{4 * g + 3}) mixes {regs}",
+                srcinfo,
+            )

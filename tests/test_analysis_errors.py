@@ -1,0 +1,98 @@
+"""sl.analyze rejects misuse: one case per check, asserting the error family, message and line."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import procs_analysis as P
+from spork_lab.analysis import analyze
+from spork_lab.errors import CollectiveError, DeviceScopeError, SporkError, TimelineError
+
+CASES = [
+    # structure and device scopes
+    ("df_two_children", DeviceScopeError, ["only child", "line", "must be a nest of cuda_tasks loops", "tmp"]),
+    ("df_not_perfect", DeviceScopeError, ["for j in cuda_tasks(0, 2)", "perfectly nested"]),
+    ("tasks_on_cpu", DeviceScopeError, ["is CPU code", "directly inside a CudaDeviceFunction"]),
+    ("threads_on_cpu", DeviceScopeError, ["for t in cuda_threads(0, 32)", "only inside a CudaDeviceFunction"]),
+    ("async_on_cpu", DeviceScopeError, ["CudaAsync blocks appear only inside a CudaDeviceFunction"]),
+    ("warps_on_cpu", DeviceScopeError, ["CudaWarps blocks appear only inside a CudaDeviceFunction"]),
+    ("par_in_cuda", DeviceScopeError, ["for i in par(0, 32)", "use cuda_threads"]),
+    ("nested_device_functions", DeviceScopeError, ["CudaDeviceFunction(blockDim=64)", "do not nest"]),
+    # cuda_threads loops and collectives
+    ("threads_lo_nonzero", CollectiveError, ["starts at 0, not at 1"]),
+    ("threads_hi_not_constant", CollectiveError, ["compile-time constant bound, not n"]),
+    ("too_many_threads", CollectiveError, ["10 x 4 = 40 threads > 32 threads", "cuda_warp"]),
+    ("mma_by_thread", CollectiveError, ["Sm80_mma_zero_d_tf32", "unit cuda_warp", "cuda_thread (1 thread)"]),
+    ("cp_async_by_warp", CollectiveError, ["Sm80_cp_async_f32 must", "unit cuda_thread", "cuda_warp (32 threads)"]),
+    ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
+    ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
+    # launch configuration
+    ("block_dim_not_warps", CollectiveError, ["blockDim=100", "multiple of 32"]),
+    ("cluster_dim_not_pow2", CollectiveError, ["clusterDim=3", "power of 2"]),
+    ("warp_name_not_identifier", CollectiveError, ["'1st'", "C identifier"]),
+    ("warp_name_twice", CollectiveError, ["'a' is used twice"]),
+    ("setmaxnreg_bad_value", CollectiveError, ["setmaxnreg=30", "multiple of 8 in [24, 256]"]),
+    ("setmaxnreg_mixed", CollectiveError, ["warpgroup 0", "producer=40, consumer=232"]),
+    ("setmaxnreg_partial_warpgroup", CollectiveError, ["multiple of 128", "2 warps (64 threads)"]),
+    # CudaWarps
+    ("unknown_warp_name", CollectiveError, ["'consumr'", "'producer', 'consumer'"]),
+    ("warp_name_without_config", CollectiveError, ["warp_config", "blockDim=64"]),
+    ("named_range_too_wide", CollectiveError, ["[0, 3)", "2 warps named 'consumer'"]),
+    ("nested_name_change", CollectiveError, ["CudaWarps(name='consumer')", "cannot change the warp name"]),
+    ("numbered_outside_named", CollectiveError, ["numbered CudaWarps blocks go inside a named one"]),
+    ("warps_out_of_range", CollectiveError, ["CudaWarps(2, 5)", "4 warps"]),
+    # instruction timelines
+    (
+        "cp_async_outside_async",
+        TimelineError,
+        ["wrong instr-tl", "Sm80_cp_async_f32 runs on Sm80_cp_async_instr", "on cuda_in_order_instr",
+         "with CudaAsync(Sm80_cp_async_instr)"],
+    ),
+    ("mma_inside_async", TimelineError, ["Sm80_mma_zero_d_tf32 runs on cuda_in_order_instr", "on Sm80_cp_async_instr"]),
+    ("scalar_code_in_async", TimelineError, ["y[t] = 0.0", "scalar code", "CudaAsync(Sm80_cp_async_instr)"]),
+    ("async_on_cpu_timeline", TimelineError, ["cpu_in_order_instr is not a CUDA instr-tl"]),
+    ("exo_instr_in_cuda", TimelineError, ["exo_cpu_zero runs on cpu_in_order_instr", "CPU instruction"]),
+    ("dram_in_cuda", TimelineError, ["x @ DRAM is read on cuda_in_order_instr", "only on cpu_in_order_instr"]),
+    ("gmem_on_cpu", TimelineError, ["y @ CudaGmemLinear is read on cpu_in_order_instr", "only by CUDA code"]),
+    ("plain_call_writes_gmem_on_cpu", TimelineError, ["y @ CudaGmemLinear is written on cpu_in_order_instr"]),
+    (
+        "smem_lifted_to_cpu",
+        TimelineError,
+        ["tile @ CudaSmemLinear is allocated on cpu_in_order_instr", "lifted out of the device function"],
+    ),
+    ("gmem_alloc_in_cuda", TimelineError, ["tmp @ CudaGmemLinear is allocated on cuda_in_order_instr", "CPU code"]),
+]
+
+
+def marked_line(proc_name: str) -> int:
+    """The line of `# error here` in the proc's source."""
+    lines = inspect.getsource(P).splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"def {proc_name}(")))
+    return 1 + next(i for i in range(start, len(lines)) if "# error here" in lines[i])
+
+
+@pytest.mark.parametrize("name, family, fragments", CASES, ids=[c[0] for c in CASES])
+def test_rejected(name, family, fragments):
+    with pytest.raises(family) as info:
+        analyze(getattr(P, name))
+    err = info.value
+    for fragment in fragments:
+        assert fragment in err.message
+    assert err.lineno == marked_line(name)
+    assert err.filename.endswith("procs_analysis.py")
+    assert str(err).startswith(f"{err.filename}:{err.lineno}: ")
+
+
+def test_every_rejected_proc_has_a_case():
+    chunks = inspect.getsource(P).split("\ndef ")[1:]
+    marked = {chunk.split("(")[0] for chunk in chunks if "# error here" in chunk.split("\n@")[0]}
+    assert marked == {c[0] for c in CASES}
+
+
+def test_errors_are_spork_errors_with_json():
+    with pytest.raises(SporkError) as info:
+        analyze(P.too_many_threads)
+    data = info.value.to_json()
+    assert data["kind"] == "CollectiveError" and data["line"] == marked_line("too_many_threads")
