@@ -30,6 +30,13 @@ _LAZY = {
 }
 
 
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext spork_lab`: the workbench's magics and rich display of procs."""
+    from .lab import load_ipython_extension as load
+
+    load(ipython)
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         import importlib
@@ -41,6 +48,7 @@ __all__ = [
     *_LAZY,
     "proc",
     "instr",
+    "load_ipython_extension",
     "parse_source",
     "SporkError",
     "SporkSyntaxError",

@@ -1,0 +1,116 @@
+"""CUDA C++ and host C generation for Exo-GPU procs.
+
+Pipeline (order matters):
+1. host rewrite: every `with CudaDeviceFunction` block becomes a call of a
+   generated launch instr (spork_lab.codegen._host);
+2. device code: each block becomes a persistent kernel plus launcher, its body
+   compiled by exo's C compiler subclassed for CUDA (._device);
+3. exo's C backend writes the host .c/.h from the rewritten procs;
+4. the .cu gets a small runtime prelude (stream, error slot, grid sizing).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+import exo
+from exo.API import Procedure
+
+from ._host import HostRewriter
+
+_PRELUDE = """\
+#include <cuda_runtime.h>
+#include <cooperative_groups.h>
+#include <stdint.h>
+#include "{cuh}"
+
+static cudaStream_t exo_stream = 0;
+static int exo_first_error = 0;
+
+extern "C" void {lib}_set_stream(void *stream) {{ exo_stream = (cudaStream_t) stream; }}
+extern "C" void {lib}_record_error(int err) {{ if (err && !exo_first_error) exo_first_error = err; }}
+extern "C" int {lib}_take_error(void) {{ int err = exo_first_error; exo_first_error = 0; return err; }}
+extern "C" const char *{lib}_error_string(int err) {{ return cudaGetErrorString((cudaError_t) err); }}
+extern "C" int {lib}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}
+
+// Persistent grid: blocks_per_sm CTAs on every SM, whole clusters, no more clusters than tasks.
+static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long tasks, int *grid)
+{{
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  long long g = (long long) sms * blocks_per_sm / cluster * cluster;
+  if (g > tasks * cluster) g = tasks * cluster;
+  if (g < cluster) g = cluster;
+  *grid = (int) g;
+  return cudaSuccess;
+}}
+
+__host__ __device__ inline int exo_floor_div(int num, int quot)
+{{
+  int off = (num >= 0) ? 0 : quot - 1;
+  return (num - off) / quot;
+}}
+"""
+
+
+def lib_name(basename: str) -> str:
+    return re.sub(r"\W", "_", basename)
+
+
+def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_kernels") -> tuple:
+    """(c, h, cu, cuh) source text for these procs; files are expected to be named basename.{c,h,cu,cuh}."""
+    procs = list(procs)
+    if not all(isinstance(p, Procedure) for p in procs):
+        raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
+    lib = lib_name(basename)
+    rewriter = HostRewriter(lib)
+    host = [Procedure(rewriter.rewrite(p._loopir_proc)) for p in procs]
+    c, h = exo.compile_procs_to_strings(host, f"{basename}.h")
+    code = rewriter.device_code
+    structs = sorted({w.definition for d in code for w in d.window_structs})
+    cu = "\n\n".join(
+        [
+            _PRELUDE.format(lib=lib, cuh=f"{basename}.cuh"),
+            *structs,
+            *(d.kernel for d in code),
+            *(d.launcher for d in code),
+        ]
+    )
+    guard = f"{lib.upper()}_CUH"
+    cuh = "\n".join(
+        [
+            "#pragma once",
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "#include <stdint.h>",
+            "",
+            *(d.launcher_decl for d in code),
+            f'extern "C" void {lib}_set_stream(void *stream);',
+            f'extern "C" void {lib}_record_error(int err);',
+            f'extern "C" int {lib}_take_error(void);',
+            f'extern "C" const char *{lib}_error_string(int err);',
+            f'extern "C" int {lib}_sizeof_int_fast32(void);',
+            f"#endif  // {guard}",
+            "",
+        ]
+    )
+    return c, h, cu + "\n", cuh
+
+
+def compile_procs(procs: Sequence[Procedure], directory, basename: str) -> list:
+    """Write basename.c, .h, .cu and .cuh into `directory`; returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext, text in zip(("c", "h", "cu", "cuh"), compile_procs_to_strings(procs, basename)):
+        path = directory / f"{basename}.{ext}"
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+__all__ = ["compile_procs_to_strings", "compile_procs"]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
+from exo.core.memory import MemGenError
+
 from ..coll.algebra import cuda_thread, cuda_warp
 from ..lang.decorators import instr
 from ..lang.frontend import parse_source
 from ..lang.instrs import InstrInfo, InstrTemplate, register_instr
 from ..sync.timelines import Sm80_cp_async_instr, cuda_in_order_instr
 from .cuda import CudaGmemLinear, CudaSmemLinear
-from .memories import CudaMemory
+from .memories import CudaMemory, const_shape
 
 
 class _Sm80MmaFragment(CudaMemory):
@@ -18,6 +22,21 @@ class _Sm80MmaFragment(CudaMemory):
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr})
     write_tls = frozenset({cuda_in_order_instr})
+    regs_per_tile = 4  # registers each lane holds for one fragment (the last two dims)
+
+    @classmethod
+    def cuda_alloc(cls, new_name, prim_type, shape, srcinfo, smem_ptr=""):
+        dims = const_shape(new_name, cls, shape, srcinfo)
+        return f"{prim_type} {new_name}[{math.prod(dims[:-2]) * cls.regs_per_tile}];"
+
+    @classmethod
+    def window(cls, basetyp, baseptr, indices, strides, srcinfo):
+        """A fragment window `x[i, j, :, :]` starts at the lane's registers of tile (i, j)."""
+        tile = int(strides[-3]) if len(strides) > 2 else 0
+        if len(indices) < 2 or indices[-2:] != ["0", "0"] or (tile and any(not s.isdigit() for s in strides[:-2])):
+            raise MemGenError(f"{srcinfo}: {cls.name()} windows must cover whole fragments, e.g. x[i, j, :, :]")
+        offset = " + ".join(f"({i}) * {int(s) // tile * cls.regs_per_tile}" for i, s in zip(indices[:-2], strides[:-2]))
+        return f"(&{baseptr}[{offset or 0}])"
 
 
 class Sm80_RmemMatrixA(_Sm80MmaFragment):
@@ -26,6 +45,8 @@ class Sm80_RmemMatrixA(_Sm80MmaFragment):
 
 class Sm80_RmemMatrixB(_Sm80MmaFragment):
     """B operand of m16n8k8 tf32: 8 x 8 per warp, 2 registers per thread."""
+
+    regs_per_tile = 2
 
 
 class Sm80_RmemMatrixD(_Sm80MmaFragment):

@@ -40,7 +40,9 @@ from ..sync.timelines import (
     wgmma_fence_1,
     wgmma_fence_2,
 )
-from .memories import CudaMemory
+import math
+
+from .memories import CudaMemory, const_shape
 
 _cuda_tls = frozenset(
     {cuda_in_order_instr, Sm80_cp_async_instr, tma_to_smem_async_instr, tma_to_gmem_async_instr, wgmma_async_instr}
@@ -76,6 +78,14 @@ class CudaSmemLinear(CudaMemory):
     read_tls = _cuda_tls
     write_tls = _cuda_tls
 
+    @classmethod
+    def smem_bytes(cls, elem_bytes, shape, srcinfo):
+        return elem_bytes * math.prod(const_shape("shared memory", cls, shape, srcinfo))
+
+    @classmethod
+    def cuda_alloc(cls, new_name, prim_type, shape, srcinfo, smem_ptr=""):
+        return f"{prim_type} *{new_name} = reinterpret_cast<{prim_type}*>({smem_ptr});"
+
 
 class CudaRmem(CudaMemory):
     """Registers of one thread, constant shape."""
@@ -84,6 +94,11 @@ class CudaRmem(CudaMemory):
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr, wgmma_async_instr})
     write_tls = frozenset({cuda_in_order_instr, wgmma_async_instr})
+
+    @classmethod
+    def cuda_alloc(cls, new_name, prim_type, shape, srcinfo, smem_ptr=""):
+        dims = const_shape(new_name, cls, shape, srcinfo)
+        return f"{prim_type} {new_name}[{math.prod(dims)}];" if dims else f"{prim_type} {new_name};"
 
 
 class CudaMbarrier(BarrierMemory):

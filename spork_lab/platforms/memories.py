@@ -34,6 +34,18 @@ class CudaMemory(Memory):
     def can_read(cls):
         return True
 
+    # ---- CUDA backend hooks (spork_lab.codegen); shapes arrive with distributed dims stripped ----
+
+    @classmethod
+    def smem_bytes(cls, elem_bytes: int, shape: list, srcinfo) -> int:
+        """Bytes this allocation takes from its CTA's shared-memory pool (0: it lives elsewhere)."""
+        return 0
+
+    @classmethod
+    def cuda_alloc(cls, new_name: str, prim_type: str, shape: list, srcinfo, smem_ptr: str = "") -> str:
+        """The CUDA declaration of an allocation made in device code; `smem_ptr` is its place in the pool."""
+        raise MemGenError(f"{srcinfo}: {new_name} @ {cls.name()} cannot be allocated in CUDA code")
+
     @classmethod
     def write(cls, s, lhs, rhs):
         return f"{lhs} = {rhs};"
@@ -41,3 +53,11 @@ class CudaMemory(Memory):
     @classmethod
     def reduce(cls, s, lhs, rhs):
         return f"{lhs} += {rhs};"
+
+
+def const_shape(new_name: str, mem: type, shape: list, srcinfo) -> list:
+    """The shape as ints; device memories other than global memory need constant shapes."""
+    try:
+        return [int(x) for x in shape]
+    except ValueError:
+        raise MemGenError(f"{srcinfo}: {new_name} @ {mem.name()} needs a constant shape, got [{', '.join(shape)}]") from None

@@ -1,0 +1,189 @@
+"""Build generated CUDA into a shared library, call procs with CuPy arrays, and time them.
+
+`build(procs)` compiles with nvcc (cached by a hash of the sources, flags and
+toolchain) and returns a module whose procs check their arguments in Python
+before anything reaches the GPU; `benchmark` times a call with CUDA events.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from exo.API import Procedure
+
+from ..codegen import compile_procs_to_strings, lib_name
+from ..errors import BuildError
+from ._args import ProcSpec, check_args, proc_spec
+
+CACHE_DIR = Path(os.environ.get("SPORK_LAB_CACHE", Path.home() / ".cache" / "spork_lab"))
+
+
+class CudaError(RuntimeError):
+    """A CUDA call made by a generated proc failed; the message is CUDA's error string."""
+
+
+def find_nvcc() -> str:
+    """nvcc from PATH, $CUDA_HOME/bin, or the nvidia-cuda-nvcc wheel."""
+    candidates = [shutil.which("nvcc")]
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"))
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else []) or []:
+        candidates += sorted(glob.glob(os.path.join(root, "*", "bin", "nvcc")))
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c
+    raise BuildError("nvcc not found: put it on PATH, set CUDA_HOME, or pip install nvidia-cuda-nvcc")
+
+
+def local_arch() -> str:
+    """The local GPU's target, e.g. sm_90a (the `a` variant where wgmma/setmaxnreg need it)."""
+    try:
+        import cupy
+    except ImportError:
+        raise BuildError("no arch given and CuPy is not installed to ask the GPU; pass arch='sm_90a'") from None
+    cc = cupy.cuda.Device().compute_capability
+    return f"sm_{cc}a" if int(cc) >= 90 else f"sm_{cc}"
+
+
+def gencode(arch: str) -> str:
+    if not arch.startswith("sm_"):
+        raise BuildError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+    return f"-gencode=arch=compute_{arch[3:]},code={arch}"
+
+
+def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] = None) -> Path:
+    """Compile (c, h, cu, cuh) into a shared library, reusing a cached build with the same inputs."""
+    nvcc = nvcc or find_nvcc()
+    flags = ["-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", gencode(arch)]
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256("\0".join([*sources, basename, *flags, version]).encode()).hexdigest()[:24]
+    out_dir = CACHE_DIR / key
+    lib = out_dir / f"lib{basename}.so"
+    if lib.exists():
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for ext, text in zip(("c", "h", "cu", "cuh"), sources):
+        (out_dir / f"{basename}.{ext}").write_text(text)
+    cmd = [nvcc, *flags, "-o", str(lib), f"{basename}.c", f"{basename}.cu"]
+    res = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise BuildError(f"nvcc failed ({' '.join(cmd)}) in {out_dir}:\n{res.stderr}")
+    return lib
+
+
+class BuiltProc:
+    """A proc of a built library: call it with CuPy arrays, NumPy arrays and ints."""
+
+    def __init__(self, module: "BuiltModule", spec: ProcSpec):
+        self.module = module
+        self.spec = spec
+        self.name = spec.name
+        self._fn = getattr(module.lib, spec.name)
+        self._fn.restype = None
+
+    def __call__(self, *args) -> None:
+        cupy = self.module.cupy
+        device = cupy.cuda.runtime.getDevice() if cupy else None
+        raw = check_args(self.spec, args, device)
+        c_args = [None]  # exo's ctxt argument
+        for a, v in zip(self.spec.args, raw):
+            c_args.append(self.module.int_type(v) if a.kind in ("int", "bool") else ctypes.c_void_p(v))
+        lib, name = self.module.lib, self.module.lib_name
+        if cupy:
+            getattr(lib, f"{name}_set_stream")(ctypes.c_void_p(cupy.cuda.get_current_stream().ptr))
+        self._fn(*c_args)
+        err = getattr(lib, f"{name}_take_error")()
+        if err:
+            text = getattr(lib, f"{name}_error_string")(err).decode()
+            raise CudaError(f"{self.name}(): CUDA error {err}: {text}")
+
+    def __repr__(self) -> str:
+        return f"<built proc {self.name}({', '.join(a.name for a in self.spec.args)})>"
+
+
+class BuiltModule:
+    """The loaded library; each proc is an attribute."""
+
+    def __init__(self, path: Path, lib_name: str, specs: Sequence[ProcSpec]):
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+        self.cupy = cupy
+        self.path = path
+        self.lib_name = lib_name
+        self.lib = ctypes.CDLL(str(path))
+        getattr(self.lib, f"{lib_name}_error_string").restype = ctypes.c_char_p
+        width = getattr(self.lib, f"{lib_name}_sizeof_int_fast32")()
+        self.int_type = {4: ctypes.c_int32, 8: ctypes.c_int64}[width]
+        self.procs = {s.name: BuiltProc(self, s) for s in specs}
+        for name, p in self.procs.items():
+            setattr(self, name, p)
+
+
+def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None) -> BuiltModule:
+    """Compile procs to a shared library for `arch` (default: the local GPU) and load it."""
+    procs = list(procs)
+    specs = [proc_spec(p._loopir_proc) for p in procs]
+    basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
+    sources = compile_procs_to_strings(procs, basename)
+    lib = build_library(sources, basename, arch or local_arch())
+    return BuiltModule(lib, lib_name(basename), specs)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Times in milliseconds (CUDA events, L2 flushed before each run)."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    reference_median_ms: Optional[float] = None
+
+
+def _time(fn: Callable[[], None], reps: int, warmup: int, flush) -> list:
+    import cupy
+
+    for _ in range(warmup):
+        fn()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(reps):
+        flush.fill(1)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    return times
+
+
+def benchmark(built_proc: BuiltProc, args: Sequence, reference: Optional[Callable] = None, reps: int = 50,
+              warmup: int = 5) -> BenchResult:
+    """Median time of `built_proc(*args)` (and of `reference(*args)` if given) over `reps` runs."""
+    import cupy
+
+    l2 = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["l2CacheSize"]
+    flush = cupy.empty(max(2 * l2, 1 << 20), dtype=cupy.uint8)
+    times = sorted(_time(lambda: built_proc(*args), reps, warmup, flush))
+    ref = None
+    if reference is not None:
+        ref = statistics.median(_time(lambda: reference(*args), reps, warmup, flush))
+    q = lambda f: times[min(len(times) - 1, int(f * len(times)))]  # noqa: E731
+    return BenchResult(statistics.median(times), q(0.2), q(0.8), reps, ref)
+
+
+__all__ = ["build", "benchmark", "BenchResult", "BuiltModule", "BuiltProc", "CudaError", "find_nvcc", "local_arch",
+           "build_library"]  # fmt: skip

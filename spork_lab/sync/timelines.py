@@ -49,6 +49,14 @@ class SyncTl:
     def instr_tls(self) -> frozenset:
         return frozenset(i for i, _ in self.pairs)
 
+    @property
+    def mask(self) -> int:
+        """The pairs as a bit set (see `pair_bit`), for the abstract machine's interval sets."""
+        return sum(1 << pair_bit(i, u) for i, u in self.pairs)
+
+    def __le__(self, other: SyncTl) -> bool:
+        return self.pairs <= other.pairs
+
 
 default_usage = UsageTl("default_usage")
 wgmma_usage_a = UsageTl("wgmma_usage_a")
@@ -75,6 +83,30 @@ INSTR_TLS = {
 }
 
 
+# Every (instr-tl, usage-tl) pair a memory access can carry, numbered for bit sets.
+ALL_PAIRS = (
+    (cpu_in_order_instr, default_usage),
+    (cuda_in_order_instr, default_usage),
+    (Sm80_cp_async_instr, default_usage),
+    (tma_to_smem_async_instr, default_usage),
+    (tma_to_gmem_async_instr, default_usage),
+    (wgmma_async_instr, default_usage),
+    (wgmma_async_instr, wgmma_usage_a),
+    (wgmma_async_instr, wgmma_usage_b),
+    (wgmma_async_instr, wgmma_usage_d),
+)
+_PAIR_BITS = {p: b for b, p in enumerate(ALL_PAIRS)}
+
+# Instr-tls that access memory through the async proxy (seed 003): generic-proxy
+# writes become visible to them only after fence.proxy.async.
+ASYNC_PROXY_INSTR_TLS = frozenset({tma_to_smem_async_instr, tma_to_gmem_async_instr, wgmma_async_instr})
+
+
+def pair_bit(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
+    """The bit number of an (instr-tl, usage-tl) pair in sync-tl masks."""
+    return _PAIR_BITS[(instr_tl, usage_tl or default_usage)]
+
+
 def _tl(name: str, *pairs) -> SyncTl:
     return SyncTl(name, frozenset(p if isinstance(p, tuple) else (p, default_usage) for p in pairs))
 
@@ -87,19 +119,21 @@ Sm80_cp_async = _tl("Sm80_cp_async", Sm80_cp_async_instr)
 Sm80_generic = _tl("Sm80_generic", cuda_in_order_instr, Sm80_cp_async_instr)
 tma_to_smem_async = _tl("tma_to_smem_async", tma_to_smem_async_instr)
 tma_to_gmem_async = _tl("tma_to_gmem_async", tma_to_gmem_async_instr)
-wgmma_async = _tl("wgmma_async", *_wgmma_operands)
 wgmma_async_smem = _tl("wgmma_async_smem", (wgmma_async_instr, wgmma_usage_a), (wgmma_async_instr, wgmma_usage_b))
 # wgmma.fence orders prior register/shared accesses before the wgmma reads them.
-wgmma_fence_1 = _tl("wgmma_fence_1", cuda_in_order_instr, *_wgmma_operands)
-wgmma_fence_2 = _tl("wgmma_fence_2", *_wgmma_operands)
+wgmma_fence_1 = _tl("wgmma_fence_1", cuda_in_order_instr, wgmma_async_instr, *_wgmma_operands)
+wgmma_fence_2 = _tl("wgmma_fence_2", wgmma_async_instr, *_wgmma_operands)
 # Generic-proxy accesses made visible to the async proxy (TMA, wgmma smem operands).
 cuda_generic_and_async_proxy = _tl(
     "cuda_generic_and_async_proxy",
     cuda_in_order_instr,
+    wgmma_async_instr,
     tma_to_smem_async_instr,
     tma_to_gmem_async_instr,
     *_wgmma_operands,
 )
+# wgmma instrs without per-operand usage-tls access memory with the default usage.
+wgmma_async = _tl("wgmma_async", wgmma_async_instr, *_wgmma_operands)
 # Orders nothing in memory: only time (e.g. a CPU event wait before timing).
 cuda_temporal = SyncTl("cuda_temporal", frozenset())
 
@@ -120,3 +154,37 @@ SYNC_TLS = {
         cuda_temporal,
     ]
 }
+
+
+def needs_proxy_fence(first_tl: SyncTl, second_tl: SyncTl) -> bool:
+    """Does ordering first_tl before second_tl need `fence.proxy.async`?
+
+    Yes when generic-proxy accesses (in-order CUDA, cp.async) are ordered before
+    async-proxy accesses (TMA, wgmma): seed 003, "Fences".
+    """
+    generic = {cuda_in_order_instr, Sm80_cp_async_instr}
+    return bool(first_tl.instr_tls & generic) and bool(second_tl.instr_tls & ASYNC_PROXY_INSTR_TLS)
+
+
+def program_order_mask(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
+    """The pairs that see a synchronous access of a thread without any sync statement.
+
+    Its own pair, plus cp.async issued later by the same thread: "asynchronous
+    operations are ordered after prior instructions in the same thread" and
+    cp.async runs in the generic proxy (seed 003). Async-proxy instrs (TMA,
+    wgmma) still need a fence.
+    """
+    mask = 1 << pair_bit(instr_tl, usage_tl)
+    if instr_tl is cuda_in_order_instr:
+        mask |= 1 << pair_bit(Sm80_cp_async_instr)
+    return mask
+
+
+def program_order_closure(mask: int) -> int:
+    """`mask` plus the pairs ordered after it by program order (see `program_order_mask`).
+
+    What a thread's in-order instructions see, its later cp.async see too.
+    """
+    if mask & (1 << pair_bit(cuda_in_order_instr)):
+        mask |= 1 << pair_bit(Sm80_cp_async_instr)
+    return mask

@@ -1,0 +1,391 @@
+"""CUDA C++ for one device function: a persistent `__global__` kernel and its launcher.
+
+The kernel body is compiled by `CudaCompiler`, a subclass of exo's C
+`Compiler` (so expressions, windows and instr templates print exactly as exo
+prints them), overriding what differs on the GPU: loop modes, device
+allocations and synchronization statements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from exo.backend.LoopIR_compiler import Compiler
+from exo.backend.mem_analysis import MemoryAnalysis
+from exo.backend.prec_analysis import PrecisionAnalysis
+from exo.backend.win_analysis import WindowAnalysis
+from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
+
+from ..errors import CodegenError
+from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
+from ..platforms.cuda import CudaGmemLinear
+from ..platforms.memories import CudaMemory
+from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
+from ._sync import NamedBarrierIds, lower_fence, unsupported_split_barrier
+
+STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
+SMEM_ALIGN = 128
+ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2}
+
+
+@dataclass
+class DeviceFunction:
+    """A `with CudaDeviceFunction` block lifted out of a CPU proc, with the variables it uses."""
+
+    name: str  # kernel name; the launcher is `{name}_launch`
+    block: LoopIR.For
+    args: list  # LoopIR.fnarg, in launch order
+
+    @property
+    def ctx(self) -> CudaDeviceFunction:
+        return self.block.loop_mode.ctx
+
+
+@dataclass
+class DeviceCode:
+    kernel: str
+    launcher: str
+    launcher_decl: str
+    window_structs: set = field(default_factory=set)
+
+
+def param_decls(df: DeviceFunction, names: dict) -> list:
+    """C parameters of the kernel and launcher (same names and types)."""
+    written = {name for name, _ in get_writes_of_stmts(df.block.body)}
+    params = []
+    for a in df.args:
+        nm = names.get(a.name, str(a.name))
+        if a.type in (T.size, T.index, T.stride):
+            params.append(f"int_fast32_t {nm}")
+        elif a.type == T.bool:
+            params.append(f"bool {nm}")
+        elif a.type.is_tensor_or_window() and not a.type.is_win() and a.mem is CudaGmemLinear:
+            const = "" if a.name in written else "const "
+            params.append(f"{const}{a.type.basetype().ctype()} *{nm}")
+        else:
+            raise CodegenError(
+                f"not yet supported: CUDA code using {a.name} : {a.type} @ {a.mem.name() if a.mem else 'DRAM'}; "
+                "device functions take sizes, indices and whole CudaGmemLinear tensors",
+                df.block.srcinfo,
+            )
+    return params
+
+
+def compile_device_function(df: DeviceFunction) -> DeviceCode:
+    proc = LoopIR.proc(df.name, df.args, [], [df.block], None, df.block.srcinfo)
+    proc = PrecisionAnalysis().run(proc)
+    proc = WindowAnalysis().apply_proc(proc)
+    proc = MemoryAnalysis().run(proc)
+    comp = CudaCompiler(proc, df)
+    ctx = df.ctx
+    threads = ctx.threads_per_cta
+    params = ", ".join(param_decls(df, comp.env))
+    smem = comp.smem_bytes
+    dynamic = smem > STATIC_SMEM_LIMIT
+    if not smem:
+        smem_decl = []
+    elif dynamic:
+        smem_decl = [f"  extern __shared__ __align__({SMEM_ALIGN}) char exo_smem[];"]
+    else:
+        smem_decl = [f"  __shared__ __align__({SMEM_ALIGN}) char exo_smem[{smem}];"]
+    kernel = "\n".join(
+        [
+            f"__global__ void __launch_bounds__({threads}, {ctx.blocks_per_sm})",
+            f"{df.name}({params})",
+            "{",
+            *smem_decl,
+            *(f"  {line}" for line in comp.kernel_lines),
+            "}",
+        ]
+    )
+    call_args = ", ".join(comp.env[a.name] for a in df.args)
+    decl = f'extern "C" int {df.name}_launch({params})'
+    cluster = ctx.clusterDim
+    attr = [
+        "  cudaLaunchAttribute exo_attr[1];",
+        "  exo_attr[0].id = cudaLaunchAttributeClusterDimension;",
+        f"  exo_attr[0].val.clusterDim.x = {cluster};",
+        "  exo_attr[0].val.clusterDim.y = 1;",
+        "  exo_attr[0].val.clusterDim.z = 1;",
+        "  exo_cfg.attrs = exo_attr;",
+        "  exo_cfg.numAttrs = 1;",
+    ]
+    opt_in = [
+        "  static bool exo_attr_set = false;",
+        "  if (!exo_attr_set) {",
+        f"    cudaError_t exo_err = cudaFuncSetAttribute({df.name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});",
+        "    if (exo_err != cudaSuccess) return (int) exo_err;",
+        "    exo_attr_set = true;",
+        "  }",
+    ]
+    launcher = "\n".join(
+        [
+            f"{decl}",
+            "{",
+            f"  const long long exo_tasks = {comp.task_count_host};",
+            "  if (exo_tasks <= 0) return 0;",
+            "  int exo_grid = 0;",
+            f"  cudaError_t exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, &exo_grid);",
+            "  if (exo_err != cudaSuccess) return (int) exo_err;",
+            *(opt_in if dynamic else []),
+            "  cudaLaunchConfig_t exo_cfg = {};",
+            "  exo_cfg.gridDim = dim3(exo_grid);",
+            f"  exo_cfg.blockDim = dim3({threads});",
+            f"  exo_cfg.dynamicSmemBytes = {smem if dynamic else 0};",
+            "  exo_cfg.stream = exo_stream;",
+            *(attr if cluster > 1 else []),
+            f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {df.name}, {call_args});",
+            "  if (exo_err == cudaSuccess) exo_err = cudaGetLastError();",
+            "  return (int) exo_err;",
+            "}",
+        ]
+    )
+    return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns))
+
+
+def _free_syms(e, out: set) -> set:
+    if isinstance(e, LoopIR.Read):
+        out.add(e.name)
+        for i in e.idx:
+            _free_syms(i, out)
+    elif isinstance(e, LoopIR.BinOp):
+        _free_syms(e.lhs, out)
+        _free_syms(e.rhs, out)
+    elif isinstance(e, LoopIR.USub):
+        _free_syms(e.arg, out)
+    return out
+
+
+class CudaCompiler(Compiler):
+    """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
+
+    def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
+        block = proc.body[0]
+        self._ctx: CudaDeviceFunction = block.loop_mode.ctx
+        self._tilings = scope_tilings(proc)
+        self._tiling_stack = []
+        self._iter_syms = {}
+        self._smem_offsets: dict = {}
+        self.smem_bytes = 0
+        self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
+        self._warp_name = None
+        self.task_count_host = ""
+        self.kernel_lines: list = []
+        super().__init__(proc, "void", is_public_decl=True)
+        self.kernel_lines = list(self._lines)
+
+    # ---- statements ----
+
+    def comp_s(self, s):
+        if isinstance(s, LoopIR.For):
+            mode = s.loop_mode
+            if isinstance(mode, WithBlock):
+                return self._with_block(s, mode.ctx)
+            if isinstance(mode, CudaThreads):
+                return self._cuda_threads(s)
+            if isinstance(mode, CudaTasks):
+                raise CodegenError("cuda_tasks loops must form the loop nest directly under CudaDeviceFunction", s.srcinfo)
+            if isinstance(mode, LoopIR.Par):
+                raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
+            return super().comp_s(s)
+        if isinstance(s, LoopIR.Alloc):
+            return self._alloc(s)
+        if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, (CudaMemory, BarrierMemory)):
+            return None  # device allocations end with their scope
+        if isinstance(s, LoopIR.Call):
+            return self._call(s)
+        return super().comp_s(s)
+
+    def comp_fnarg(self, e, fn, i, *, prec=0):
+        """Windows as C++ aggregates: nvcc rejects C compound literals in device code."""
+        text = super().comp_fnarg(e, fn, i, prec=prec)
+        if isinstance(e, LoopIR.WindowExpr):
+            return text.replace("(struct ", "", 1).replace("){", "{", 1)
+        return text
+
+    def _block(self, body, head: str = "{"):
+        self.add_line(head)
+        self.push()
+        self.comp_stmts(body)
+        self.pop()
+        self.add_line("}")
+
+    def _with_block(self, s, ctx):
+        if isinstance(ctx, CudaDeviceFunction):
+            return self._device_function(s)
+        if isinstance(ctx, CudaAsync):
+            self._tiling_stack.append(self._tilings[id(s)])
+            self._block(s.body, f"{{ // CudaAsync({ctx.instr_tl})")
+            self._tiling_stack.pop()
+            return None
+        if isinstance(ctx, CudaWarps):
+            parent, body = self._tiling_stack[-1], self._tilings[id(s)]
+            if ctx.name is not None and ctx.name != self._warp_name:
+                return None  # another warp name's code path
+            _, cond = self._index(parent, body) if ctx.lo is not None else (None, None)
+            self._tiling_stack.append(body)
+            self._block(s.body, f"if ({cond}) {{" if cond else f"{{ // {ctx}")
+            self._tiling_stack.pop()
+            return None
+        raise CodegenError(f"{ctx} cannot appear inside CUDA code", s.srcinfo)
+
+    def _device_function(self, s):
+        ctx: CudaDeviceFunction = s.loop_mode.ctx
+        tasks, body = [], s.body
+        while len(body) == 1 and isinstance(body[0], LoopIR.For) and isinstance(body[0].loop_mode, CudaTasks):
+            tasks.append(body[0])
+            body = body[0].body
+        if not tasks or any(isinstance(x, LoopIR.For) and isinstance(x.loop_mode, CudaTasks) for x in body):
+            raise CodegenError("the only child of a CudaDeviceFunction must be a nest of cuda_tasks loops", s.srcinfo)
+        task_syms = {t.iter for t in tasks}
+        counts = []
+        for t in tasks:
+            if (_free_syms(t.lo, set()) | _free_syms(t.hi, set())) & task_syms:
+                raise CodegenError("not yet supported: cuda_tasks bounds that depend on other task iterators", t.srcinfo)
+            lo, hi = self.comp_e(t.lo), self.comp_e(t.hi)
+            counts.append(hi if lo == "0" else f"({hi}) - ({lo})")
+        self.task_count_host = " * ".join(f"(long long) ({c})" for c in counts)
+        cluster = ctx.clusterDim
+        if cluster > 1:
+            self.add_line(f"const int exo_thread = cooperative_groups::this_cluster().block_rank() * {ctx.threads_per_cta} + threadIdx.x;")
+        else:
+            self.add_line("const int exo_thread = threadIdx.x;")
+        for k, c in enumerate(counts):
+            self.add_line(f"const int exo_count_{k} = {c};")
+        self.add_line("const int exo_tasks = " + " * ".join(f"exo_count_{k}" for k in range(len(counts))) + ";")
+        top = self._tilings[id(tasks[-1])]
+        paths = [(None, None)] if ctx.warp_config is None else [(w, ctx.warp_range(w.name)) for w in ctx.warp_config]
+        for n, (warp, rng) in enumerate(paths):
+            self._warp_name = warp.name if warp else None
+            if warp is not None:
+                lo = [f"threadIdx.x / 32 >= {rng[0]}"] if rng[0] else []
+                cond = " && ".join(lo + [f"threadIdx.x / 32 < {rng[1]}"])
+                self.add_line(f"{'if' if n == 0 else '} else if'} ({cond}) {{  // warps named {warp.name!r}")
+                self.push(only="tab")
+                if warp.setmaxnreg is not None:
+                    self._setmaxnreg(warp.setmaxnreg)
+            self._task_loop(tasks, body, top, cluster)
+            if warp is not None:
+                self._tab = self._tab[:-2]
+        if ctx.warp_config is not None:
+            self.add_line("}")
+
+    def _setmaxnreg(self, regs: int):
+        ctx = self._ctx
+        cap = min(255, 65536 // (ctx.threads_per_cta * ctx.blocks_per_sm)) // 8 * 8
+        op = "inc" if regs >= cap else "dec"
+        self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
+        self.add_line(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
+        self.add_line("#endif")
+
+    def _task_loop(self, tasks, body, tiling, cluster):
+        per_cta = f" / {cluster}" if cluster > 1 else ""
+        self.add_line(f"for (int exo_task = blockIdx.x{per_cta}; exo_task < exo_tasks; exo_task += gridDim.x{per_cta}) {{")
+        self.push()
+        for k, t in enumerate(tasks):
+            name = self.new_varname(t.iter, typ=T.index)
+            self.range_env.add_loop_iter(t.iter, t.lo, t.hi)
+            inner = " * ".join(f"exo_count_{j}" for j in range(k + 1, len(tasks)))
+            idx = f"exo_task / ({inner})" if inner else "exo_task"
+            if k > 0:
+                idx = f"{idx} % exo_count_{k}"
+            lo = self.comp_e(t.lo)
+            self.add_line(f"const int {name} = {idx if lo == '0' else f'{lo} + {idx}'};")
+        self._tiling_stack.append(tiling)
+        self.comp_stmts(body)
+        self._tiling_stack.pop()
+        self.pop()
+        self.add_line("}")
+
+    def _cuda_threads(self, s):
+        parent, body = self._tiling_stack[-1], self._tilings[id(s)]
+        value, cond = self._index(parent, body)
+        self.add_line(f"if ({cond}) {{" if cond else "{")
+        self.push()
+        name = self.new_varname(s.iter, typ=T.index)
+        self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
+        self._iter_syms[iter_key(s.iter)] = s.iter
+        unused = "[[maybe_unused]] " if value == "0" else ""
+        self.add_line(f"{unused}const int {name} = {value};")
+        self._tiling_stack.append(body)
+        self.comp_stmts(s.body)
+        self._tiling_stack.pop()
+        self.pop()
+        self.add_line("}")
+
+    def _index(self, parent, body):
+        """(iterator value, predicate or None) of the tiling step parent -> body, from exo_thread.
+
+        Interval ops follow seed 001: in dimension m (pitch P, extent D) a thread's
+        coordinate is c = t / P % D; each op keeps [off, off + count * box) of
+        what the previous ops left and numbers it in pieces of `box`.
+        Vacuously true conditions are left out.
+        """
+        found = new_op(parent, body)
+        if found is None:
+            return "0", None
+        m, prev, op = found
+        dim = body.dims[m]
+        pitch, extent = dim.pitch, dim.extent
+        units = [(o.linearOffset, o.linearBox) for o in (*prev, op)]
+        if any(x % pitch for u in units for x in u):
+            raise CodegenError(f"internal: tiling op {op} is not aligned to its dimension's pitch {pitch}", None)
+        c = "exo_thread" + (f" / {pitch}" if pitch > 1 else "")
+        if pitch * extent < body.blockDim * body.clusterDim:
+            c = f"{c} % {extent}"
+        span = prev[-1].linearBox // pitch if prev else extent
+        if all((o.linearOffset // pitch) % span == 0 and (o.linearBox // pitch) % span == 0 for o in prev):
+            r = c if span == extent else f"{c} % {span}"
+        else:
+            terms = [f"{o.linearOffset // pitch}" for o in prev if o.linearOffset]
+            terms += [f"{self.env[self._iter_syms[o.iter]]} * {o.linearBox // pitch}" for o in prev if o.iter]
+            r = f"({c} - {' - '.join(terms)})"
+        off, box, count = op.linearOffset // pitch, op.linearBox // pitch, op.tileCount
+        conds = []
+        if off:
+            conds.append(f"{r} >= {off}")
+        if off + count * box < span:
+            conds.append(f"{r} < {off + count * box}")
+        if count == 1:
+            value = "0"
+        else:
+            value = f"{r} - {off}" if off else r
+            if box > 1:
+                value = f"({value}) / {box}"
+        return value, " && ".join(conds) or None
+
+    def _alloc(self, s):
+        if is_barrier_alloc(s):
+            unsupported_split_barrier(f"barrier {s.name} @ {s.mem.name()}", s.srcinfo)
+        mem = s.mem
+        if not (isinstance(mem, type) and issubclass(mem, CudaMemory)) or not mem.device_allocated:
+            raise CodegenError(f"{s.name} @ {mem.name()} cannot be allocated in CUDA code", s.srcinfo)
+        name = self.new_varname(s.name, typ=s.type, mem=mem)
+        ctype = s.type.basetype().ctype()
+        shape = self.shape_strs(s.type.shape())
+        smem_ptr = ""
+        nbytes = mem.smem_bytes(ELEM_BYTES[ctype], shape, s.srcinfo)
+        if nbytes:
+            if id(s) not in self._smem_offsets:
+                self._smem_offsets[id(s)] = self.smem_bytes
+                self.smem_bytes += math.ceil(nbytes / SMEM_ALIGN) * SMEM_ALIGN
+            smem_ptr = f"exo_smem + {self._smem_offsets[id(s)]}"
+        self.add_line(mem.cuda_alloc(name, ctype, shape, s.srcinfo, smem_ptr))
+        return None
+
+    def _call(self, s):
+        spec = sync_spec_of(s)
+        if spec is not None:
+            tiling = self._tiling_stack[-1]
+            if spec.kind == "Fence":
+                coll = executing_collectives(tiling)
+                for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, s.srcinfo):
+                    self.add_line(line)
+                return None
+            unsupported_split_barrier(spec.source("bar"), s.srcinfo)
+        if s.f.instr is None:
+            raise CodegenError(f"not yet supported: calling the proc {s.f.name} from CUDA code; inline it", s.srcinfo)
+        return super().comp_s(s)

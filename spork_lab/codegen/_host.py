@@ -1,0 +1,152 @@
+"""Host side: replace each CudaDeviceFunction block by a call of a generated launch instr.
+
+The launch instr's `c_instr` calls the kernel launcher and records its CUDA
+error; its body is the original block, so exo's const and effect analyses of
+the caller's arguments stay right. exo's own C backend then writes the host C.
+"""
+
+from __future__ import annotations
+
+from exo.core.LoopIR import LoopIR, T
+
+from ..errors import CodegenError
+from ..lang.blocks import CudaDeviceFunction
+from ..lang.loop_modes import WithBlock
+from ._device import DeviceFunction, compile_device_function, DeviceCode
+
+
+def is_device_function(s) -> bool:
+    return isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaDeviceFunction)
+
+
+def expr_syms(e, out: list) -> None:
+    """Append every Sym an expression mentions, in order."""
+    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr, LoopIR.StrideExpr)):
+        out.append(e.name)
+    if isinstance(e, LoopIR.Read):
+        for i in e.idx:
+            expr_syms(i, out)
+    elif isinstance(e, LoopIR.WindowExpr):
+        for w in e.idx:
+            for x in (w.lo, w.hi) if isinstance(w, LoopIR.Interval) else (w.pt,):
+                expr_syms(x, out)
+    elif isinstance(e, LoopIR.BinOp):
+        expr_syms(e.lhs, out)
+        expr_syms(e.rhs, out)
+    elif isinstance(e, LoopIR.USub):
+        expr_syms(e.arg, out)
+    elif isinstance(e, LoopIR.Extern):
+        for a in e.args:
+            expr_syms(a, out)
+
+
+def _type_syms(typ, out: list) -> None:
+    if isinstance(typ, T.Tensor):
+        for h in typ.hi:
+            expr_syms(h, out)
+
+
+def free_syms(stmts) -> list:
+    """Syms used by `stmts` and bound outside them, in order of first use."""
+    used, bound = [], set()
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+                used.append(s.name)
+                for i in s.idx:
+                    expr_syms(i, used)
+                expr_syms(s.rhs, used)
+            elif isinstance(s, LoopIR.For):
+                expr_syms(s.lo, used)
+                expr_syms(s.hi, used)
+                bound.add(s.iter)
+                walk(s.body)
+            elif isinstance(s, LoopIR.If):
+                expr_syms(s.cond, used)
+                walk(s.body)
+                walk(s.orelse)
+            elif isinstance(s, LoopIR.Alloc):
+                bound.add(s.name)
+                _type_syms(s.type, used)
+            elif isinstance(s, LoopIR.WindowStmt):
+                bound.add(s.name)
+                expr_syms(s.rhs, used)
+            elif isinstance(s, LoopIR.Call):
+                for a in s.args:
+                    expr_syms(a, used)
+
+    walk(stmts)
+    seen, out = set(), []
+    for sym in used:
+        if sym not in bound and sym not in seen:
+            seen.add(sym)
+            out.append(sym)
+    return out
+
+
+class HostRewriter:
+    """Rewrites the procs of one library; collects their device functions' CUDA code."""
+
+    def __init__(self, lib: str):
+        self.lib = lib
+        self.device_code: list[DeviceCode] = []
+        self._done: dict = {}
+
+    def rewrite(self, p: LoopIR.proc) -> LoopIR.proc:
+        if p.instr is not None:
+            return p
+        if id(p) not in self._done:
+            env = {a.name: (a.type, a.mem) for a in p.args}
+            self._count = 0
+            self._proc = p
+            body = self._stmts(p.body, env)
+            self._done[id(p)] = p.update(body=body)
+        return self._done[id(p)]
+
+    def _stmts(self, stmts, env) -> list:
+        out = []
+        for s in stmts:
+            if is_device_function(s):
+                out.append(self._launch(s, env))
+            elif isinstance(s, LoopIR.For):
+                out.append(s.update(body=self._stmts(s.body, {**env, s.iter: (T.index, None)})))
+            elif isinstance(s, LoopIR.If):
+                out.append(s.update(body=self._stmts(s.body, env), orelse=self._stmts(s.orelse, env)))
+            elif isinstance(s, LoopIR.Call):
+                out.append(s.update(f=self.rewrite(s.f)))
+            else:
+                if isinstance(s, LoopIR.Alloc):
+                    env[s.name] = (s.type, s.mem)
+                elif isinstance(s, LoopIR.WindowStmt):
+                    env[s.name] = (s.rhs.type, None)
+                out.append(s)
+        return out
+
+    def _launch(self, block: LoopIR.For, env: dict) -> LoopIR.Call:
+        syms = free_syms([block])
+        for sym in list(syms):
+            _type_syms(env[sym][0], syms)
+        arg_order = {a.name: k for k, a in enumerate(self._proc.args)}
+        syms = sorted(dict.fromkeys(syms), key=lambda x: arg_order.get(x, len(arg_order)))
+        args = []
+        for sym in syms:
+            if sym not in env:
+                raise CodegenError(f"internal: {sym} is used by a device function but not defined", block.srcinfo)
+            typ, mem = env[sym]
+            args.append(LoopIR.fnarg(sym, typ, mem if typ.is_numeric() else None, block.srcinfo))
+        name = f"{self._proc.name}_device{self._count}"
+        self._count += 1
+        code = compile_device_function(DeviceFunction(name, block, args))
+        self.device_code.append(code)
+        c_args = ", ".join("{" + str(a.name) + "}" for a in args)
+        c_instr = f"{self.lib}_record_error({name}_launch({c_args}));"
+        c_global = "\n".join(
+            [
+                code.launcher_decl.replace('extern "C" ', ""),
+                f"void {self.lib}_record_error(int err);",
+            ]
+        )
+        launch = LoopIR.proc(f"{name}_launch", args, [], [block], LoopIR.instr(c_instr, c_global), block.srcinfo)
+        call_args = [LoopIR.Read(a.name, [], a.type, block.srcinfo) for a in args]
+        return LoopIR.Call(launch, call_args, block.srcinfo)

@@ -1,0 +1,147 @@
+"""Checking Python arguments against a proc's signature before anything is launched.
+
+Pure Python over duck-typed arrays (`__cuda_array_interface__` for device
+memory, NumPy for host memory), so it is tested on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
+from exo.core.memory import DRAM
+
+from ..errors import BuildError
+from ..platforms.cuda import CudaGmemLinear
+
+_DTYPES = {T.f32: np.float32, T.f64: np.float64, T.f16: np.float16, T.i8: np.int8, T.ui8: np.uint8,
+           T.ui16: np.uint16, T.i32: np.int32}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One parameter: `kind` is "int" (size/index), "bool", "cuda" (CudaGmemLinear tensor) or "host" (DRAM tensor)."""
+
+    name: str
+    kind: str
+    dtype: Optional[np.dtype] = None
+    shape: tuple = ()  # LoopIR expressions over the size parameters
+    writes: bool = False
+    positive: bool = False
+
+
+@dataclass(frozen=True)
+class ProcSpec:
+    name: str
+    args: tuple
+    preds: tuple  # LoopIR expressions (the proc's assertions)
+
+
+def proc_spec(p: LoopIR.proc) -> ProcSpec:
+    """What the checker needs to know about a proc's parameters; BuildError for unsupported ones."""
+    written = {name for name, _ in get_writes_of_stmts(p.body)}
+    args = []
+    for a in p.args:
+        if a.type in (T.size, T.index):
+            args.append(ArgSpec(str(a.name), "int", positive=a.type == T.size))
+        elif a.type == T.bool:
+            args.append(ArgSpec(str(a.name), "bool"))
+        elif isinstance(a.type, T.Tensor) and not a.type.is_win() and a.mem in (CudaGmemLinear, DRAM):
+            kind = "cuda" if a.mem is CudaGmemLinear else "host"
+            dtype = np.dtype(_DTYPES[a.type.basetype()])
+            args.append(ArgSpec(str(a.name), kind, dtype, tuple(a.type.hi), a.name in written))
+        else:
+            mem = a.mem.name() if a.mem else ""
+            raise BuildError(f"{p.name}: parameter {a.name} : {a.type} @ {mem} cannot be passed from Python yet", p.srcinfo)
+    return ProcSpec(p.name, tuple(args), tuple(p.preds))
+
+
+def evaluate(e, env: dict):
+    """Value of an index/size expression or assertion, or None if it needs more than sizes."""
+    if isinstance(e, LoopIR.Const):
+        return e.val
+    if isinstance(e, LoopIR.Read) and not e.idx:
+        return env.get(str(e.name))
+    if isinstance(e, LoopIR.USub):
+        v = evaluate(e.arg, env)
+        return None if v is None else -v
+    if isinstance(e, LoopIR.BinOp):
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+        if lhs is None or rhs is None:
+            return None
+        ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+               "/": lambda a, b: a // b, "%": lambda a, b: a % b, "==": lambda a, b: a == b,
+               "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+               ">=": lambda a, b: a >= b, "and": lambda a, b: a and b, "or": lambda a, b: a or b}  # fmt: skip
+        return ops[e.op](lhs, rhs) if e.op in ops else None
+    return None
+
+
+def _c_contiguous(shape: tuple, strides: Optional[tuple], itemsize: int) -> bool:
+    if strides is None:
+        return True
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) -> list:
+    """The raw C values (ints, pointers) for a call, or TypeError/ValueError saying what is wrong."""
+    where = f"{spec.name}()"
+    if len(values) != len(spec.args):
+        names = ", ".join(a.name for a in spec.args)
+        raise TypeError(f"{where} takes {len(spec.args)} arguments ({names}), got {len(values)}")
+    env = {}
+    for a, v in zip(spec.args, values):
+        if a.kind in ("int", "bool"):
+            want = bool if a.kind == "bool" else int
+            if not isinstance(v, (want, np.integer if want is int else np.bool_)) or (want is int and isinstance(v, bool)):
+                raise TypeError(f"{where}: {a.name} must be a Python {want.__name__}, got {type(v).__name__}")
+            if a.positive and v <= 0:
+                raise ValueError(f"{where}: size {a.name} must be positive, got {v}")
+            env[a.name] = int(v)
+    for pred in spec.preds:
+        if evaluate(pred, env) is False:
+            sizes = ", ".join(f"{k}={v}" for k, v in env.items())
+            raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes}")
+    raw = []
+    for a, v in zip(spec.args, values):
+        if a.kind in ("int", "bool"):
+            raw.append(int(v))
+        else:
+            raw.append(_check_array(where, a, v, env, current_device))
+    return raw
+
+
+def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[int]) -> int:
+    shape = tuple(evaluate(h, env) for h in a.shape)
+    if a.kind == "cuda":
+        cai = getattr(v, "__cuda_array_interface__", None)
+        if cai is None:
+            hint = " (a NumPy array is in host memory: copy it with cupy.asarray)" if isinstance(v, np.ndarray) else ""
+            raise TypeError(f"{where}: {a.name} lives in CudaGmemLinear and must be a CuPy array, got {type(v).__name__}{hint}")
+        got_shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+        strides, (ptr, readonly) = cai.get("strides"), cai["data"]
+        device = getattr(getattr(v, "device", None), "id", None)
+        if current_device is not None and device is not None and device != current_device:
+            raise ValueError(f"{where}: {a.name} is on GPU {device}, but the current device is GPU {current_device}")
+    else:
+        if not isinstance(v, np.ndarray):
+            hint = " (a GPU array: copy it with .get())" if hasattr(v, "__cuda_array_interface__") else ""
+            raise TypeError(f"{where}: {a.name} lives in host memory (DRAM) and must be a NumPy array, got {type(v).__name__}{hint}")
+        got_shape, dtype, strides = v.shape, v.dtype, v.strides
+        ptr, readonly = v.ctypes.data, not v.flags.writeable
+    if dtype != a.dtype:
+        raise TypeError(f"{where}: {a.name} must have dtype {a.dtype}, got {dtype}")
+    if got_shape != shape:
+        raise ValueError(f"{where}: {a.name} must have shape {shape}, got {got_shape}")
+    if not _c_contiguous(got_shape, tuple(strides) if strides is not None else None, dtype.itemsize):
+        raise ValueError(f"{where}: {a.name} must be C-contiguous (use .copy() or ascontiguousarray)")
+    if a.writes and readonly:
+        raise ValueError(f"{where}: {a.name} is written by the proc but the array is read-only")
+    return ptr

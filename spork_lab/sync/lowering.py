@@ -1,0 +1,248 @@
+"""CUDA C++ text for split barriers and for the extra instructions of fences.
+
+Interface for the CUDA code generator (all functions return lists of lines):
+
+    infos = barrier_usage(proc)                  # spork_lab.sync.barriers: Sym -> BarrierInfo (checked)
+    prelude_lines()                              # once per .cu file, before the kernels
+  Per CudaMbarrier barrier `info` (device side; `p` is the C expression of the flattened
+  barrier position, 0 for a scalar barrier):
+    mbarrier_shared_lines(info)                  # __shared__ arrays, at kernel scope
+    mbarrier_init_lines(info)                    # kernel start, every thread executes it (has __syncthreads)
+    mbarrier_counter_lines(info)                 # per-thread phase counters, at kernel scope
+    mbarrier_scope_begin_lines(info)             # where the barrier is allocated (each task)
+    mbarrier_scope_end_lines(info)               # where its scope ends: drains the ring's last lag phases
+  Statements (`spec` = sync_spec_of(stmt)):
+    arrive_lines(info, spec, p) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms, any memory
+    fence_prologue_lines(spec), fence_epilogue_lines(spec)     # around the codegen's own collective barrier
+  Per CudaEvent barrier (host side; `stream` is the C expression of the stream):
+    event_decl_lines(info), event_destroy_lines(info), and arrive_lines/await_lines with stream=...
+
+Fence lowering: the code generator emits, for Fence(L1, L2) executed by a
+collective, `fence_prologue_lines` (completes outstanding async instructions of
+L1: cp.async.wait_all, wgmma.wait_group 0, cp.async.bulk.wait_group 0), then
+the collective barrier (__syncwarp / named barrier / __syncthreads /
+cluster barrier), then `fence_epilogue_lines` (fence.proxy.async when L2
+reaches the async proxy, wgmma.fence when L2 feeds wgmma).
+
+Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
+ring per position; the reverse array likewise). Each thread counts the arrives
+and awaits it executes on each position (the checker verifies that one queue
+is always used by the same threads, so every thread's count is the queue's).
+Arrive number a (0-based) uses slot a % depth; an await of lag L pairs with
+arrive k = awaits - L (skipped while k < this scope's first arrive) and waits
+for the phase of parity (k / depth) & 1 on slot k % depth. Counters live for
+the whole kernel (tasks reuse the mbarriers), and a scope's end drains the last
+L phases the awaiting threads skipped, so the next task starts even.
+"""
+
+from __future__ import annotations
+
+from ..errors import CodegenError
+from ..lang.sync_stmts import SyncSpec
+from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
+from . import timelines as tl
+from .barriers import BarrierInfo
+
+
+def prelude_lines() -> list:
+    """Device helpers used by the mbarrier lines (sm_80 and later; try_wait on sm_90)."""
+    return [
+        "__device__ __forceinline__ unsigned spork_smem_addr(const void *p) {",
+        "  return (unsigned)__cvta_generic_to_shared(p);",
+        "}",
+        "__device__ __forceinline__ void spork_mbar_init(unsigned long long *bar, unsigned count) {",
+        '  asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(spork_smem_addr(bar)), "r"(count) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_arrive(unsigned long long *bar) {",
+        "  unsigned long long state;",
+        '  asm volatile("mbarrier.arrive.shared.b64 %0, [%1];" : "=l"(state) : "r"(spork_smem_addr(bar)) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_arrive_cp_async(unsigned long long *bar) {",
+        '  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" :: "r"(spork_smem_addr(bar)) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_wait(unsigned long long *bar, unsigned parity) {",
+        "  unsigned done = 0;",
+        "  while (!done) {",
+        "#if __CUDA_ARCH__ >= 900",
+        '    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"',
+        '                 : "=r"(done) : "r"(spork_smem_addr(bar)), "r"(parity) : "memory");',
+        "#else",
+        '    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"',
+        '                 : "=r"(done) : "r"(spork_smem_addr(bar)), "r"(parity) : "memory");',
+        "#endif",
+        "  }",
+        "}",
+    ]
+
+
+# ---- mbarriers ----
+
+
+def _arrays(info: BarrierInfo):
+    """(suffix, depth, arrivals) of the forward and (if used) reverse mbarrier arrays."""
+    out = [("f", info.forward_depth, info.forward_arrivals)]
+    if info.reverse_depth:
+        out.append(("r", info.reverse_depth, info.reverse_arrivals))
+    return out
+
+
+def mbarrier_shared_lines(info: BarrierInfo) -> list:
+    return [
+        f"__shared__ unsigned long long {info.name}_{d}[{info.positions * depth}];"
+        for d, depth, _ in _arrays(info)
+    ]
+
+
+def mbarrier_init_lines(info: BarrierInfo) -> list:
+    """Thread 0 initialises every mbarrier with its arrival count; the CTA waits until it is visible."""
+    lines = ["if (threadIdx.x == 0) {"]
+    for d, depth, count in _arrays(info):
+        n = info.positions * depth
+        lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{info.name}_{d}[i], {count}u);")
+    lines += [
+        "#if __CUDA_ARCH__ >= 900",
+        '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+        "#endif",
+        "}",
+        "__syncthreads();",
+    ]
+    return lines
+
+
+def mbarrier_counter_lines(info: BarrierInfo) -> list:
+    """Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position."""
+    n = info.positions
+    return [
+        f"unsigned {info.name}_{d}{c}[{n}] = {{0}};" for d, _, _ in _arrays(info) for c in ("a", "w", "b")
+    ]
+
+
+def mbarrier_scope_begin_lines(info: BarrierInfo) -> list:
+    """A new scope of the barrier: awaits pair with arrives from here on."""
+    return [
+        f"for (int i = 0; i < {info.positions}; ++i) {info.name}_{d}b[i] = {info.name}_{d}w[i];"
+        for d, _, _ in _arrays(info)
+    ]
+
+
+def mbarrier_scope_end_lines(info: BarrierInfo) -> list:
+    """Awaiting threads complete the phases their first `lag` awaits skipped, so counters stay in step."""
+    lines = []
+    for d, depth, _ in _arrays(info):
+        lag = info.reverse_lag if d == "r" else info.forward_lag
+        if lag == 0:
+            continue
+        lines += [
+            f"for (int i = 0; i < {info.positions}; ++i) {{",
+            f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
+            f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
+            f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
+            f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
+            "}",
+        ]
+    return lines
+
+
+def _mbar_arrive(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
+    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+    cnt = f"{info.name}_{d}a[{p}]"
+    fn = "spork_mbar_arrive"
+    if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
+        fn = "spork_mbar_arrive_cp_async"  # completes once this thread's earlier cp.async have landed
+    return [f"{fn}(&{info.name}_{d}[({p}) * {depth} + {cnt} % {depth}u]); ++{cnt};"]
+
+
+def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
+    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+    lag = ~spec.N
+    w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
+    lines = [
+        f"if ({w} - {b} >= {lag}u) {{",
+        f"  const unsigned k = {w} - {lag}u;",
+        f"  spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
+        "}",
+        f"++{w};",
+    ]
+    return lines + _proxy_fence_after(spec.second_tl)
+
+
+# ---- commit groups ----
+
+_COMMIT = {
+    "cp.async": ("cp.async.commit_group;", "cp.async.wait_group {N};"),
+    "wgmma": ("wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned {N};"),
+    "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
+}
+
+
+def _asm(text: str) -> str:
+    return f'asm volatile("{text}" ::: "memory");'
+
+
+def _proxy_fence_after(second_tl: tl.SyncTl) -> list:
+    """fence.proxy.async when the ordered accesses continue in the async proxy (seed 003)."""
+    return [_asm("fence.proxy.async;")] if second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
+
+
+# ---- events (host) ----
+
+
+def event_decl_lines(info: BarrierInfo) -> list:
+    return [
+        f"cudaEvent_t {info.name}[{info.positions}];",
+        f"for (int i = 0; i < {info.positions}; ++i) cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming);",
+    ]
+
+
+def event_destroy_lines(info: BarrierInfo) -> list:
+    return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
+
+
+# ---- statements ----
+
+
+def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0") -> list:
+    """Arrive / ReverseArrive on barrier position `p` (a C expression)."""
+    if info.mem is CudaMbarrier:
+        return _mbar_arrive(info, spec, p)
+    if info.mem is CudaCommitGroup:
+        return [_asm(_COMMIT[info.flavour][0])]
+    if info.mem is CudaEvent:
+        return [f"cudaEventRecord({info.name}[{p}], {stream});"]
+    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+
+
+def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0") -> list:
+    """Await / ReverseAwait on barrier position `p` (a C expression)."""
+    if info.mem is CudaMbarrier:
+        return _mbar_await(info, spec, p)
+    if info.mem is CudaCommitGroup:
+        return [_asm(_COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
+    if info.mem is CudaEvent:
+        if tl.cpu_in_order_instr in spec.second_tl.instr_tls:  # the CPU waits; else only the stream
+            return [f"cudaEventSynchronize({info.name}[{p}]);"]
+        return [f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0);"]
+    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+
+
+def fence_prologue_lines(spec: SyncSpec) -> list:
+    """Before the collective barrier: complete this thread's async instructions that L1 orders."""
+    first = spec.first_tl.instr_tls
+    lines = []
+    if tl.Sm80_cp_async_instr in first:
+        lines.append(_asm("cp.async.wait_all;"))
+    if tl.wgmma_async_instr in first:
+        lines.append(_asm("wgmma.wait_group.sync.aligned 0;"))
+    if tl.tma_to_gmem_async_instr in first:
+        lines.append(_asm("cp.async.bulk.wait_group 0;"))
+    return lines
+
+
+def fence_epilogue_lines(spec: SyncSpec) -> list:
+    """After the collective barrier: proxy fence and wgmma.fence where L2 needs them."""
+    lines = []
+    if tl.needs_proxy_fence(spec.first_tl, spec.second_tl):
+        lines.append(_asm("fence.proxy.async;"))
+    if tl.wgmma_async_instr in spec.second_tl.instr_tls and spec.second_tl.name.startswith("wgmma_fence"):
+        lines.append(_asm("wgmma.fence.sync.aligned;"))
+    return lines

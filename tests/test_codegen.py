@@ -1,0 +1,178 @@
+"""CUDA code generation on CPU: golden text, nvcc/gcc compile checks, lowering rules and errors.
+
+Golden files live in tests/golden/test_codegen/<test>.txt; rewrite them with
+SPORK_UPDATE_GOLDEN=1 pytest tests/test_codegen.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.codegen._collectives import Collective
+from spork_lab.codegen._sync import NamedBarrierIds, lower_fence
+from spork_lab.lang.sync_stmts import SyncSpec
+from spork_lab.platforms.cuda import *
+from spork_lab.sync.timelines import Sm80_generic as _Sm80_generic, cuda_in_order as _cuda_in_order
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+GOLDEN = ROOT / "tests" / "golden" / "test_codegen"
+EXAMPLES = ["vec_add", "reverse_tiles", "block_reduce", "warp_specialized_copy"]
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("SPORK_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run with SPORK_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+def device_part(cu: str) -> str:
+    """The kernels and launchers (the prelude is the same for every library)."""
+    return cu[cu.index("__global__") :]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_golden(name):
+    mod = importlib.import_module(name)
+    c, h, cu, cuh = sl.compile_procs_to_strings(mod.PROCS, name)
+    check_golden(name, f"{device_part(cu)}\n// ---- host .c ----\n{c}")
+
+
+@pytest.fixture(scope="module")
+def example_sources(tmp_path_factory):
+    out = tmp_path_factory.mktemp("examples")
+    for name in EXAMPLES:
+        sl.compile_procs(importlib.import_module(name).PROCS, out, name)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("gencode", ["-arch=sm_80", "-gencode=arch=compute_90a,code=sm_90a"])
+def test_examples_compile_with_nvcc(example_sources, gencode):
+    files = [f"{n}.cu" for n in EXAMPLES]
+    res = subprocess.run(["nvcc", "-c", "-std=c++17", gencode, *files], cwd=example_sources, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_host_c_compiles_with_gcc(example_sources):
+    files = [f"{n}.c" for n in EXAMPLES]
+    res = subprocess.run(["gcc", "-c", "-Wall", "-Werror", *files], cwd=example_sources, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_compile_procs_writes_four_files(tmp_path):
+    from vec_add import vec_add
+
+    paths = sl.compile_procs([vec_add], tmp_path, "va")
+    assert [p.name for p in paths] == ["va.c", "va.h", "va.cu", "va.cuh"]
+    assert 'extern "C" int vec_add_device0_launch' in (tmp_path / "va.cuh").read_text()
+
+
+@proc
+def warpgroup_fences(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 256 == 0
+    with CudaDeviceFunction(blockDim=256, clusterDim=2, blocks_per_sm=2):
+        for task in cuda_tasks(0, n / 256):
+            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                for t in cuda_threads(0, 128):
+                    x[task * 256 + wg * 128 + t] = 1.0
+                Fence(cuda_in_order, cuda_in_order)
+            with CudaWarps(1, 3):
+                Fence(cuda_in_order, cuda_in_order)
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_sub_cta_and_cluster_fences_golden():
+    _, _, cu, _ = sl.compile_procs_to_strings([warpgroup_fences], "wg")
+    text = device_part(cu)
+    assert "cudaLaunchAttributeClusterDimension" in text
+    check_golden("warpgroup_fences", text)
+
+
+def _fence(first=_cuda_in_order):
+    return SyncSpec("Fence", first, _cuda_in_order)
+
+
+def test_fence_lowering_by_collective():
+    ids = NamedBarrierIds(256)
+    warp = Collective(32, tuple(((s, s + 32),) for s in range(0, 256, 32)))
+    cta = Collective(256, (((0, 256),),))
+    lane = Collective(1, tuple(((s, s + 1),) for s in range(256)))
+    assert lower_fence(_fence(), warp, ids, 1, None) == ["__syncwarp();"]
+    assert lower_fence(_fence(), cta, ids, 1, None) == ["__syncthreads();"]
+    assert lower_fence(_fence(), lane, ids, 1, None) == []
+    assert lower_fence(_fence(_Sm80_generic), cta, ids, 1, None) == [
+        'asm volatile("cp.async.wait_all;" ::: "memory");',
+        "__syncthreads();",
+    ]
+    assert lower_fence(_fence(), Collective(512, (((0, 512),),)), NamedBarrierIds(256), 2, None) == [
+        "cooperative_groups::this_cluster().sync();"
+    ]
+
+
+def test_named_barrier_ids_do_not_collide():
+    ids = NamedBarrierIds(256)
+    pairs = Collective(64, tuple(((s, s + 64),) for s in range(0, 256, 64)))
+    halves = Collective(128, (((0, 128),), ((128, 256),)))
+    a = lower_fence(_fence(), pairs, ids, 1, None)[0]
+    b = lower_fence(_fence(), halves, ids, 1, None)[0]
+    assert '"r"(1 + exo_thread % 256 / 64)' in a
+    assert '"r"(5 + exo_thread % 256 / 128)' in b
+
+
+def test_too_many_named_barriers():
+    ids = NamedBarrierIds(1024)
+    pairs = Collective(64, tuple(((s, s + 64),) for s in range(0, 1024, 64)))
+    with pytest.raises(sl.CodegenError, match="named barriers"):
+        lower_fence(_fence(), pairs, ids, 1, None)
+
+
+def test_scattered_collective_fence_is_rejected():
+    ids = NamedBarrierIds(256)
+    scattered = Collective(64, (((0, 32), (128, 160)), ((32, 64), (160, 192))))
+    with pytest.raises(sl.CodegenError, match="not yet supported"):
+        lower_fence(_fence(), scattered, ids, 1, None)
+
+
+@proc
+def uses_split_barrier(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            bar: barrier @ CudaMbarrier
+            for t in cuda_threads(0, 32):
+                x[task * 32 + t] = 0.0
+            Arrive(cuda_in_order, 1) >> bar
+            Await(bar, cuda_in_order, ~0)
+
+
+def test_split_barriers_are_not_yet_supported():
+    with pytest.raises(sl.CodegenError, match="not yet supported"):
+        sl.compile_procs_to_strings([uses_split_barrier], "sb")
+
+
+@proc
+def dram_in_kernel(n: size, x: f32[n] @ DRAM):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 32):
+                x[task * 32 + t] = 0.0
+
+
+def test_host_memory_in_device_code_is_rejected():
+    with pytest.raises(sl.TimelineError, match="DRAM is CPU memory: give device code CudaGmemLinear data"):
+        sl.compile_procs_to_strings([dram_in_kernel], "dk")

@@ -1,0 +1,75 @@
+"""The Python-side argument checker of built procs, with fake device arrays (no GPU needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+from spork_lab.runtime._args import check_args, proc_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from block_reduce import block_reduce  # noqa: E402
+
+
+class FakeDevice:
+    def __init__(self, id):
+        self.id = id
+
+
+class FakeCuda:
+    """Just enough of a CuPy array: __cuda_array_interface__ and .device."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, readonly=False, device=0, ptr=4096):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, readonly),
+                                         "strides": strides, "version": 3}  # fmt: skip
+        self.device = FakeDevice(device)
+
+
+SPEC = proc_spec(block_reduce._loopir_proc)
+
+
+def test_good_arguments_give_raw_values():
+    assert check_args(SPEC, (512, FakeCuda((512,), ptr=16), FakeCuda((2,), ptr=32)), 0) == [512, 16, 32]
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((512, FakeCuda((512,))), TypeError, "takes 3 arguments"),
+        ((512.0, FakeCuda((512,)), FakeCuda((2,))), TypeError, "n must be a Python int"),
+        ((True, FakeCuda((512,)), FakeCuda((2,))), TypeError, "n must be a Python int"),
+        ((0, FakeCuda((0,)), FakeCuda((0,))), ValueError, "must be positive"),
+        ((500, FakeCuda((500,)), FakeCuda((1,))), ValueError, r"assertion `n % 256 == 0`"),
+        ((512, np.zeros(512, np.float32), FakeCuda((2,))), TypeError, "cupy.asarray"),
+        ((512, FakeCuda((512,), "<f8"), FakeCuda((2,))), TypeError, "dtype float32"),
+        ((512, FakeCuda((256,)), FakeCuda((2,))), ValueError, r"shape \(512,\)"),
+        ((512, FakeCuda((512,), strides=(8,)), FakeCuda((2,))), ValueError, "C-contiguous"),
+        ((512, FakeCuda((512,)), FakeCuda((2,), readonly=True)), ValueError, "read-only"),
+        ((512, FakeCuda((512,), device=1), FakeCuda((2,))), ValueError, "on GPU 1"),
+    ],
+)
+def test_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match):
+        check_args(SPEC, args, 0)
+
+
+@proc
+def host_scale(n: size, a: f32[n, 4] @ DRAM):
+    for i in seq(0, n):
+        for j in seq(0, 4):
+            a[i, j] = 2.0 * a[i, j]
+
+
+def test_host_arrays_are_numpy():
+    spec = proc_spec(host_scale._loopir_proc)
+    a = np.zeros((3, 4), np.float32)
+    assert check_args(spec, (3, a), None) == [3, a.ctypes.data]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        check_args(spec, (3, np.zeros((4, 3), np.float32).T), None)
+    with pytest.raises(TypeError, match=r"\.get\(\)"):
+        check_args(spec, (3, FakeCuda((3, 4))), None)

@@ -1,0 +1,58 @@
+"""Barrier usage rules and timelines: each misuse is a SyncError at the user's line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spork_lab.errors import SyncError
+from spork_lab.sync import timelines as tl
+from spork_lab.sync.barriers import barrier_usage
+from spork_lab.sync.checker import sync_check
+
+import procs_sync as P
+
+PROCS = Path(P.__file__).read_text().splitlines()
+
+
+def line_of(marker: str) -> int:
+    (line,) = [i + 1 for i, text in enumerate(PROCS) if text.rstrip().endswith(f"# {marker}")]
+    return line
+
+
+@pytest.mark.parametrize(
+    "p, marker, message",
+    [
+        (P.err_missing_await, "err: missing await", "never awaited"),
+        (P.err_missing_arrive, "err: missing arrive", "no Arrive to pair with"),
+        (P.err_mixed_tls, "err: mixed", "mixed sync-tls"),
+        (P.err_commit_group_in_order, "err: mechanism", "commit groups order"),
+        (P.err_mbarrier_wait_group, "err: mbarrier N", "needs N = ~lag"),
+        (P.err_commit_group_units, "err: unit", "same collective unit"),
+    ],
+)
+def test_static_barrier_errors(p, marker, message):
+    with pytest.raises(SyncError, match=message) as e:
+        barrier_usage(p)
+    assert e.value.lineno == line_of(marker) and e.value.filename == P.__file__
+
+
+def test_mbarrier_queue_needs_the_same_threads():
+    with pytest.raises(SyncError, match="same threads") as e:
+        sync_check(P.err_mbarrier_other_threads, n=1)
+    assert e.value.lineno == line_of("err: other threads")
+
+
+def test_sync_tls_are_pair_sets():
+    assert tl.Sm80_generic.pairs == tl.cuda_in_order.pairs | tl.Sm80_cp_async.pairs
+    assert tl.cuda_in_order <= tl.Sm80_generic and not tl.Sm80_generic <= tl.cuda_in_order
+    assert tl.wgmma_async_smem.covers(tl.wgmma_async_instr, tl.wgmma_usage_a)
+    assert not tl.wgmma_async_smem.covers(tl.wgmma_async_instr, tl.wgmma_usage_d)
+    assert tl.cuda_temporal.mask == 0
+    assert tl.Sm80_generic.mask == tl.cuda_in_order.mask | tl.Sm80_cp_async.mask
+    assert tl.needs_proxy_fence(tl.cuda_in_order, tl.cuda_generic_and_async_proxy)
+    assert not tl.needs_proxy_fence(tl.cuda_in_order, tl.Sm80_generic)
+    # A thread's in-order accesses are seen by its later cp.async, not by async-proxy instrs.
+    mask = tl.program_order_mask(tl.cuda_in_order_instr)
+    assert mask == tl.Sm80_generic.mask and not mask & tl.wgmma_async.mask

@@ -1,0 +1,149 @@
+"""The abstract machine (`sync_check`): correct programs pass; removing one sync names the precise hazard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spork_lab.errors import SyncError
+from spork_lab.sync.checker import sync_check
+
+import procs_sync as P
+
+PROCS = Path(P.__file__).read_text().splitlines()
+
+
+def line_of(marker: str, proc: str) -> int:
+    """The 1-based line of procs_sync.py holding `# marker`, first one after `def proc(`."""
+    start = next(i for i, text in enumerate(PROCS) if text.startswith(f"def {proc}("))
+    return next(i + 1 for i, text in enumerate(PROCS) if i > start and text.rstrip().endswith(f"# {marker}"))
+
+
+def only(report, kind):
+    hazards = [h for h in report.hazards if h.kind == kind]
+    assert hazards, str(report)
+    return hazards[0]
+
+
+@pytest.mark.parametrize(
+    "p, sizes",
+    [
+        (P.reverse_tiles, {"n": 768}),
+        (P.cp_async_double_buffer, {"n": 640}),
+        (P.ring_copy, {"n": 256}),
+        (P.warp_sums, {}),
+    ],
+)
+def test_correct_programs_pass(p, sizes):
+    report = sync_check(p, **sizes)
+    assert report.ok, str(report)
+
+
+def test_tile_reverse_without_first_fence_is_raw_on_tile():
+    h = only(sync_check(P.reverse_tiles_no_fence1, n=512), "RAW")
+    assert (h.buffer, h.index) == ("tile", (255,))
+    assert h.access.stmt.line == line_of("nofence1: read", "reverse_tiles_no_fence1") and h.access.threads == ((0, 1),)
+    assert h.access.iters == {"task": 0, "tid": 0}
+    assert h.other.stmt.line == line_of("nofence1: write", "reverse_tiles_no_fence1") and h.other.threads == ((255, 256),)
+    assert h.other.iters == {"task": 0, "tid": 255}
+
+
+def test_tile_reverse_without_second_fence_fails_at_the_free():
+    h = only(sync_check(P.reverse_tiles_no_fence2, n=512), "FREE")
+    assert (h.buffer, h.index) == ("tile", (0,))
+    assert h.access.stmt.line == line_of("nofence2: alloc", "reverse_tiles_no_fence2") and h.access.threads == ((0, 256),)
+    assert h.other.stmt.line == line_of("nofence2: read", "reverse_tiles_no_fence2") and h.other.iters == {"task": 0, "tid": 255}
+
+
+def test_persistent_tile_reuse_is_war():
+    h = only(sync_check(P.reverse_tiles_shared_tile, n=512), "WAR")
+    assert (h.buffer, h.index) == ("tile", (0,))
+    assert h.access.stmt.line == line_of("shared: write", "reverse_tiles_shared_tile") and h.access.iters["it"] == 1
+    assert h.other.stmt.line == line_of("shared: read", "reverse_tiles_shared_tile") and h.other.iters["it"] == 0
+
+
+def test_tasks_are_distinct_collectives():
+    # 2 tasks: thread 0 of task 1 has id 256 (task offset); the hazard is reported in every task's first.
+    report = sync_check(P.reverse_tiles_no_fence1, n=512)
+    assert len([h for h in report.hazards if h.kind == "RAW"]) == 1  # one per (kind, buffer, statement)
+
+
+def test_double_buffer_without_await_is_raw():
+    report = sync_check(P.cp_async_double_buffer_no_await, n=512)
+    h = report.hazards[0]
+    assert (h.kind, h.buffer, h.index) == ("RAW", "buf", (0, 0))
+    assert h.access.stmt.line == line_of("db: consume", "cp_async_double_buffer_no_await")
+    assert h.access.iters == {"task": 0, "it": 0, "t": 0}
+    assert h.other.stmt.line == line_of("db: copy0", "cp_async_double_buffer_no_await") and h.other.threads == ((0, 1),)
+
+
+def test_commit_group_is_per_thread():
+    h = only(sync_check(P.cp_async_cross_thread, n=128), "RAW")
+    assert (h.buffer, h.index) == ("buf", (127,))
+    assert h.access.stmt.line == line_of("cross: read", "cp_async_cross_thread") and h.other.stmt.line == line_of("cross: copy", "cp_async_cross_thread")
+    assert h.other.threads == ((127, 128),)
+
+
+def test_ring_without_forward_barrier_is_raw():
+    h = only(sync_check(P.ring_copy_no_forward, n=256), "RAW")
+    assert (h.buffer, h.index) == ("buf", (0, 0))
+    assert h.access.stmt.line == line_of("ring: consume", "ring_copy_no_forward") and h.access.threads == ((32, 33),)
+    assert h.other.stmt.line == line_of("ring: produce", "ring_copy_no_forward") and h.other.threads == ((0, 1),)
+
+
+def test_ring_without_reverse_barrier_is_war_two_iterations_later():
+    h = only(sync_check(P.ring_copy_no_reverse, n=256), "WAR")
+    assert (h.buffer, h.index) == ("buf", (0, 0))
+    assert h.access.stmt.line == line_of("ring: produce", "ring_copy_no_reverse") and h.access.iters["it"] == 2
+    assert h.other.stmt.line == line_of("ring: consume", "ring_copy_no_reverse") and h.other.iters["it"] == 0
+
+
+def test_ring_with_too_much_reverse_lag_is_war():
+    report = sync_check(P.ring_copy_lag3, n=256)
+    h = report.hazards[0]
+    assert (h.kind, h.buffer, h.index, h.access.iters["it"]) == ("WAR", "buf", (0, 0), 2)
+
+
+def test_await_before_its_arrive_is_deadlock():
+    report = sync_check(P.ring_copy_deadlock, n=128)
+    h = report.hazards[0]
+    assert h.kind == "DEADLOCK" and h.access.stmt.line == line_of("ring: early await", "ring_copy_deadlock")
+    assert h.access.threads == ((32, 64),)
+    assert "COUNT" in {h.kind for h in report.hazards}
+
+
+def test_warp_reduction_without_fence_is_raw():
+    h = only(sync_check(P.warp_sums_no_fence), "RAW")
+    assert (h.buffer, h.index) == ("vals", (0, 1))
+    assert h.access.stmt.line == line_of("warp: read", "warp_sums_no_fence") and h.access.iters == {"task": 0, "w": 0, "t": 0, "i": 1}
+    assert h.other.stmt.line == line_of("warp: write", "warp_sums_no_fence") and h.other.threads == ((1, 2),)
+
+
+def test_barrier_timeline_of_the_ring():
+    report = sync_check(P.ring_copy, n=128)
+    fwd = [e for e in report.barrier_timeline if e.queue == "forward"]
+    rev = [e for e in report.barrier_timeline if e.queue == "reverse"]
+    assert [(e.kind, e.index, e.slot, e.parity) for e in fwd[:4]] == [
+        ("Arrive", 1, 0, 0), ("Await", 1, 0, 0), ("Arrive", 2, 0, 1), ("Await", 2, 0, 1)
+    ]
+    assert [(e.kind, e.index) for e in rev[:3]] == [("ReverseAwait", 0), ("ReverseArrive", 1), ("ReverseAwait", 1)]
+    assert [(e.slot, e.parity) for e in rev if e.kind == "ReverseArrive"][:3] == [(0, 0), (1, 0), (0, 1)]
+    assert fwd[0].threads == ((0, 32),) and fwd[1].threads == ((32, 64),) and fwd[2].iters == {"task": 0, "it": 1}
+
+
+def test_report_is_json():
+    report = sync_check(P.ring_copy_no_reverse, n=128)
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["ok"] is False and data["hazards"][0]["kind"] == "WAR"
+    assert data["hazards"][0]["other"]["stmt"]["line"] == line_of("ring: consume", "ring_copy_no_reverse")
+    assert data["barriers"]["bar"]["forward_depth"] == 1
+    assert data["barrier_timeline"][0]["kind"] == "Arrive"
+
+
+def test_sizes_are_checked():
+    with pytest.raises(SyncError, match="needs a value for n"):
+        sync_check(P.reverse_tiles)
+    with pytest.raises(SyncError, match="violate"):
+        sync_check(P.reverse_tiles, n=100)

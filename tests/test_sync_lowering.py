@@ -1,0 +1,111 @@
+"""Lowering text of barriers and fences: shape of the text, and that it compiles with nvcc."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from spork_lab.sync import lowering as low
+from spork_lab.sync.barriers import barrier_usage
+from spork_lab.sync.timelines import cuda_generic_and_async_proxy, cuda_in_order, Sm80_generic
+from spork_lab.lang.sync_stmts import SyncSpec
+
+import procs_sync as P
+
+
+def _by_name(p):
+    return {i.name: i for i in barrier_usage(p).values()}
+
+
+def _specs(info):
+    return [u.spec for u in info.uses]
+
+
+def test_ring_depths_from_lags():
+    bar = _by_name(P.ring_copy)["bar"]
+    assert (bar.forward_lag, bar.reverse_lag) == (0, 1)
+    assert (bar.forward_depth, bar.reverse_depth) == (1, 2)
+    assert (bar.forward_arrivals, bar.reverse_arrivals) == (32, 32)
+
+
+def test_commit_group_text():
+    cg = _by_name(P.cp_async_double_buffer)["cg"]
+    arrive = next(s for s in _specs(cg) if s.is_arrive)
+    awaits = sorted({s.N for s in _specs(cg) if s.is_await})
+    assert low.arrive_lines(cg, arrive) == ['asm volatile("cp.async.commit_group;" ::: "memory");']
+    assert awaits == [0, 1]
+    wait1 = next(s for s in _specs(cg) if s.is_await and s.N == 1)
+    assert low.await_lines(cg, wait1) == ['asm volatile("cp.async.wait_group 1;" ::: "memory");']
+
+
+def test_fence_helpers():
+    plain = SyncSpec("Fence", cuda_in_order, cuda_in_order)
+    assert low.fence_prologue_lines(plain) == [] and low.fence_epilogue_lines(plain) == []
+    to_async = SyncSpec("Fence", Sm80_generic, cuda_generic_and_async_proxy)
+    assert low.fence_prologue_lines(to_async) == ['asm volatile("cp.async.wait_all;" ::: "memory");']
+    assert low.fence_epilogue_lines(to_async) == ['asm volatile("fence.proxy.async;" ::: "memory");']
+
+
+def _kernel_source() -> str:
+    """A kernel exercising every device-side line: the ring's mbarriers, commit groups and fences."""
+    bar = _by_name(P.ring_copy)["bar"]
+    cg = _by_name(P.cp_async_double_buffer)["cg"]
+    lines = ["#include <cuda_runtime.h>"] + low.prelude_lines()
+    lines += ["__global__ void k(const float *src, float *dst, int n) {"]
+    lines += ["__shared__ float buf[2][32];"]
+    lines += low.mbarrier_shared_lines(bar) + low.mbarrier_init_lines(bar) + low.mbarrier_counter_lines(bar)
+    lines += ["for (int task = blockIdx.x; task < 4; task += gridDim.x) {"]
+    lines += low.mbarrier_scope_begin_lines(bar)
+    specs = {s.kind: s for s in _specs(bar)}
+    lines += ["for (int it = 0; it < n / 32; ++it) {", "if (threadIdx.x < 32) {"]
+    lines += low.await_lines(bar, specs["ReverseAwait"]) + ["buf[it % 2][threadIdx.x] = src[it * 32 + threadIdx.x];"]
+    lines += low.arrive_lines(bar, specs["Arrive"]) + ["} else {"]
+    lines += low.await_lines(bar, specs["Await"]) + ["dst[it * 32 + threadIdx.x - 32] = buf[it % 2][threadIdx.x - 32];"]
+    lines += low.arrive_lines(bar, specs["ReverseArrive"]) + ["}", "}"]
+    lines += low.mbarrier_scope_end_lines(bar) + ["__syncthreads();", "}"]
+    for s in _specs(cg):
+        lines += low.arrive_lines(cg, s) if s.is_arrive else low.await_lines(cg, s)
+    fence = SyncSpec("Fence", Sm80_generic, cuda_generic_and_async_proxy)
+    lines += low.fence_prologue_lines(fence) + ["__syncthreads();"] + low.fence_epilogue_lines(fence)
+    lines += ["}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_ring_lowering_text():
+    src = _kernel_source()
+    assert "bar_f[1]" in src and "bar_r[2]" in src  # depths 1 and 2, one position
+    assert "spork_mbar_init(&bar_f[i], 32u)" in src
+    assert "mbarrier.try_wait.parity" in src and "fence.mbarrier_init" in src
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_lowering_compiles(tmp_path, arch):
+    src = _kernel_source()
+    if arch == "sm_80":
+        src = src.replace('asm volatile("fence.proxy.async;" ::: "memory");', "")
+    cu = tmp_path / "k.cu"
+    cu.write_text(src)
+    r = subprocess.run(["nvcc", "-c", f"-arch={arch}", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + "\n" + src
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_event_lowering_compiles(tmp_path):
+    from spork_lab.sync.barriers import BarrierInfo
+    from spork_lab.platforms.cuda import CudaEvent
+    from spork_lab.sync.timelines import cpu_in_order
+
+    ev = BarrierInfo("ev", None, CudaEvent, (2,), None)
+    rec = SyncSpec("Arrive", first_tl=cuda_in_order, N=1, barrier_mem=CudaEvent, barrier_ndim=1)
+    host_wait = SyncSpec("Await", second_tl=cpu_in_order, N=0, barrier_mem=CudaEvent, barrier_ndim=1)
+    stream_wait = SyncSpec("Await", second_tl=cuda_in_order, N=0, barrier_mem=CudaEvent, barrier_ndim=1)
+    body = low.event_decl_lines(ev) + low.arrive_lines(ev, rec, "1", "s")
+    body += low.await_lines(ev, stream_wait, "1", "s") + low.await_lines(ev, host_wait, "1") + low.event_destroy_lines(ev)
+    assert "cudaEventSynchronize(ev[1]);" in body and "cudaStreamWaitEvent(s, ev[1], 0);" in body
+    cu = tmp_path / "h.cu"
+    cu.write_text("#include <cuda_runtime.h>\nvoid h(cudaStream_t s) {\n" + "\n".join(body) + "\n}\n")
+    r = subprocess.run(["nvcc", "-c", "-arch=sm_90a", str(cu), "-o", str(tmp_path / "h.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
