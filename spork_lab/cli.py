@@ -29,24 +29,102 @@ def load_procs(path: pathlib.Path) -> dict:
     }
 
 
+def _gpu():
+    """CuPy if a CUDA device is usable here, else None."""
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # noqa: BLE001 -- no CuPy, no driver or no device all mean "no GPU"
+        return None
+
+
+def _run_example(module, cupy) -> None:
+    """Build each of the example's procs, check it against its NumPy reference and time it."""
+    import numpy as np
+
+    from .runtime import benchmark, build
+
+    for p in module.PROCS:
+        built = getattr(build([p]), p.name())
+        args = module.make_args(np.random.default_rng())
+        expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+        dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+        built(*dev.values())
+        errors = {k: float(np.max(np.abs(dev[k].get() - want))) for k, want in expected.items()}
+        timing = benchmark(built, list(dev.values()), reps=20)
+        worst = max(errors.values())
+        print(f"     {p.name():28s} max |error| {worst:.2e}  median {timing.median_ms:.3f} ms")
+
+
 def demo(args: argparse.Namespace) -> int:
-    """Parse, schedule and print the example programs."""
+    """Parse, schedule and print the example programs; generate their CUDA; run them on a GPU if present."""
+    from .codegen import compile_procs
+
     files = sorted(EXAMPLES.glob("*.py"))
     if not files:
         print(f"no examples found in {EXAMPLES}", file=sys.stderr)
         return 1
+    cupy = _gpu()
+    out_dir = pathlib.Path(args.out)
     for path in files:
         print(f"==== {path.relative_to(ROOT)}")
-        for name, p in load_procs(path).items():
+        procs = load_procs(path)
+        for name, p in procs.items():
             print(f"---- {name}")
             print(p)
+        module = sys.modules[path.stem]
+        if not hasattr(module, "PROCS"):
+            continue
+        paths = compile_procs(module.PROCS, out_dir, path.stem)
+        lines = sum(len(f.read_text().splitlines()) for f in paths)
+        print(f"---- generated {', '.join(str(f) for f in paths)} ({lines} lines)")
+        if cupy is not None and hasattr(module, "reference"):
+            _run_example(module, cupy)
+    if cupy is None:
+        print("(no GPU here: the kernels were generated but not run)")
     return 0
+
+
+def compile_file(args: argparse.Namespace) -> int:
+    """Generate the .c, .h, .cu and .cuh files of the procs in a Python file."""
+    from .codegen import compile_procs
+
+    path = pathlib.Path(args.file)
+    procs = load_procs(path)
+    if args.proc:
+        missing = [n for n in args.proc if n not in procs]
+        if missing:
+            print(f"error: {path} defines no proc {', '.join(missing)} (it has: {', '.join(procs)})", file=sys.stderr)
+            return 2
+        procs = {n: procs[n] for n in args.proc}
+    for f in compile_procs(list(procs.values()), args.out, path.stem):
+        print(f)
+    return 0
+
+
+def lab(args: argparse.Namespace) -> int:
+    """Open JupyterLab on the tutorials."""
+    from .lab import launch_lab
+
+    return launch_lab(open_browser=not args.no_browser, port=args.port)
 
 
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="spork-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="parse, schedule and print the example programs").set_defaults(run=demo)
+    p_demo = sub.add_parser("demo", help="print the examples, generate their CUDA, run them on a GPU if present")
+    p_demo.add_argument("-o", "--out", default="build/demo", help="where the generated code goes")
+    p_demo.set_defaults(run=demo)
+    p_compile = sub.add_parser("compile", help="generate CUDA C++ and host C for the procs of a Python file")
+    p_compile.add_argument("file")
+    p_compile.add_argument("--proc", action="append", help="only this proc (repeatable)")
+    p_compile.add_argument("-o", "--out", required=True, help="output directory")
+    p_compile.set_defaults(run=compile_file)
+    p_lab = sub.add_parser("lab", help="open JupyterLab on the tutorial notebooks")
+    p_lab.add_argument("--port", type=int, default=8888)
+    p_lab.add_argument("--no-browser", action="store_true")
+    p_lab.set_defaults(run=lab)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
