@@ -1,0 +1,88 @@
+"""Run every GPU example under compute-sanitizer's racecheck and synccheck tools.
+
+Each example proc is built once, then run once per tool in a child process
+(`--one MODULE:PROC`) under `compute-sanitizer --tool TOOL`, on a small size.
+The table of hazards found goes to benchmarks/sanitizer_results.md.
+
+    python benchmarks/sanitize_examples.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+EXAMPLES = ["vec_add", "reverse_tiles", "block_reduce", "warp_specialized_copy", "sync_ring", "cp_async_double_buffer"]
+SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
+         "sync_ring": 1024, "cp_async_double_buffer": 1 << 14}  # fmt: skip
+TOOLS = ["racecheck", "synccheck"]
+
+
+def run_one(target: str) -> int:
+    """Build and run one example proc once on fresh random inputs; exit 1 on a wrong result."""
+    import cupy
+
+    import spork_lab as sl
+
+    module_name, proc_name = target.split(":")
+    module = importlib.import_module(module_name)
+    p = next(q for q in module.PROCS if q.name() == proc_name)
+    built = getattr(sl.build([p]), proc_name)
+    args = module.make_args(np.random.default_rng(), n=SMALL[module_name])
+    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    ok = all(np.allclose(dev[k].get(), want, rtol=1e-5, atol=1e-4) for k, want in expected.items())
+    print("RESULT", "correct" if ok else "WRONG")
+    return 0 if ok else 1
+
+
+def summarize(output: str) -> str:
+    """compute-sanitizer's own summary line (hazard/error counts)."""
+    found = re.findall(r"========= (?:RACECHECK|ERROR) SUMMARY: .*", output)
+    return found[-1].replace("========= ", "") if found else "no summary (see log)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one", help="MODULE:PROC: run one example (used under compute-sanitizer)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "sanitizer_results.md"))
+    args = parser.parse_args()
+    if args.one:
+        return run_one(args.one)
+
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        print("compute-sanitizer not found on PATH")
+        return 1
+    rows = ["| example | proc | tool | result | sanitizer summary |", "|---|---|---|---|---|"]
+    for module_name in EXAMPLES:
+        for p in importlib.import_module(module_name).PROCS:
+            target = f"{module_name}:{p.name()}"
+            subprocess.run([sys.executable, __file__, "--one", target], capture_output=True)  # build (cached)
+            for tool in TOOLS:
+                run = subprocess.run([sanitizer, "--tool", tool, sys.executable, __file__, "--one", target],
+                                     capture_output=True, text=True)
+                out = run.stdout + run.stderr
+                result = "correct" if "RESULT correct" in out else "WRONG or failed"
+                rows.append(f"| {module_name} | {p.name()} | {tool} | {result} | {summarize(out)} |")
+                print(rows[-1], flush=True)
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    text = "# compute-sanitizer on the examples\n\nGPU: " + gpu.stdout.strip() + "\n\n" + "\n".join(rows) + "\n"
+    Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
