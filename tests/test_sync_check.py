@@ -147,3 +147,41 @@ def test_sizes_are_checked():
         sync_check(P.reverse_tiles)
     with pytest.raises(SyncError, match="violate"):
         sync_check(P.reverse_tiles, n=100)
+
+
+def test_threads_come_from_the_collective_analysis():
+    from spork_lab.analysis import analyze
+    from spork_lab.sync.threads import ThreadMap
+
+    ir = P.ring_copy._loopir_proc
+    tmap = ThreadMap(ir)
+    start = PROCS.index(next(t for t in PROCS if t.startswith("def ring_copy(")))
+    line = next(i + 1 for i, t in enumerate(PROCS) if i > start and "dst[it * 32 + t] = buf[it % 2, t]" in t)
+    consumer = [s for s, info in analyze(ir).stmts if info.line == line]
+    assert len(consumer) == 1
+    tiling = tmap.analysis.stmt_info(consumer[0]).tiling
+    assert tmap.collective(tiling, ("t",), (5,), 64) == ((64 + 32 + 5, 64 + 32 + 6),)
+
+
+def test_compiled_element_matches_the_index_arithmetic():
+    from exo.core.LoopIR import LoopIR
+
+    from spork_lab.sync.checker import _View, _plan
+
+    ir = P.reverse_tiles._loopir_proc
+    loops = [s for s in ir.body[0].body[0].body if isinstance(s, LoopIR.For)]
+    read_stmt = loops[1].body[0]  # y[task * 256 + tid] = tile[255 - tid]
+    (tile, read, w_r), (y, write, w_w) = _plan(read_stmt)
+    env = {loops[1].iter: 7, ir.body[0].body[0].iter: 2}
+    assert (w_r, w_w) == (False, True)
+    assert read(env, _View(None, 3, (1,))) == 3 + 255 - 7
+    assert write(env, _View(None, 0, (1,))) == 2 * 256 + 7
+
+
+def test_tiled_gemm_benchmark_proc_passes():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_sync_check import gemm
+
+    assert sync_check(gemm, M=64, N=64, K=32).ok

@@ -19,6 +19,7 @@ statement, threads and iterator values of the conflicting access.
 from __future__ import annotations
 
 import linecache
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -34,7 +35,7 @@ from ..platforms.cuda import CudaMbarrier
 from . import sigsets as ss
 from . import timelines as tl
 from .barriers import barrier_usage
-from .threads import child_tiling, collective, iter_key, top_tiling
+from .threads import ThreadMap
 
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
 _REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
@@ -179,13 +180,14 @@ def sync_check(p, max_hazards: int = 50, **sizes) -> SyncReport:
     """Run the abstract machine on proc `p` with the given size arguments."""
     ir = getattr(p, "_loopir_proc", p)
     infos = barrier_usage(ir)
-    first = _Machine(ir, sizes, infos, watch=None, max_hazards=max_hazards)
+    tmap = ThreadMap(ir)
+    first = _Machine(ir, sizes, infos, tmap, watch=None, max_hazards=max_hazards)
     first.run()
     result = first
     if first.hazards:
         # Second run: log the history of the failing elements to name the other access.
         watch = {(id_, e) for id_, e in first.hazard_elements}
-        result = _Machine(ir, sizes, infos, watch=watch, max_hazards=max_hazards)
+        result = _Machine(ir, sizes, infos, tmap, watch=watch, max_hazards=max_hazards)
         result.run()
     return SyncReport(
         proc=ir.name,
@@ -292,6 +294,7 @@ class _Ctx:
     tiling: object = None
     instr_tl: tl.InstrTl = tl.cpu_in_order_instr
     cuda_syms: tuple = ()  # cuda_threads iterators in scope (their values pick the collective)
+    cuda_names: tuple = ()  # their names in the analysis' tilings
     task: int = -1
     base: int = 0  # thread-id offset of the task's top-level collective
 
@@ -302,8 +305,8 @@ class _Ctx:
 
 
 class _Machine:
-    def __init__(self, ir, sizes: dict, infos: dict, watch, max_hazards: int):
-        self.ir, self.sizes, self.infos = ir, sizes, infos
+    def __init__(self, ir, sizes: dict, infos: dict, tmap: ThreadMap, watch, max_hazards: int):
+        self.ir, self.sizes, self.infos, self.tmap = ir, sizes, infos, tmap
         self.watch = watch  # {(buffer id, element)} whose history is logged, or None
         self.history: dict = {}  # (buffer id, element) -> {"w": Access, "r": {record: Access}}
         self.max_hazards = max_hazards
@@ -318,8 +321,8 @@ class _Machine:
         self.queues: dict = {}  # (barrier Sym, position, reverse) -> _Queue
         self.env: dict = {}
         self.iters: dict = {}  # loop iterator name -> value, for reports
-        self.thread_cache: dict = {}
-        self.tiling_cache: dict = {}
+        self.plans: dict = {}  # id(Assign/Reduce) -> its accesses as (buffer Sym, compiled element function, write)
+        self.bits: dict = {}  # (instr-tl, usage-tl) -> pair bit
         self.n_tasks = 0
         self.seen: set = set()  # (kind, buffer, stmt) already reported
         self.queue_by_id: dict = {}
@@ -365,24 +368,6 @@ class _Machine:
             return self.env[e.name].strides[e.dim]
         raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
 
-    def _data_reads(self, e, out: list) -> list:
-        """The buffer reads in a data expression, as (view, index exprs)."""
-        if isinstance(e, LoopIR.Read) and isinstance(self.env.get(e.name), _View):
-            out.append((e, self.env[e.name], e.idx))
-        for child in ("lhs", "rhs", "arg"):
-            if hasattr(e, child) and not isinstance(e, LoopIR.Read):
-                self._data_reads(getattr(e, child), out)
-        if isinstance(e, LoopIR.Extern):
-            for a in e.args:
-                self._data_reads(a, out)
-        return out
-
-    def _element(self, view: _View, idx) -> int:
-        e = view.base
-        for i, s in zip(idx, view.strides):
-            e += self._eval(i) * s
-        return e
-
     # ---- statements ----
 
     def _block(self, stmts, ctx: _Ctx) -> None:
@@ -396,13 +381,13 @@ class _Machine:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             if ctx.dev is None:
                 return
-            for read, view, idx in self._data_reads(s.rhs, []):
-                self._access(view, self._element(view, idx), s, ctx, False)
-            view = self.env[s.name]
-            e = self._element(view, s.idx)
-            if isinstance(s, LoopIR.Reduce):
-                self._access(view, e, s, ctx, False)
-            self._access(view, e, s, ctx, True)
+            plan = self.plans.get(id(s))
+            if plan is None:
+                plan = self.plans[id(s)] = _plan(s)
+            env = self.env
+            for sym, element, write in plan:
+                view = env[sym]
+                self._access(view, element(env, view), s, ctx, write)
         elif isinstance(s, LoopIR.For):
             self._loop(s, ctx)
         elif isinstance(s, LoopIR.If):
@@ -431,19 +416,20 @@ class _Machine:
             block = mode.ctx
             if isinstance(block, CudaDeviceFunction):
                 self._device_boundary()
-                self._block(s.body, _Ctx(block, top_tiling(block), tl.cuda_in_order_instr))
+                self._block(s.body, _Ctx(block, self.tmap.body_tiling(s.body), tl.cuda_in_order_instr))
                 self._device_boundary()
             elif isinstance(block, CudaAsync):
-                self._block(s.body, _Ctx(ctx.dev, ctx.tiling, block.instr_tl, ctx.cuda_syms, ctx.task, ctx.base))
+                self._block(s.body, _Ctx(ctx.dev, ctx.tiling, block.instr_tl, ctx.cuda_syms, ctx.cuda_names, ctx.task, ctx.base))
             elif isinstance(block, CudaWarps):
-                tiling = self._child_tiling(ctx, s, 1)
-                self._block(s.body, _Ctx(ctx.dev, tiling, ctx.instr_tl, ctx.cuda_syms, ctx.task, ctx.base))
+                tiling = self.tmap.body_tiling(s.body)
+                self._block(s.body, _Ctx(ctx.dev, tiling, ctx.instr_tl, ctx.cuda_syms, ctx.cuda_names, ctx.task, ctx.base))
             else:
                 self._block(s.body, ctx)
             return
         if isinstance(mode, CudaThreads):
-            tiling = self._child_tiling(ctx, s, hi)
-            inner = _Ctx(ctx.dev, tiling, ctx.instr_tl, ctx.cuda_syms + (s.iter,), ctx.task, ctx.base)
+            tiling = self.tmap.body_tiling(s.body)
+            inner = _Ctx(ctx.dev, tiling, ctx.instr_tl, ctx.cuda_syms + (s.iter,), ctx.cuda_names + (s.iter.name(),),
+                         ctx.task, ctx.base)
         elif isinstance(mode, CudaTasks) and not any(
             isinstance(c, LoopIR.For) and isinstance(c.loop_mode, CudaTasks) for c in s.body
         ):
@@ -457,7 +443,7 @@ class _Machine:
                 self.iters[name] = v
             if inner is None:
                 n = ctx.tiling.thread_count if ctx.tiling is not None else 0
-                task_ctx = _Ctx(ctx.dev, ctx.tiling, ctx.instr_tl, (), self.n_tasks, self.n_tasks * n)
+                task_ctx = _Ctx(ctx.dev, ctx.tiling, ctx.instr_tl, (), (), self.n_tasks, self.n_tasks * n)
                 self.n_tasks += 1
                 self._block(s.body, task_ctx)
                 self.live.pop(task_ctx.task, None)
@@ -466,23 +452,12 @@ class _Machine:
         if report:
             self.iters.pop(name, None)
 
-    def _child_tiling(self, ctx: _Ctx, s, count: int):
-        key = (id(ctx.tiling), id(s))
-        if key not in self.tiling_cache:
-            self.tiling_cache[key] = (ctx.tiling, child_tiling(ctx.tiling, s, ctx.dev, count))
-        return self.tiling_cache[key][1]
-
     def _threads(self, ctx: _Ctx) -> tuple:
         """The threads of the collective executing the current statement."""
         if ctx.dev is None:
             return ()
-        vals = tuple(self.env[s] for s in ctx.cuda_syms)
-        key = (id(ctx.tiling), vals, ctx.base)
-        t = self.thread_cache.get(key)
-        if t is None:
-            values = {iter_key(s): v for s, v in zip(ctx.cuda_syms, vals)}
-            t = self.thread_cache[key] = collective(ctx.tiling, values, ctx.base)
-        return t
+        env = self.env
+        return self.tmap.collective(ctx.tiling, ctx.cuda_names, tuple([env[s] for s in ctx.cuda_syms]), ctx.base)
 
     def _window(self, w) -> _View:
         view = self.env[w.name]
@@ -513,7 +488,7 @@ class _Machine:
         self.env = {**saved, **callee_env}
         inner = ctx
         if info is not None and ctx.dev is not None:
-            inner = _Ctx(ctx.dev, ctx.tiling, info.instr_tl, ctx.cuda_syms, ctx.task, ctx.base)
+            inner = _Ctx(ctx.dev, ctx.tiling, info.instr_tl, ctx.cuda_syms, ctx.cuda_names, ctx.task, ctx.base)
             self.in_instr = saved_instr or s
         self._block(s.f.body, inner)
         self.env, self.in_instr = saved, saved_instr
@@ -524,7 +499,9 @@ class _Machine:
         buf = view.buf
         s = self.in_instr or s  # accesses inside an instr are reported at its call
         threads = self._threads(ctx)
-        bit = 1 << tl.pair_bit(ctx.instr_tl, view.usage)
+        bit = self.bits.get((ctx.instr_tl, view.usage))
+        if bit is None:
+            bit = self.bits[(ctx.instr_tl, view.usage)] = 1 << tl.pair_bit(ctx.instr_tl, view.usage)
         w = buf.w[e]
         if w is not None:
             w = _find(w)
@@ -591,7 +568,7 @@ class _Machine:
         if spec.kind == "Fence":
             if ctx.dev is None:
                 return
-            m1, m2 = spec.first_tl.mask, spec.second_tl.mask
+            m1, m2 = _mask(spec.first_tl), _mask(spec.second_tl)
             v2a, v2s = ss.product(threads, m2), ss.product(threads, tl.program_order_closure(m2))
             for rec in list(self.live.get(ctx.task, ())):
                 if rec.fwd is None and ss.meets(rec.va, threads, m1):
@@ -647,7 +624,7 @@ class _Machine:
         self._event(q, spec, acc, n, slot, parity)
         if ctx.dev is None:
             return
-        m1 = spec.first_tl.mask
+        m1 = _mask(spec.first_tl)
         scoped = q.info.scope_threads if q.info.mem is not CudaMbarrier and q.info.flavour else None
         for rec in list(self.live.get(ctx.task, ())):
             if rec.fwd is None and ss.meets(rec.va, threads, m1):
@@ -676,7 +653,7 @@ class _Machine:
         q.awaited_upto = max(q.awaited_upto, k)
         if ctx.dev is None:
             return
-        m2 = spec.second_tl.mask
+        m2 = _mask(spec.second_tl)
         scope = q.info.scope_threads if q.info.flavour else None
         floor = q.floor()
         for rec in list(q.pending):
@@ -793,6 +770,12 @@ class _Machine:
         self.hazards.append(Hazard(kind, None, None, acc, other, message))
 
 
+@lru_cache(maxsize=None)
+def _mask(sync_tl: tl.SyncTl) -> int:
+    """A sync-tl's pair bits (the property recomputes them at every sync)."""
+    return sync_tl.mask
+
+
 def _fast_covers(rec: _Record, threads: tuple, bit: int) -> bool:
     return len(threads) == 1 and rec.slo <= threads[0][0] and threads[0][1] <= rec.shi and bool(rec.sbits & bit)
 
@@ -837,3 +820,66 @@ _BINOPS = {
     "and": lambda a, b: a and b,
     "or": lambda a, b: a or b,
 }
+
+
+# --------------------------------------------------------------------------
+# Compiled accesses: an Assign/Reduce's index arithmetic is turned into Python once per statement,
+# so that the per-thread interpretation does not walk LoopIR expressions.
+# --------------------------------------------------------------------------
+
+_PY_OPS = {"/": "//", "and": "and", "or": "or"}
+
+
+def _plan(s) -> tuple:
+    """The accesses of an Assign/Reduce in execution order: (buffer Sym, element(env, view), write)."""
+    reads: list = []
+    _numeric_reads(s.rhs, reads)
+    out = [(r.name, _element_fn(r.idx), False) for r in reads]
+    target = _element_fn(s.idx)
+    if isinstance(s, LoopIR.Reduce):
+        out.append((s.name, target, False))
+    out.append((s.name, target, True))
+    return tuple(out)
+
+
+def _numeric_reads(e, out: list) -> None:
+    """The buffer reads of a data expression, in evaluation order (index reads are not buffer reads)."""
+    if isinstance(e, LoopIR.Read):
+        if e.type.is_numeric():
+            out.append(e)
+        return
+    for child in ("lhs", "rhs", "arg"):
+        if hasattr(e, child):
+            _numeric_reads(getattr(e, child), out)
+    if isinstance(e, LoopIR.Extern):
+        for a in e.args:
+            _numeric_reads(a, out)
+
+
+def _element_fn(idx):
+    """element(env, view) = view.base + sum(idx_k * view.strides[k]), compiled to Python."""
+    consts: dict = {}
+    terms = ["v.base"] + [f"({_py_expr(i, consts)}) * v.strides[{k}]" for k, i in enumerate(idx)]
+    src = f"def element(env, v):\n    return {' + '.join(terms)}\n"
+    scope = dict(consts)
+    exec(src, scope)  # noqa: S102 - source built above from LoopIR index expressions only
+    return scope["element"]
+
+
+def _py_expr(e, consts: dict) -> str:
+    if isinstance(e, LoopIR.Const):
+        return repr(e.val)
+    if isinstance(e, LoopIR.Read):
+        key = f"_s{len(consts)}"
+        consts[key] = e.name
+        return f"env[{key}]"
+    if isinstance(e, LoopIR.USub):
+        return f"(-{_py_expr(e.arg, consts)})"
+    if isinstance(e, LoopIR.BinOp):
+        op = _PY_OPS.get(e.op, e.op)
+        return f"({_py_expr(e.lhs, consts)} {op} {_py_expr(e.rhs, consts)})"
+    if isinstance(e, LoopIR.StrideExpr):
+        key = f"_s{len(consts)}"
+        consts[key] = e.name
+        return f"env[{key}].strides[{e.dim}]"
+    raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
