@@ -1,4 +1,7 @@
-"""Reverse every 256-element tile through shared memory, with the two Fences LANGUAGE.md explains."""
+"""Reverse every 256-element tile through shared memory, with the two Fences LANGUAGE.md explains.
+
+Run `python examples/reverse_tiles.py` to see sync_check pass on it.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def reverse_tiles(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinea
             Fence(cuda_in_order, cuda_in_order)  # without it: RAW hazard on tile
             for tid in cuda_threads(0, 256):
                 y[task * 256 + tid] = tile[255 - tid]
-            Fence(cuda_in_order, cuda_in_order)  # the CTA reuses tile for its next task (WAR)
+            Fence(cuda_in_order, cuda_in_order)  # without it: FREE hazard (the CTA reuses tile for its next task)
 
 
 PROCS = [reverse_tiles]
@@ -31,3 +34,9 @@ def reference(n: int, x: np.ndarray, y: np.ndarray) -> dict:
 
 def make_args(rng: np.random.Generator, n: int = 256 * 1000) -> dict:
     return {"n": n, "x": rng.standard_normal(n, dtype=np.float32), "y": np.zeros(n, dtype=np.float32)}
+
+
+if __name__ == "__main__":
+    import spork_lab as sl
+
+    print(sl.sync_check(reverse_tiles, n=1024))

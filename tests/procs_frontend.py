@@ -21,29 +21,6 @@ def calls_plain_exo(n: size, x: f32[n] @ DRAM):
         plain_scale(n, x)
 
 
-@proc
-def vec_add(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 128 == 0
-    with CudaDeviceFunction(blockDim=128):
-        for task in cuda_tasks(0, n / 128):
-            for tid in cuda_threads(0, 128, unit=cuda_thread):
-                y[task * 128 + tid] += x[task * 128 + tid]
-
-
-@proc
-def reverse_tiles(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]
-            Fence(cuda_in_order, cuda_in_order)
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]
-            Fence(cuda_in_order, cuda_in_order)
-
-
 my_unit = CollUnit((clusterDim, blockDim / 32, 32), (clusterDim, 1, 32))
 
 

@@ -27,10 +27,13 @@ ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 import procs_frontend as P  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "examples"))
+from reverse_tiles import reverse_tiles  # noqa: E402
+from vec_add import vec_add  # noqa: E402
+
 
 def _proc_modules():
     """Every module of procs in the test suite and the examples."""
-    sys.path.insert(0, str(ROOT / "examples"))
     files = sorted(TESTS.glob("procs_*.py")) + sorted((ROOT / "examples").glob("*.py"))
     return [importlib.import_module(f.stem) for f in files]
 
@@ -65,7 +68,7 @@ def test_print_then_parse_gives_an_equal_proc(module, p):
 
 def test_round_trip_finds_the_example_and_test_programs():
     ids = {param.id for param in _all_procs()}
-    assert {"procs_frontend.barriers_everywhere", "procs_frontend.reverse_tiles"} <= ids
+    assert {"procs_frontend.barriers_everywhere", "reverse_tiles.reverse_tiles"} <= ids
 
 
 def test_loop_modes_and_blocks_are_attached():
@@ -134,7 +137,7 @@ def P_seq_add(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
 
 def test_scheduling_a_sequential_loop_into_a_kernel():
     p = _gpu_vec_add()
-    assert ir_equal(p._loopir_proc.body, P.vec_add._loopir_proc.body) is False  # index order differs
+    assert ir_equal(p._loopir_proc.body, vec_add._loopir_proc.body) is False  # index order differs
     assert _modes(p) == [WithBlock(CudaDeviceFunction(blockDim=128)), CudaTasks(), CudaThreads(cuda_thread)]
     assert "for tid in cuda_threads(0, 128):" in str(p)
 
@@ -159,18 +162,18 @@ def test_exo_ops_keep_annotations():
     p = simplify(p)
     assert len(_modes(p)) == 4
 
-    q = P.reverse_tiles
+    q = reverse_tiles
     q = cut_loop(q, q.find_loop("tid"), 128)
     assert _modes(q).count(CudaThreads(cuda_thread)) == 3
     r = fission(two_phase, two_phase.find_loop("a").after())
     assert _modes(r) == [WithBlock(CudaDeviceFunction(blockDim=64)), CudaTasks(), CudaThreads(cuda_thread),
                          CudaTasks(), CudaThreads(cuda_warp)]
-    q = expand_dim(P.reverse_tiles, "tile", 2, "0")
+    q = expand_dim(reverse_tiles, "tile", 2, "0")
     assert "tile: f32[2, 256] @ CudaSmemLinear" in str(q)
 
 
 def test_stage_mem_gives_seq_loops_that_set_loop_mode_fixes():
-    p = simplify(stage_mem(P.vec_add, P.vec_add.find_loop("tid"), "x[128 * task:128 * task + 128]", "x_smem"))
+    p = simplify(stage_mem(vec_add, vec_add.find_loop("tid"), "x[128 * task:128 * task + 128]", "x_smem"))
     p = set_memory(p, "x_smem", CudaSmemLinear)
     copy_loop = p.find_loop("i0")
     assert isinstance(copy_loop._impl._node.loop_mode, LoopIR.Seq)
@@ -234,12 +237,12 @@ def test_syncs_on_one_barrier_are_not_reordered():
 def test_find_blocks_by_context_type():
     assert len(find_blocks(P.barriers_everywhere, CudaWarps)) == 3
     assert len(find_blocks(P.barriers_everywhere, CudaAsync)) == 1
-    (dev,) = find_blocks(P.reverse_tiles, CudaDeviceFunction)
+    (dev,) = find_blocks(reverse_tiles, CudaDeviceFunction)
     assert isinstance(dev._impl._node.loop_mode.ctx, CudaDeviceFunction)
 
 
 def test_cursors_print_exo_gpu_syntax_with_exo_markers():
-    p = P.reverse_tiles
+    p = reverse_tiles
     node = str(p.find_loop("tid"))
     assert "for tid in cuda_threads(0, 256):  # <-- NODE" in node
     assert "with CudaDeviceFunction(blockDim=256):" in node
