@@ -7,6 +7,8 @@ overwriting a slot the consumer still reads. Run: python examples/sync_ring.py
 
 from __future__ import annotations
 
+import numpy as np
+
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.sync.checker import sync_check
@@ -33,6 +35,17 @@ def ring_copy(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinea
                         dst[it * 32 + t] = buf[it % 2, t]
                     ReverseArrive(cuda_in_order, 1) >> bar
             Fence(cuda_in_order, cuda_in_order)  # the CTA reuses buf after the task
+
+
+PROCS = [ring_copy]
+
+
+def reference(n: int, src: np.ndarray, dst: np.ndarray) -> dict:
+    return {"dst": src.copy()}
+
+
+def make_args(rng: np.random.Generator, n: int = 64 * 4096) -> dict:
+    return {"n": n, "src": rng.standard_normal(n, dtype=np.float32), "dst": np.zeros(n, dtype=np.float32)}
 
 
 if __name__ == "__main__":

@@ -424,3 +424,23 @@ def gmem_alloc_in_cuda(y: f32[32] @ CudaGmemLinear):
             tmp: f32[32] @ CudaGmemLinear  # error here
             for t in cuda_threads(0, 32):
                 tmp[t] = y[t]
+
+
+@proc
+def fill_kernel(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 32):
+                x[task * 32 + t] = 0.0
+
+
+@proc
+def calls_kernel(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    fill_kernel(n, x)
+
+
+@proc
+def calls_rejected_proc(y: f32[32] @ CudaGmemLinear):
+    smem_lifted_to_cpu(y)

@@ -135,3 +135,14 @@ def test_json_round_trip():
     assert write["iters"][0]["hi"] == "n"
     launch = "with CudaDeviceFunction(warp_config=[CudaWarpConfig('producer', 1), CudaWarpConfig('consumer', 2)]):"
     assert by_text[launch]["path"] == [0] and by_text[launch]["device_scope"] == "cpu"
+
+
+def test_cpu_calls_are_checked_as_procs_of_their_own():
+    """A CPU proc may call a proc whose device function touches global memory; the callee's own
+    errors are reported at the callee's line."""
+    from test_analysis_errors import marked_line
+
+    analyze(P.calls_kernel)
+    with pytest.raises(sl.TimelineError) as err:
+        analyze(P.calls_rejected_proc)
+    assert err.value.lineno == marked_line("smem_lifted_to_cpu")

@@ -11,7 +11,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-EXAMPLES = ["vec_add", "reverse_tiles", "block_reduce", "warp_specialized_copy"]
+EXAMPLES = [
+    "vec_add",
+    "reverse_tiles",
+    "block_reduce",
+    "warp_specialized_copy",
+    "sync_ring",
+    "mbarrier_ring_tasks",
+    "cp_async_double_buffer",
+    "event_two_stage",
+]
 CASES = [(m, i) for m in EXAMPLES for i in range(len(importlib.import_module(m).PROCS))]
 
 
@@ -29,6 +38,8 @@ def test_example_matches_numpy(module_name, index):
     dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     built(*dev.values())
     cupy.cuda.runtime.deviceSynchronize()
+    module = built.module  # its CUDA runtime (linked into the library) launched the kernels
+    assert getattr(module.lib, f"{module.lib_name}_last_error")() == 0, f"{p.name()}: CUDA error after the run"
     for name, want in expected.items():
         np.testing.assert_allclose(dev[name].get(), want, rtol=1e-5, atol=1e-4, err_msg=f"{p.name()}: {name}")
 

@@ -17,7 +17,9 @@ from exo.core.LoopIR import LoopIR
 from exo.core.memory import Memory
 
 from ..errors import CollectiveError, TimelineError
+from ..lang.blocks import CudaDeviceFunction
 from ..lang.instrs import instr_info, template_call_of
+from ..lang.loop_modes import WithBlock
 from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..platforms.memories import CudaMemory
 from ..sync.timelines import InstrTl, cpu_in_order_instr
@@ -118,6 +120,11 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
     elif s.f.instr is not None:
         tl = cpu_in_order_instr  # exo's own instrs are CPU instructions
         _check_instr_tl(s, info, tl)
+    elif info.device_scope == "cpu" and _launches_kernels(s.f):
+        from . import analyze  # the callee opens its own device functions: check it as a proc of its own
+
+        analyze(s.f)
+        return
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
         _check_scalar_code(s, info, writes=any("write" in e for e in effects.values()))
@@ -125,6 +132,22 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
                 _check_access(s, info, memories, arg.name, action, tl)
+
+
+def _launches_kernels(proc_ir: LoopIR.proc) -> bool:
+    """Whether a proc's body holds a `with CudaDeviceFunction` block (at any depth)."""
+
+    def has(stmts) -> bool:
+        for s in stmts:
+            if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(
+                s.loop_mode.ctx, CudaDeviceFunction
+            ):
+                return True
+            if isinstance(s, (LoopIR.For, LoopIR.If)) and (has(s.body) or has(getattr(s, "orelse", []))):
+                return True
+        return False
+
+    return has(proc_ir.body)
 
 
 def _check_instr_tl(s: LoopIR.Call, info: StmtInfo, tl: InstrTl) -> None:

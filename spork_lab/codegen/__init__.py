@@ -6,18 +6,22 @@ Pipeline (order matters):
 2. device code: each block becomes a persistent kernel plus launcher, its body
    compiled by exo's C compiler subclassed for CUDA (._device);
 3. exo's C backend writes the host .c/.h from the rewritten procs;
-4. the .cu gets a small runtime prelude (stream, error slot, grid sizing).
+4. the .cu gets a small runtime prelude (stream, error slot, grid sizing),
+   plus spork_lab.sync.lowering's mbarrier helpers when a kernel uses them.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import exo
 from exo.API import Procedure
 
+from ..errors import CodegenError
+from ..sync.lowering import prelude_lines
+from ..analysis import analyze
 from ._host import HostRewriter
 
 _PRELUDE = """\
@@ -30,8 +34,10 @@ static cudaStream_t exo_stream = 0;
 static int exo_first_error = 0;
 
 extern "C" void {lib}_set_stream(void *stream) {{ exo_stream = (cudaStream_t) stream; }}
+extern "C" void *{lib}_stream(void) {{ return (void *) exo_stream; }}
 extern "C" void {lib}_record_error(int err) {{ if (err && !exo_first_error) exo_first_error = err; }}
 extern "C" int {lib}_take_error(void) {{ int err = exo_first_error; exo_first_error = 0; return err; }}
+extern "C" int {lib}_last_error(void) {{ return (int) cudaGetLastError(); }}
 extern "C" const char *{lib}_error_string(int err) {{ return cudaGetErrorString((cudaError_t) err); }}
 extern "C" int {lib}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}
 
@@ -61,20 +67,44 @@ def lib_name(basename: str) -> str:
     return re.sub(r"\W", "_", basename)
 
 
-def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_kernels") -> tuple:
-    """(c, h, cu, cuh) source text for these procs; files are expected to be named basename.{c,h,cu,cuh}."""
+def _check_arch(code: list, arch: Optional[str]) -> None:
+    """Thread block clusters need sm_90: say so here rather than through nvcc's error on this_cluster()."""
+    if arch is None:
+        return
+    m = re.fullmatch(r"sm_(\d+)a?", arch)
+    if m is None:
+        raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+    for d in code:
+        if int(m[1]) < 90 and d.cluster > 1:
+            raise CodegenError(
+                f"this device function uses clusterDim={d.cluster}, which needs sm_90 or newer; build it for "
+                f"sm_90a, or use clusterDim=1 for {arch}",
+                d.srcinfo,
+            )
+
+
+def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_kernels", arch: Optional[str] = None) -> tuple:
+    """(c, h, cu, cuh) source text for these procs; files are expected to be named basename.{c,h,cu,cuh}.
+
+    With `arch` (e.g. "sm_80") device functions that target cannot run raise CodegenError.
+    """
     procs = list(procs)
     if not all(isinstance(p, Procedure) for p in procs):
         raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
+    for p in procs:
+        analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
     lib = lib_name(basename)
     rewriter = HostRewriter(lib)
     host = [Procedure(rewriter.rewrite(p._loopir_proc)) for p in procs]
     c, h = exo.compile_procs_to_strings(host, f"{basename}.h")
     code = rewriter.device_code
+    _check_arch(code, arch)
+    helpers = prelude_lines() if any(d.uses_mbarriers for d in code) else []
     structs = sorted({w.definition for d in code for w in d.window_structs})
     cu = "\n\n".join(
         [
             _PRELUDE.format(lib=lib, cuh=f"{basename}.cuh"),
+            *(["\n".join(helpers)] if helpers else []),
             *structs,
             *(d.kernel for d in code),
             *(d.launcher for d in code),
@@ -90,8 +120,10 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
             "",
             *(d.launcher_decl for d in code),
             f'extern "C" void {lib}_set_stream(void *stream);',
+            f'extern "C" void *{lib}_stream(void);',
             f'extern "C" void {lib}_record_error(int err);',
             f'extern "C" int {lib}_take_error(void);',
+            f'extern "C" int {lib}_last_error(void);',
             f'extern "C" const char *{lib}_error_string(int err);',
             f'extern "C" int {lib}_sizeof_int_fast32(void);',
             f"#endif  // {guard}",
@@ -101,12 +133,12 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     return c, h, cu + "\n", cuh
 
 
-def compile_procs(procs: Sequence[Procedure], directory, basename: str) -> list:
+def compile_procs(procs: Sequence[Procedure], directory, basename: str, arch: Optional[str] = None) -> list:
     """Write basename.c, .h, .cu and .cuh into `directory`; returns their paths."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext, text in zip(("c", "h", "cu", "cuh"), compile_procs_to_strings(procs, basename)):
+    for ext, text in zip(("c", "h", "cu", "cuh"), compile_procs_to_strings(procs, basename, arch)):
         path = directory / f"{basename}.{ext}"
         path.write_text(text)
         paths.append(path)

@@ -9,7 +9,7 @@ allocations and synchronization statements.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exo.backend.LoopIR_compiler import Compiler
 from exo.backend.mem_analysis import MemoryAnalysis
@@ -21,10 +21,19 @@ from ..errors import CodegenError
 from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
-from ..platforms.cuda import CudaGmemLinear
+from ..platforms.cuda import CudaGmemLinear, CudaMbarrier
 from ..platforms.memories import CudaMemory
+from ..sync.barriers import barrier_usage
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
-from ._sync import NamedBarrierIds, lower_fence, unsupported_split_barrier
+from ._sync import (
+    NamedBarrierIds,
+    kernel_scope_lines,
+    lower_fence,
+    position_expr,
+    scope_begin_lines,
+    scope_end_lines,
+    split_sync_lines,
+)
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
@@ -50,6 +59,9 @@ class DeviceCode:
     launcher: str
     launcher_decl: str
     window_structs: set = field(default_factory=set)
+    uses_mbarriers: bool = False  # the .cu then needs spork_lab.sync.lowering's prelude
+    cluster: int = 1
+    srcinfo: object = None
 
 
 def param_decls(df: DeviceFunction, names: dict) -> list:
@@ -91,11 +103,18 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
         smem_decl = [f"  extern __shared__ __align__({SMEM_ALIGN}) char exo_smem[];"]
     else:
         smem_decl = [f"  __shared__ __align__({SMEM_ALIGN}) char exo_smem[{smem}];"]
+    cluster = ctx.clusterDim
+    arch_guard = [
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900",
+        f'#error "{df.name}: clusterDim={cluster} needs sm_90 or newer; build for sm_90a"',
+        "#endif",
+    ]
     kernel = "\n".join(
         [
             f"__global__ void __launch_bounds__({threads}, {ctx.blocks_per_sm})",
             f"{df.name}({params})",
             "{",
+            *(arch_guard if cluster > 1 else []),
             *smem_decl,
             *(f"  {line}" for line in comp.kernel_lines),
             "}",
@@ -103,7 +122,6 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     )
     call_args = ", ".join(comp.env[a.name] for a in df.args)
     decl = f'extern "C" int {df.name}_launch({params})'
-    cluster = ctx.clusterDim
     attr = [
         "  cudaLaunchAttribute exo_attr[1];",
         "  exo_attr[0].id = cudaLaunchAttributeClusterDimension;",
@@ -143,7 +161,8 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "}",
         ]
     )
-    return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns))
+    uses_mbarriers = any(i.mem is CudaMbarrier for i in comp.barriers.values())
+    return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo)
 
 
 def _free_syms(e, out: set) -> set:
@@ -171,6 +190,7 @@ class CudaCompiler(Compiler):
         self._smem_offsets: dict = {}
         self.smem_bytes = 0
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
+        self.barriers: dict = barrier_usage(proc)  # Sym -> BarrierInfo; names become C names in _device_function
         self._warp_name = None
         self.task_count_host = ""
         self.kernel_lines: list = []
@@ -193,7 +213,11 @@ class CudaCompiler(Compiler):
             return super().comp_s(s)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
-        if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, (CudaMemory, BarrierMemory)):
+        if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
+            for line in scope_end_lines(self.barriers[s.name]):
+                self.add_line(line)
+            return None
+        if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, CudaMemory):
             return None  # device allocations end with their scope
         if isinstance(s, LoopIR.Call):
             return self._call(s)
@@ -255,6 +279,7 @@ class CudaCompiler(Compiler):
             self.add_line("const int exo_thread = threadIdx.x;")
         for k, c in enumerate(counts):
             self.add_line(f"const int exo_count_{k} = {c};")
+        self._kernel_scope_barriers()
         self.add_line("const int exo_tasks = " + " * ".join(f"exo_count_{k}" for k in range(len(counts))) + ";")
         top = self._tilings[id(tasks[-1])]
         paths = [(None, None)] if ctx.warp_config is None else [(w, ctx.warp_range(w.name)) for w in ctx.warp_config]
@@ -272,6 +297,13 @@ class CudaCompiler(Compiler):
                 self._tab = self._tab[:-2]
         if ctx.warp_config is not None:
             self.add_line("}")
+
+    def _kernel_scope_barriers(self):
+        """Give each barrier its C name and emit what lives for the whole kernel (mbarriers, counters)."""
+        for sym, info in self.barriers.items():
+            self.barriers[sym] = info = replace(info, name=self.new_varname(sym, typ=info.alloc.type, mem=info.mem))
+            for line in kernel_scope_lines(info):
+                self.add_line(line)
 
     def _setmaxnreg(self, regs: int):
         ctx = self._ctx
@@ -359,7 +391,9 @@ class CudaCompiler(Compiler):
 
     def _alloc(self, s):
         if is_barrier_alloc(s):
-            unsupported_split_barrier(f"barrier {s.name} @ {s.mem.name()}", s.srcinfo)
+            for line in scope_begin_lines(self.barriers[s.name]):
+                self.add_line(line)
+            return None
         mem = s.mem
         if not (isinstance(mem, type) and issubclass(mem, CudaMemory)) or not mem.device_allocated:
             raise CodegenError(f"{s.name} @ {mem.name()} cannot be allocated in CUDA code", s.srcinfo)
@@ -385,7 +419,16 @@ class CudaCompiler(Compiler):
                 for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, s.srcinfo):
                     self.add_line(line)
                 return None
-            unsupported_split_barrier(spec.source("bar"), s.srcinfo)
+            return self._split_sync(s, spec)
         if s.f.instr is None:
             raise CodegenError(f"not yet supported: calling the proc {s.f.name} from CUDA code; inline it", s.srcinfo)
         return super().comp_s(s)
+
+    def _split_sync(self, s, spec):
+        info = self.barriers[s.args[0].name]
+        flat = position_expr(info, s.args[0], s.srcinfo)
+        p = "0" if flat is None else self.comp_e(flat)
+        threads = self._tilings[id(s)].thread_count
+        for line in split_sync_lines(info, spec, p, threads, s.srcinfo):
+            self.add_line(line)
+        return None

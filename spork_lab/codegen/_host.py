@@ -3,16 +3,31 @@
 The launch instr's `c_instr` calls the kernel launcher and records its CUDA
 error; its body is the original block, so exo's const and effect analyses of
 the caller's arguments stay right. exo's own C backend then writes the host C.
+
+CudaEvent barriers live in host code: their allocation, Arrive and Await become
+calls of generated instrs whose C text comes from spork_lab.sync.lowering
+(cudaEventRecord / cudaStreamWaitEvent / cudaEventSynchronize on the library's
+stream), and the events are destroyed where the allocation's block ends.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from exo.core.LoopIR import LoopIR, T
+from exo.core.prelude import Sym
 
 from ..errors import CodegenError
 from ..lang.blocks import CudaDeviceFunction
 from ..lang.loop_modes import WithBlock
+from ..lang.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..platforms.cuda import CudaEvent
+from ..sync import lowering as low
+from ..sync.barriers import barrier_usage
 from ._device import DeviceFunction, compile_device_function, DeviceCode
+from ._sync import position_expr
+
+_POSITION = "SPORK_POSITION"  # stands for the instr's `p` argument until the text becomes an exo template
 
 
 def is_device_function(s) -> bool:
@@ -92,22 +107,35 @@ class HostRewriter:
         self.lib = lib
         self.device_code: list[DeviceCode] = []
         self._done: dict = {}
+        self._proc = None
+        self._count = self._n_instrs = 0
+        self._events: dict = {}  # Sym -> BarrierInfo (named for C) of the proc being rewritten
 
     def rewrite(self, p: LoopIR.proc) -> LoopIR.proc:
         if p.instr is not None:
             return p
         if id(p) not in self._done:
+            caller = (self._proc, self._count, self._n_instrs, self._events)  # a call rewrites its callee first
             env = {a.name: (a.type, a.mem) for a in p.args}
-            self._count = 0
+            self._count = self._n_instrs = 0
             self._proc = p
+            self._events = {s: i for s, i in barrier_usage(p).items() if i.mem is CudaEvent}
             body = self._stmts(p.body, env)
             self._done[id(p)] = p.update(body=body)
+            self._proc, self._count, self._n_instrs, self._events = caller
         return self._done[id(p)]
 
     def _stmts(self, stmts, env) -> list:
-        out = []
+        out, destroy = [], []
         for s in stmts:
-            if is_device_function(s):
+            if is_barrier_alloc(s) and s.name in self._events:
+                info = self._events[s.name] = replace(self._events[s.name], name=f"{self._proc.name}_{s.name}")
+                decl = low.event_decl_lines(info, self._record_error)
+                out.append(self._host_instr(decl, s.srcinfo, c_global=self._event_globals))
+                destroy.append(self._host_instr(low.event_destroy_lines(info), s.srcinfo))
+            elif sync_spec_of(s) is not None and s.args[0].name in self._events:
+                out.append(self._event_sync(s, sync_spec_of(s), self._events[s.args[0].name]))
+            elif is_device_function(s):
                 out.append(self._launch(s, env))
             elif isinstance(s, LoopIR.For):
                 out.append(s.update(body=self._stmts(s.body, {**env, s.iter: (T.index, None)})))
@@ -121,7 +149,35 @@ class HostRewriter:
                 elif isinstance(s, LoopIR.WindowStmt):
                     env[s.name] = (s.rhs.type, None)
                 out.append(s)
-        return out
+        return out + destroy
+
+    @property
+    def _record_error(self) -> str:
+        return f"{self.lib}_record_error"
+
+    @property
+    def _event_globals(self) -> str:
+        """Declarations the event calls need; every event call lies in its declaring instr's scope."""
+        lines = ["#include <cuda_runtime.h>", f"void *{self.lib}_stream(void);", f"void {self._record_error}(int err);"]
+        return "\n".join(lines)
+
+    def _host_instr(self, lines: list, srcinfo, position=None, c_global: str = "") -> LoopIR.Call:
+        """A call of a generated instr whose C text is `lines`; `position` (an index expr) replaces _POSITION."""
+        name = f"{self._proc.name}_event{self._n_instrs}"
+        self._n_instrs += 1
+        text = "\n".join(lines).replace("{", "{{").replace("}", "}}").replace(_POSITION, "{p}")
+        args = [] if position is None else [LoopIR.fnarg(Sym("p"), T.index, None, srcinfo)]
+        instr = LoopIR.proc(name, args, [], [LoopIR.Pass(srcinfo)], LoopIR.instr(text, c_global), srcinfo)
+        return LoopIR.Call(instr, [] if position is None else [position], srcinfo)
+
+    def _event_sync(self, s: LoopIR.Call, spec, info) -> LoopIR.Call:
+        """Arrive/Await on a CudaEvent, on the stream the library's launches use."""
+        position = position_expr(info, s.args[0], s.srcinfo)
+        p = "0" if position is None else _POSITION
+        stream = f"(cudaStream_t) {self.lib}_stream()"
+        lines_of = low.arrive_lines if spec.is_arrive else low.await_lines
+        lines = lines_of(info, spec, p, stream=stream, record_error=self._record_error)
+        return self._host_instr(lines, s.srcinfo, position)
 
     def _launch(self, block: LoopIR.For, env: dict) -> LoopIR.Call:
         syms = free_syms([block])

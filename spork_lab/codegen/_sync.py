@@ -1,18 +1,25 @@
-"""Lowering of synchronization statements in device code.
+"""Lowering of synchronization statements: where each piece of spork_lab.sync.lowering goes.
 
 A Fence lowers according to its executing thread collective (seed 000: the
 same Fence text is __syncwarp in a warp and __syncthreads in a CTA), wrapped in
 spork_lab.sync.lowering's prologue (waits for L1's async instructions) and
-epilogue (proxy / wgmma fences for L2). Split barriers (Arrive/Await and
-barrier allocations) are not wired to spork_lab.sync.lowering yet.
+epilogue (proxy / wgmma fences for L2). Split barriers take all their CUDA text
+from spork_lab.sync.lowering; this module only decides where it goes: kernel
+scope (mbarrier storage, init, counters), the allocation's scope (begin/end),
+and the statement itself (arrive/await at barrier position p).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from exo.core.LoopIR import LoopIR, T
+
 from ..errors import CodegenError
-from ..lang.sync_stmts import SyncSpec
+from ..lang.sync_stmts import SyncSpec, barrier_window_indices
+from ..platforms.cuda import CudaMbarrier
+from ..sync import lowering as low
+from ..sync.barriers import BarrierInfo
 from ..sync.lowering import fence_epilogue_lines, fence_prologue_lines
 from ._collectives import Collective
 
@@ -72,5 +79,46 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, srcinfo) 
     )
 
 
-def unsupported_split_barrier(what: str, srcinfo):
-    raise CodegenError(f"not yet supported by the CUDA backend: {what} (split barriers)", srcinfo)
+def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
+    """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its barrier array (None: scalar)."""
+    flat = None
+    for idx, dim in zip(barrier_window_indices(arg), info.dims):
+        if flat is None:
+            flat = idx
+        else:
+            scaled = LoopIR.BinOp("*", flat, LoopIR.Const(dim, T.int, srcinfo), T.index, srcinfo)
+            flat = LoopIR.BinOp("+", scaled, idx, T.index, srcinfo)
+    return flat
+
+
+def kernel_scope_lines(info: BarrierInfo) -> list:
+    """Once per kernel, executed by every thread before any warp-specialized path."""
+    if info.mem is not CudaMbarrier:
+        return []
+    return low.mbarrier_shared_lines(info) + low.mbarrier_init_lines(info) + low.mbarrier_counter_lines(info)
+
+
+def scope_begin_lines(info: BarrierInfo) -> list:
+    return low.mbarrier_scope_begin_lines(info) if info.mem is CudaMbarrier else []
+
+
+def scope_end_lines(info: BarrierInfo) -> list:
+    return low.mbarrier_scope_end_lines(info) if info.mem is CudaMbarrier else []
+
+
+def split_sync_lines(info: BarrierInfo, spec: SyncSpec, p: str, threads: int, srcinfo) -> list:
+    """Arrive/Await (or Reverse) by each of `threads` threads of the executing collective.
+
+    Every thread of an arriving collective arrives on an mbarrier, so the
+    collective's size (from the analysis' tiling) must be the arrival count the
+    mbarrier was initialised with; otherwise its phases would never complete.
+    """
+    if info.mem is CudaMbarrier and spec.is_arrive:
+        count = info.reverse_arrivals if spec.is_reverse else info.forward_arrivals
+        if threads != count:
+            raise CodegenError(
+                f"{spec.source(info.name)} is executed by {threads} threads per collective, but {info.name}'s "
+                f"mbarrier expects {count} arrivals per phase",
+                srcinfo,
+            )
+    return low.arrive_lines(info, spec, p) if spec.is_arrive else low.await_lines(info, spec, p)

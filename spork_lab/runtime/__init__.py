@@ -137,8 +137,9 @@ def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Opti
     procs = list(procs)
     specs = [proc_spec(p._loopir_proc) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
-    sources = compile_procs_to_strings(procs, basename)
-    lib = build_library(sources, basename, arch or local_arch())
+    arch = arch or local_arch()
+    sources = compile_procs_to_strings(procs, basename, arch)
+    lib = build_library(sources, basename, arch)
     return BuiltModule(lib, lib_name(basename), specs)
 
 

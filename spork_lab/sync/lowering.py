@@ -14,8 +14,10 @@ Interface for the CUDA code generator (all functions return lists of lines):
   Statements (`spec` = sync_spec_of(stmt)):
     arrive_lines(info, spec, p) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms, any memory
     fence_prologue_lines(spec), fence_epilogue_lines(spec)     # around the codegen's own collective barrier
-  Per CudaEvent barrier (host side; `stream` is the C expression of the stream):
-    event_decl_lines(info), event_destroy_lines(info), and arrive_lines/await_lines with stream=...
+  Per CudaEvent barrier (host side; `stream` is the C expression of the stream; `record_error`,
+  if given, names a C function `void f(int)` that receives each CUDA call's error code):
+    event_decl_lines(info, record_error), event_destroy_lines(info),
+    arrive_lines/await_lines with stream=..., record_error=...
 
 Fence lowering: the code generator emits, for Fence(L1, L2) executed by a
 collective, `fence_prologue_lines` (completes outstanding async instructions of
@@ -156,14 +158,12 @@ def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
     d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
     lag = ~spec.N
     w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
-    lines = [
-        f"if ({w} - {b} >= {lag}u) {{",
-        f"  const unsigned k = {w} - {lag}u;",
-        f"  spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
-        "}",
-        f"++{w};",
-    ]
-    return lines + _proxy_fence_after(spec.second_tl)
+    wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
+    if lag == 0:  # pairs with this thread's latest arrive count, never skipped
+        lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
+    else:
+        lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
+    return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl)
 
 
 # ---- commit groups ----
@@ -187,11 +187,13 @@ def _proxy_fence_after(second_tl: tl.SyncTl) -> list:
 # ---- events (host) ----
 
 
-def event_decl_lines(info: BarrierInfo) -> list:
-    return [
-        f"cudaEvent_t {info.name}[{info.positions}];",
-        f"for (int i = 0; i < {info.positions}; ++i) cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming);",
-    ]
+def _event_call(call: str, record_error: str) -> str:
+    return f"{record_error}((int) {call});" if record_error else f"{call};"
+
+
+def event_decl_lines(info: BarrierInfo, record_error: str = "") -> list:
+    create = _event_call(f"cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming)", record_error)
+    return [f"cudaEvent_t {info.name}[{info.positions}];", f"for (int i = 0; i < {info.positions}; ++i) {create}"]
 
 
 def event_destroy_lines(info: BarrierInfo) -> list:
@@ -201,18 +203,18 @@ def event_destroy_lines(info: BarrierInfo) -> list:
 # ---- statements ----
 
 
-def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0") -> list:
+def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
     """Arrive / ReverseArrive on barrier position `p` (a C expression)."""
     if info.mem is CudaMbarrier:
         return _mbar_arrive(info, spec, p)
     if info.mem is CudaCommitGroup:
         return [_asm(_COMMIT[info.flavour][0])]
     if info.mem is CudaEvent:
-        return [f"cudaEventRecord({info.name}[{p}], {stream});"]
+        return [_event_call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
     raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
 
 
-def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0") -> list:
+def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
     """Await / ReverseAwait on barrier position `p` (a C expression)."""
     if info.mem is CudaMbarrier:
         return _mbar_await(info, spec, p)
@@ -220,8 +222,8 @@ def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "
         return [_asm(_COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
     if info.mem is CudaEvent:
         if tl.cpu_in_order_instr in spec.second_tl.instr_tls:  # the CPU waits; else only the stream
-            return [f"cudaEventSynchronize({info.name}[{p}]);"]
-        return [f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0);"]
+            return [_event_call(f"cudaEventSynchronize({info.name}[{p}])", record_error)]
+        return [_event_call(f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0)", record_error)]
     raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
 
 
