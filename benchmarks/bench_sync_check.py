@@ -1,12 +1,16 @@
-"""Time sync_check on the 2-warp mbarrier ring of examples/sync_ring.py and on a CTA-tiled matmul.
+"""Time sync_check on the 2-warp mbarrier ring of examples/sync_ring.py, a 128-thread cp.async double
+buffer (tests/procs_sync.py) and a CTA-tiled matmul.
 
-Run: python benchmarks/bench_sync_check.py [ring N ...] [gemm M N K ...]
-(default: ring 524288, gemm 128 128 64). One line per case: best of 3 wall-clock
-runs (time.perf_counter) of the whole sync_check call, in one process.
+Run: python benchmarks/bench_sync_check.py [ring N ...] [cpasync N ...] [gemm M N K ...] [--engine python]
+(default: ring 32768 131072 524288, cpasync 1048576, gemm 256 256 256). One line per
+case: best of 3 wall-clock runs (time.perf_counter) of the whole sync_check call, in
+one process, after one untimed call that compiles the proc's checker (or finds it in
+the cache).
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -15,6 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 from sync_ring import ring_copy  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procs_sync import cp_async_double_buffer  # noqa: E402
 
 from spork_lab import proc  # noqa: E402
 from spork_lab.platforms.cuda import *  # noqa: E402,F403
@@ -62,32 +69,45 @@ def gemm(M: size, N: size, K: size, A: f32[M, K] @ CudaGmemLinear, B: f32[K, N] 
                                 C[mt * 64 + ty * 4 + i, nt * 64 + tx * 4 + j] = acc[ty, tx, i, j]
 
 
-def bench(p, repeats: int = 3, **sizes) -> float:
+def bench(p, engine: str, repeats: int = 3, **sizes) -> float:
+    assert sync_check(p, engine=engine, **sizes).ok  # compiles (or loads) the checker
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        report = sync_check(p, **sizes)
+        report = sync_check(p, engine=engine, **sizes)
         best = min(best, time.perf_counter() - t0)
         assert report.ok, str(report)
     return best
 
 
+CASES = {"ring": (ring_copy, ("n",)), "cpasync": (cp_async_double_buffer, ("n",)), "gemm": (gemm, ("M", "N", "K"))}
+
+
 def _cases(argv: list) -> list:
     cases, i = [], 0
     while i < len(argv):
-        if argv[i] == "ring":
-            cases.append(("ring", {"n": int(argv[i + 1])}))
-            i += 2
-        elif argv[i] == "gemm":
-            cases.append(("gemm", {"M": int(argv[i + 1]), "N": int(argv[i + 2]), "K": int(argv[i + 3])}))
-            i += 4
-        else:
-            raise SystemExit(f"unknown case {argv[i]!r}: use ring N or gemm M N K")
-    return cases or [("ring", {"n": 524288}), ("gemm", {"M": 128, "N": 128, "K": 64})]
+        if argv[i] not in CASES:
+            raise SystemExit(f"unknown case {argv[i]!r}: use ring N, cpasync N or gemm M N K")
+        names = CASES[argv[i]][1]
+        cases.append((argv[i], dict(zip(names, map(int, argv[i + 1 : i + 1 + len(names)])))))
+        i += 1 + len(names)
+    return cases or [
+        ("ring", {"n": 32768}),
+        ("ring", {"n": 131072}),
+        ("ring", {"n": 524288}),
+        ("cpasync", {"n": 1 << 20}),
+        ("gemm", {"M": 256, "N": 256, "K": 256}),
+    ]
 
 
 if __name__ == "__main__":
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    for name, sizes in _cases(sys.argv[1:]):
-        p = ring_copy if name == "ring" else gemm
-        print(f"{name} {sizes}: {bench(p, **sizes):.2f} s (best of 3)")
+    args = sys.argv[1:]
+    engine = "compiled"
+    if "--engine" in args:
+        at = args.index("--engine")
+        engine = args[at + 1]
+        del args[at : at + 2]
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"engine {engine}")
+    for name, sizes in _cases(args):
+        print(f"{name} {sizes}: {bench(CASES[name][0], engine, **sizes):.3f} s (best of 3)", flush=True)

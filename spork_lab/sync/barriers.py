@@ -20,13 +20,13 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
+from ..analysis import analyze
 from ..errors import SyncError
-from ..lang.blocks import CudaAsync, CudaDeviceFunction
-from ..lang.loop_modes import CudaThreads, WithBlock
+from ..lang.blocks import CudaDeviceFunction
+from ..lang.loop_modes import WithBlock
 from ..lang.sync_stmts import SyncSpec, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
 from . import timelines as tl
-from .threads import child_tiling, top_tiling
 
 # Commit-group flavours: the first sync-tl of the arrive picks the hardware queue.
 COMMIT_GROUP_FLAVOURS = {
@@ -97,7 +97,7 @@ def barrier_usage(p) -> dict:
     """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked)."""
     ir = getattr(p, "_loopir_proc", p)
     infos: dict = {}
-    _walk(ir.body, None, None, infos)
+    _walk(ir.body, None, analyze(ir), infos)
     for info in infos.values():
         _check(info)
     return infos
@@ -107,7 +107,8 @@ def _const(e) -> Optional[int]:
     return e.val if isinstance(e, LoopIR.Const) else None
 
 
-def _walk(stmts, dev, tiling, infos) -> None:
+def _walk(stmts, dev, analysis, infos) -> None:
+    """Collect barrier allocations and their uses; the collective of each use comes from the analysis."""
     for s in stmts:
         if is_barrier_alloc(s):
             dims = tuple(_const(d) for d in (s.type.shape() if s.type.is_tensor_or_window() else []))
@@ -127,20 +128,14 @@ def _walk(stmts, dev, tiling, infos) -> None:
             sym = s.args[0].name
             if sym not in infos:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
+            tiling = analysis.stmt_info(s).tiling if dev is not None else None
             infos[sym].uses.append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count))
         if isinstance(s, LoopIR.For):
-            mode = s.loop_mode
-            ctx = mode.ctx if isinstance(mode, WithBlock) else None
-            if isinstance(ctx, CudaDeviceFunction):
-                _walk(s.body, ctx, top_tiling(ctx), infos)
-            elif tiling is not None and (isinstance(mode, CudaThreads) or (ctx and not isinstance(ctx, CudaAsync))):
-                count = _const(s.hi) if isinstance(mode, CudaThreads) else 1
-                _walk(s.body, dev, child_tiling(tiling, s, dev, count), infos)
-            else:
-                _walk(s.body, dev, tiling, infos)
+            ctx = s.loop_mode.ctx if isinstance(s.loop_mode, WithBlock) else None
+            _walk(s.body, ctx if isinstance(ctx, CudaDeviceFunction) else dev, analysis, infos)
         elif isinstance(s, LoopIR.If):
-            _walk(s.body, dev, tiling, infos)
-            _walk(s.orelse, dev, tiling, infos)
+            _walk(s.body, dev, analysis, infos)
+            _walk(s.orelse, dev, analysis, infos)
 
 
 def _err(use: BarrierUse, msg: str) -> SyncError:

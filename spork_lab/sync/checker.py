@@ -14,6 +14,11 @@ that become equal are merged (later lookups follow `fwd`). Only the records of
 the running task are candidates for its syncs. Hazards are found in one run;
 a second run logs the history of the few failing elements, to name the
 statement, threads and iterator values of the conflicting access.
+
+This interpreter is the reference. `sync_check` first runs the same machine
+compiled to C (`_emit.py`, `_machine.c`, `engine.py`): a hazard-free program
+never reaches the interpreter; a failing one is re-run here once, watching the
+elements the compiled run names.
 """
 
 from __future__ import annotations
@@ -152,6 +157,7 @@ class SyncReport:
     barrier_timeline: list
     barriers: dict  # barrier name -> BarrierInfo.to_json()
     truncated: bool = False  # hazards past `max_hazards` were dropped
+    timeline_truncated: bool = False  # barrier events past `max_events` were dropped
 
     @property
     def ok(self) -> bool:
@@ -173,30 +179,101 @@ class SyncReport:
             "barrier_timeline": [e.to_json() for e in self.barrier_timeline],
             "barriers": self.barriers,
             "truncated": self.truncated,
+            "timeline_truncated": self.timeline_truncated,
         }
 
 
-def sync_check(p, max_hazards: int = 50, **sizes) -> SyncReport:
-    """Run the abstract machine on proc `p` with the given size arguments."""
+def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = "compiled", **sizes) -> SyncReport:
+    """Run the abstract machine on proc `p` with the given size arguments.
+
+    engine="compiled" (default) runs the proc translated to C (`engine.py`); a
+    program it finds hazards in, or one it cannot translate, is run by this
+    module's interpreter (engine="python"), the reference, which names both
+    accesses of each hazard. The barrier timeline keeps the first `max_events`
+    events (`timeline_truncated` says when there were more).
+    """
+    if engine not in ("compiled", "python"):
+        raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
     ir = getattr(p, "_loopir_proc", p)
     infos = barrier_usage(ir)
     tmap = ThreadMap(ir)
-    first = _Machine(ir, sizes, infos, tmap, watch=None, max_hazards=max_hazards)
-    first.run()
-    result = first
-    if first.hazards:
-        # Second run: log the history of the failing elements to name the other access.
+    watch = None
+    if engine == "compiled":
+        _size_env(ir, sizes)  # missing sizes and violated assertions: the interpreter's errors
+        from .engine import SC_FULL, SC_OK, engine_for
+
+        compiled = engine_for(ir, infos, tmap)
+        if not isinstance(compiled, Exception):
+            run = compiled.run(sizes, max_hazards, max_events)
+            if run.status == SC_OK and not run.hazards:
+                return _compiled_report(ir, sizes, infos, compiled.program, run)
+            if run.status in (SC_OK, SC_FULL):
+                watch = {(ordinal, e) for _, ordinal, e, _ in run.hazards if ordinal >= 0}
+    if watch is None:
+        first = _Machine(ir, sizes, infos, tmap, watch=None, max_hazards=max_hazards)
+        first.run()
+        if not first.hazards:
+            return _report(ir, sizes, infos, first, max_events)
         watch = {(id_, e) for id_, e in first.hazard_elements}
-        result = _Machine(ir, sizes, infos, tmap, watch=watch, max_hazards=max_hazards)
-        result.run()
+    # Log the history of the failing elements to name the other access.
+    result = _Machine(ir, sizes, infos, tmap, watch=watch, max_hazards=max_hazards)
+    result.run()
+    return _report(ir, sizes, infos, result, max_events)
+
+
+def _report(ir, sizes: dict, infos: dict, m: "_Machine", max_events: int) -> SyncReport:
     return SyncReport(
         proc=ir.name,
         sizes=dict(sizes),
-        hazards=result.hazards,
-        barrier_timeline=result.events,
+        hazards=m.hazards,
+        barrier_timeline=m.events[:max_events],
         barriers={i.name: i.to_json() for i in infos.values()},
-        truncated=result.truncated,
+        truncated=m.truncated,
+        timeline_truncated=len(m.events) > max_events,
     )
+
+
+def _compiled_report(ir, sizes: dict, infos: dict, program, run) -> SyncReport:
+    """The report of a hazard-free compiled run: its barrier events, as the interpreter builds them."""
+    events, refs, collectives = [], {}, {}
+    iters = run.iters
+    for site, q, index, slot, parity, mask, task, off, count in run.events:
+        es, qs = program.events[site], program.queues[q]
+        ref = refs.get(site)
+        if ref is None:
+            ref = refs[site] = StmtRef.of(es.stmt)
+        base = task * es.task_threads
+        threads = collectives.get((mask, base))
+        if threads is None:
+            threads = collectives[(mask, base)] = tuple((lo + base, hi + base) for lo, hi in program.masks[mask])
+        events.append(
+            BarrierEvent(qs.info.name, qs.position, "reverse" if qs.reverse else "forward", es.kind, ref, threads,
+                         dict(zip(es.loop_names, iters[off : off + count])), index,
+                         None if slot < 0 else slot, None if parity < 0 else parity)
+        )
+    return SyncReport(
+        proc=ir.name,
+        sizes=dict(sizes),
+        hazards=[],
+        barrier_timeline=events,
+        barriers={i.name: i.to_json() for i in infos.values()},
+        timeline_truncated=run.events_total > len(events),
+    )
+
+
+def _size_env(ir, sizes: dict) -> dict:
+    """The size arguments' values, checked: every one given, every assertion true."""
+    env = {}
+    for a in ir.args:
+        if not a.type.is_numeric():
+            name = str(a.name)
+            if name not in sizes:
+                raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
+            env[a.name] = int(sizes[name])
+    for pred in ir.preds:
+        if not _evaluate(pred, env):
+            raise SyncError(f"the sizes {sizes} violate the assertion {pred}", pred.srcinfo)
+    return env
 
 
 # --------------------------------------------------------------------------
@@ -332,17 +409,10 @@ class _Machine:
     # ---- driver ----
 
     def run(self) -> None:
+        self.env.update(_size_env(self.ir, self.sizes))
         for a in self.ir.args:
             if a.type.is_numeric():
                 self.env[a.name] = self._new_view(a, [self._eval(d) for d in a.type.shape()])
-            else:
-                name = str(a.name)
-                if name not in self.sizes:
-                    raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
-                self.env[a.name] = int(self.sizes[name])
-        for pred in self.ir.preds:
-            if not self._eval(pred):
-                raise SyncError(f"the sizes {self.sizes} violate the assertion {pred}", pred.srcinfo)
         self._block(self.ir.body, _Ctx())
 
     def _new_view(self, decl, shape: list) -> _View:
@@ -355,18 +425,7 @@ class _Machine:
     # ---- expressions ----
 
     def _eval(self, e):
-        if isinstance(e, LoopIR.Const):
-            return e.val
-        if isinstance(e, LoopIR.Read):
-            return self.env[e.name]
-        if isinstance(e, LoopIR.USub):
-            return -self._eval(e.arg)
-        if isinstance(e, LoopIR.BinOp):
-            a, b = self._eval(e.lhs), self._eval(e.rhs)
-            return _BINOPS[e.op](a, b)
-        if isinstance(e, LoopIR.StrideExpr):
-            return self.env[e.name].strides[e.dim]
-        raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return _evaluate(e, self.env)
 
     # ---- statements ----
 
@@ -804,6 +863,21 @@ def _widen(threads: tuple, scope: int, base: int) -> tuple:
     return ss.merge_threads(
         (base + (lo - base) // scope * scope, base + -(-(hi - base) // scope) * scope) for lo, hi in threads
     )
+
+
+def _evaluate(e, env: dict):
+    """An integer index expression's value; env maps Syms to ints (and buffers to _Views, for strides)."""
+    if isinstance(e, LoopIR.Const):
+        return e.val
+    if isinstance(e, LoopIR.Read):
+        return env[e.name]
+    if isinstance(e, LoopIR.USub):
+        return -_evaluate(e.arg, env)
+    if isinstance(e, LoopIR.BinOp):
+        return _BINOPS[e.op](_evaluate(e.lhs, env), _evaluate(e.rhs, env))
+    if isinstance(e, LoopIR.StrideExpr):
+        return env[e.name].strides[e.dim]
+    raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
 
 
 _BINOPS = {

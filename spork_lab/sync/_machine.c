@@ -1,0 +1,901 @@
+/* The abstract machine of SYNC_MODEL.md, compiled: the state and the rules.
+ *
+ * _emit.py turns a scheduled proc into C code that calls these functions in
+ * the proc's sequential order; sync_check runs it at concrete sizes. The rules
+ * are those of checker.py (the Python reference interpreter, which stays the
+ * source of the detailed reports); this file only makes them fast:
+ *
+ * - A thread set is a bitset over the threads of one task's top-level
+ *   collective ("mask", nw 64-bit words); signature sets V_A and V_S are one
+ *   bitset per (instr-tl, usage-tl) pair bit (NP of them). Every record
+ *   belongs to one task: signatures of different tasks never match.
+ * - Records (V_A, V_S, pending marks) are hash-consed and reference-counted.
+ *   Elements hold a write record id and a read set (a hash-consed list of
+ *   record ids). A sync changes each distinct live record of the running task
+ *   once, in place; a record that becomes equal to another is forwarded to it.
+ * - Hazards are recorded once per (kind, buffer name, statement), in order,
+ *   with the element, so that the Python interpreter can re-run to name the
+ *   other access. Barrier events are logged up to a cap.
+ */
+#include "_machine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NP 9      /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
+#define MAXMARK 8 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
+
+enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT };
+enum { P_IN_ORDER = 1 }; /* timelines.pair_bit(cuda_in_order_instr) */
+
+/* What elements point to: a record id. A canonical record has a value slot; a record merged into
+ * another keeps only this (12 bytes), so the elements still naming it cost little. */
+typedef struct {
+    int32_t refs;         /* element writes, read-set nodes and forwards pointing here */
+    int32_t fwd;          /* merged into this record (0: canonical) */
+    int32_t slot;         /* its value (Rec and words), -1 once merged or freed */
+} Ref;
+
+/* The value of a canonical record. */
+typedef struct {
+    int32_t hnext;        /* hash chain */
+    int32_t prev, next;   /* the running task's live list */
+    uint8_t intable, live;
+    uint32_t stamp;       /* changes whenever the value changes or the id is reused */
+    uint32_t hash;
+    uint32_t vamask;      /* pair bits with a non-empty V_A (a quick reject for syncs) */
+    uint32_t vsmask;      /* pair bits with a non-empty V_S */
+    int64_t task;
+    int32_t nmarks;
+    int32_t mq[MAXMARK];  /* pending on queue mq[i] since arrive mn[i] (0: completed), sorted by queue */
+    int64_t mn[MAXMARK];
+} Rec;
+
+typedef struct {
+    int32_t rec;
+    uint32_t next; /* a read set (see rs_rec) */
+    int32_t refs, hnext;
+} Node;
+
+typedef struct {
+    uint32_t *w;          /* write record per element */
+    uint32_t *r;          /* read-set list head per element */
+    int64_t n, ordinal, task;
+    int32_t owner, dev;
+} Buf;
+
+typedef struct {
+    int64_t narr, awaits, upto;
+    int32_t arr_mask, await_mask; /* mbarriers: the threads of the first arrive / await (-1: none yet) */
+} Queue;
+
+/* The last new-access record per (pair, mask): valid while its stamp and task match. */
+typedef struct {
+    int32_t rec;
+    uint32_t stamp;
+    int64_t task;
+} Fresh;
+
+struct Machine {
+    int status;
+    int nw, rw;                   /* words per thread set; words per record */
+    int nmasks;
+    const uint64_t *masks;        /* nmasks x nw */
+    int32_t po[NP];               /* V_S pairs of a new access per pair bit (0: asynchronous) */
+    /* records; id 0 is the scratch record used to build a value before interning it */
+    Ref *ref;                     /* per record id */
+    int32_t nref, capref, *freeref, nfreeref;
+    Rec *rh;                      /* per value slot */
+    uint64_t *rb;                 /* per value slot: V_A[NP], V_S[NP], mark threads[MAXMARK], nw words each */
+    int32_t nrec, caprec, *freerec, nfree;
+    int32_t *rbuck;
+    uint32_t nrbuck, nrtable;
+    uint32_t clock;
+    int32_t live_head;
+    int64_t task, ntasks;
+    Fresh *fresh;                 /* [pair][mask] */
+    /* read-set nodes, hash-consed on (rec, next) */
+    Node *nodes;
+    int32_t nnode, capnode, *freenode, nfreenode;
+    int32_t *nbuck;
+    uint32_t nnbuck, nntable;
+    /* buffers and queues */
+    int nslots;
+    const SlotParams *sp;
+    Buf *bufs;
+    int64_t ordinal;
+    int nq;
+    const QueueParams *qp;
+    Queue *qs;
+    /* results */
+    int64_t *haz;                 /* rows: kind, buffer ordinal, element, statement */
+    int nh, maxh, truncated;
+    int64_t *seen;                /* (kind, name, statement) already reported */
+    int nseen, capseen;
+    int64_t *ev;                  /* rows of EV: site, queue, index, slot, parity, mask, task, iv offset, iv count */
+    int64_t nev, maxev, evtotal;
+    int64_t *iv;
+    int64_t niv, capiv;
+    uint64_t *tmp;                /* nw scratch words */
+};
+
+#define EV 9
+
+static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return p;
+    int64_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    p = realloc(p, (size_t)c * elem);
+    if (!p) abort();
+    *cap = c;
+    return p;
+}
+
+/* ---- thread sets ---- */
+
+static inline const uint64_t *mask_bits(Machine *M, int m) { return M->masks + (int64_t)m * M->nw; }
+static inline Rec *R(Machine *M, int32_t r) { return &M->rh[M->ref[r].slot]; }
+static inline uint64_t *W(Machine *M, int32_t r) { return M->rb + (int64_t)M->ref[r].slot * M->rw; }
+static inline uint64_t *VA(Machine *M, int32_t r, int p) { return W(M, r) + p * M->nw; }
+static inline uint64_t *VS(Machine *M, int32_t r, int p) { return W(M, r) + (NP + p) * M->nw; }
+static inline uint64_t *MT(Machine *M, int32_t r, int i) { return W(M, r) + (2 * NP + i) * M->nw; }
+
+static inline int subset(const uint64_t *a, const uint64_t *b, int nw) {
+    for (int i = 0; i < nw; i++)
+        if (a[i] & ~b[i]) return 0;
+    return 1;
+}
+
+static inline int intersects(const uint64_t *a, const uint64_t *b, int nw) {
+    for (int i = 0; i < nw; i++)
+        if (a[i] & b[i]) return 1;
+    return 0;
+}
+
+static inline int is_empty(const uint64_t *a, int nw) {
+    for (int i = 0; i < nw; i++)
+        if (a[i]) return 0;
+    return 1;
+}
+
+/* Does some pair of m1 in V_A hold a thread of tm? (the record synchronizes with m1 x tm) */
+static int meets(Machine *M, int32_t r, const uint64_t *tm, uint32_t m1) {
+    uint32_t bits = R(M, r)->vamask & m1;
+    for (int p = 0; bits; p++, bits >>= 1)
+        if ((bits & 1) && intersects(VA(M, r, p), tm, M->nw)) return 1;
+    return 0;
+}
+
+/* Is every pair of `pairs` in V_S for every thread of tm? */
+static int covers_all(Machine *M, int32_t r, const uint64_t *tm, uint32_t pairs) {
+    for (int p = 0; pairs; p++, pairs >>= 1)
+        if ((pairs & 1) && !subset(tm, VS(M, r, p), M->nw)) return 0;
+    return 1;
+}
+
+/* ---- records: hashing, interning, reference counts ---- */
+
+static inline uint64_t mix(uint64_t h, uint64_t w) {
+    h ^= w;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint32_t rec_hash(Machine *M, int32_t r) {
+    /* Only the pairs present (vamask, vsmask): equal values have equal masks. */
+    Rec *x = R(M, r);
+    uint64_t h = mix((uint64_t)x->task, x->vamask ^ ((uint64_t)x->vsmask << 16));
+    for (uint32_t bits = x->vamask, p = 0; bits; p++, bits >>= 1)
+        if (bits & 1)
+            for (int i = 0; i < M->nw; i++) h = mix(h, VA(M, r, p)[i]);
+    for (uint32_t bits = x->vsmask, p = 0; bits; p++, bits >>= 1)
+        if (bits & 1)
+            for (int i = 0; i < M->nw; i++) h = mix(h, VS(M, r, p)[i]);
+    for (int i = 0; i < x->nmarks; i++) {
+        h = mix(h, (uint64_t)x->mq[i] << 40 ^ (uint64_t)x->mn[i]);
+        const uint64_t *t = MT(M, r, i);
+        for (int j = 0; j < M->nw; j++) h = mix(h, t[j]);
+    }
+    return (uint32_t)h;
+}
+
+static int rec_equal(Machine *M, int32_t a, int32_t b) {
+    Rec *x = R(M, a), *y = R(M, b);
+    if (x->hash != y->hash || x->task != y->task || x->nmarks != y->nmarks || x->vamask != y->vamask ||
+        x->vsmask != y->vsmask)
+        return 0;
+    if (memcmp(VA(M, a, 0), VA(M, b, 0), sizeof(uint64_t) * 2 * NP * M->nw)) return 0;
+    for (int i = 0; i < x->nmarks; i++)
+        if (x->mq[i] != y->mq[i] || x->mn[i] != y->mn[i] || memcmp(MT(M, a, i), MT(M, b, i), sizeof(uint64_t) * M->nw))
+            return 0;
+    return 1;
+}
+
+static void rtable_insert(Machine *M, int32_t r);
+
+static void rtable_grow(Machine *M) {
+    uint32_t old = M->nrbuck;
+    int32_t *ob = M->rbuck;
+    M->nrbuck = old ? old * 2 : 1024;
+    M->rbuck = calloc(M->nrbuck, sizeof(int32_t));
+    M->nrtable = 0;
+    for (uint32_t b = 0; b < old; b++)
+        for (int32_t r = ob[b], nx; r; r = nx) {
+            nx = R(M, r)->hnext;
+            rtable_insert(M, r);
+        }
+    free(ob);
+}
+
+static void rtable_insert(Machine *M, int32_t r) {
+    if (M->nrtable >= M->nrbuck) rtable_grow(M);
+    uint32_t b = R(M, r)->hash & (M->nrbuck - 1);
+    R(M, r)->hnext = M->rbuck[b];
+    M->rbuck[b] = r;
+    R(M, r)->intable = 1;
+    M->nrtable++;
+}
+
+static void rtable_remove(Machine *M, int32_t r) {
+    if (!R(M, r)->intable) return;
+    int32_t *p = &M->rbuck[R(M, r)->hash & (M->nrbuck - 1)];
+    while (*p != r) p = &R(M, *p)->hnext;
+    *p = R(M, r)->hnext;
+    R(M, r)->intable = 0;
+    M->nrtable--;
+}
+
+static int32_t rtable_find(Machine *M, int32_t r) {
+    if (!M->nrbuck) return 0;
+    for (int32_t o = M->rbuck[R(M, r)->hash & (M->nrbuck - 1)]; o; o = R(M, o)->hnext)
+        if (o != r && rec_equal(M, o, r)) return o;
+    return 0;
+}
+
+static void live_unlink(Machine *M, int32_t r) {
+    Rec *x = R(M, r);
+    if (!x->live) return;
+    if (x->prev) R(M, x->prev)->next = x->next; else M->live_head = x->next;
+    if (x->next) R(M, x->next)->prev = x->prev;
+    x->live = 0;
+}
+
+static void live_push(Machine *M, int32_t r) {
+    Rec *x = R(M, r);
+    x->prev = 0;
+    x->next = M->live_head;
+    if (M->live_head) R(M, M->live_head)->prev = r;
+    M->live_head = r;
+    x->live = 1;
+}
+
+static inline void rec_incref(Machine *M, int32_t r) { M->ref[r].refs++; }
+
+/* Give a value slot back. */
+static void slot_release(Machine *M, int32_t r) {
+    R(M, r)->stamp = ++M->clock;
+    M->freerec[M->nfree++] = M->ref[r].slot;
+    M->ref[r].slot = -1;
+}
+
+static void rec_decref(Machine *M, int32_t r) {
+    while (r && --M->ref[r].refs == 0) {
+        int32_t f = M->ref[r].fwd;
+        if (M->ref[r].slot >= 0) {
+            rtable_remove(M, r);
+            live_unlink(M, r);
+            slot_release(M, r);
+        }
+        M->freeref[M->nfreeref++] = r;
+        r = f;
+    }
+}
+
+static inline int32_t rec_find(Machine *M, int32_t r) {
+    while (M->ref[r].fwd) r = M->ref[r].fwd;
+    return r;
+}
+
+/* A new record id with a value slot (contents undefined). */
+static int32_t rec_alloc(Machine *M) {
+    int32_t r, slot;
+    if (M->nfreeref) {
+        r = M->freeref[--M->nfreeref];
+    } else {
+        if (M->nref == M->capref) {
+            M->capref = M->capref ? M->capref * 2 : 256;
+            M->ref = realloc(M->ref, sizeof(Ref) * M->capref);
+            M->freeref = realloc(M->freeref, sizeof(int32_t) * M->capref);
+            if (!M->ref || !M->freeref) abort();
+        }
+        r = M->nref++;
+    }
+    if (M->nfree) {
+        slot = M->freerec[--M->nfree];
+    } else {
+        if (M->nrec == M->caprec) {
+            M->caprec = M->caprec ? M->caprec * 2 : 256;
+            M->rh = realloc(M->rh, sizeof(Rec) * M->caprec);
+            M->rb = realloc(M->rb, sizeof(uint64_t) * M->rw * (int64_t)M->caprec);
+            M->freerec = realloc(M->freerec, sizeof(int32_t) * M->caprec);
+            if (!M->rh || !M->rb || !M->freerec) abort();
+        }
+        slot = M->nrec++;
+    }
+    M->ref[r] = (Ref){0, 0, slot};
+    return r;
+}
+
+/* The record of a new access by threads `mask` on pair p (interned; refs not taken). */
+static int32_t fresh_record(Machine *M, int mask, int p) {
+    Fresh *c = &M->fresh[(int64_t)p * M->nmasks + mask];
+    if (c->rec && c->task == M->task && M->ref[c->rec].slot >= 0 && R(M, c->rec)->stamp == c->stamp) return c->rec;
+    const uint64_t *tm = mask_bits(M, mask);
+    memset(VA(M, 0, 0), 0, sizeof(uint64_t) * M->rw);
+    memcpy(VA(M, 0, p), tm, sizeof(uint64_t) * M->nw);
+    for (int q = 0; q < NP; q++)
+        if (M->po[p] >> q & 1) memcpy(VS(M, 0, q), tm, sizeof(uint64_t) * M->nw);
+    Rec *s = R(M, 0);
+    s->task = M->task;
+    s->nmarks = 0;
+    s->vamask = 1u << p;
+    s->vsmask = (uint32_t)M->po[p];
+    s->hash = rec_hash(M, 0);
+    int32_t r = rtable_find(M, 0);
+    if (!r) {
+        r = rec_alloc(M);
+        memcpy(VA(M, r, 0), VA(M, 0, 0), sizeof(uint64_t) * M->rw);
+        Rec *x = R(M, r);
+        memset(x, 0, sizeof(Rec));
+        x->task = M->task;
+        x->hash = R(M, 0)->hash;
+        x->vamask = 1u << p;
+        x->vsmask = (uint32_t)M->po[p];
+        x->stamp = ++M->clock;
+        rtable_insert(M, r);
+        live_push(M, r);
+    }
+    c->rec = r;
+    c->stamp = R(M, r)->stamp;
+    c->task = M->task;
+    return r;
+}
+
+/* Before changing record r in place. */
+static void begin_update(Machine *M, int32_t r) { rtable_remove(M, r); }
+
+/* After changing record r in place: re-intern it, forwarding it to an equal record if there is one. */
+static void end_update(Machine *M, int32_t r) {
+    Rec *x = R(M, r);
+    x->stamp = ++M->clock;
+    x->hash = rec_hash(M, r);
+    int32_t o = rtable_find(M, r);
+    if (o) {
+        M->ref[r].fwd = o;
+        rec_incref(M, o);
+        live_unlink(M, r);
+        slot_release(M, r);
+    } else {
+        rtable_insert(M, r);
+    }
+}
+
+/* ---- read sets ----
+ * A read set is 0 (empty), an odd value 2r+1 (the one record r: most elements have one reader), or an
+ * even value 2n: list node n, hash-consed on (record, rest of the set). */
+
+static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->nodes[v >> 1].rec; }
+static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->nodes[v >> 1].next; }
+
+static void ntable_insert(Machine *M, int32_t id);
+
+static void ntable_grow(Machine *M) {
+    uint32_t old = M->nnbuck;
+    int32_t *ob = M->nbuck;
+    M->nnbuck = old ? old * 2 : 1024;
+    M->nbuck = calloc(M->nnbuck, sizeof(int32_t));
+    M->nntable = 0;
+    for (uint32_t b = 0; b < old; b++)
+        for (int32_t n = ob[b], nx; n; n = nx) {
+            nx = M->nodes[n].hnext;
+            ntable_insert(M, n);
+        }
+    free(ob);
+}
+
+static inline uint32_t node_hash(int32_t rec, uint32_t next) {
+    return (uint32_t)((((uint64_t)(uint32_t)rec * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)next * 0xC2B2AE3D27D4EB4Full)) >> 7);
+}
+
+static void ntable_insert(Machine *M, int32_t id) {
+    if (M->nntable >= M->nnbuck) ntable_grow(M);
+    uint32_t b = node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1);
+    M->nodes[id].hnext = M->nbuck[b];
+    M->nbuck[b] = id;
+    M->nntable++;
+}
+
+static void ntable_remove(Machine *M, int32_t id) {
+    int32_t *p = &M->nbuck[node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1)];
+    while (*p != id) p = &M->nodes[*p].hnext;
+    *p = M->nodes[id].hnext;
+    M->nntable--;
+}
+
+static void rs_decref(Machine *M, uint32_t v) {
+    while (v) {
+        if (v & 1) {
+            rec_decref(M, (int32_t)(v >> 1));
+            return;
+        }
+        int32_t id = (int32_t)(v >> 1);
+        if (--M->nodes[id].refs) return;
+        int32_t rec = M->nodes[id].rec;
+        v = M->nodes[id].next;
+        ntable_remove(M, id);
+        M->freenode[M->nfreenode++] = id;
+        rec_decref(M, rec);
+    }
+}
+
+static void rs_incref(Machine *M, uint32_t v) {
+    if (v & 1) rec_incref(M, (int32_t)(v >> 1));
+    else if (v) M->nodes[v >> 1].refs++;
+}
+
+/* The read set `next` with record `rec` added (a reference taken for the caller). */
+static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
+    if (!next) {
+        rec_incref(M, rec);
+        return 2 * (uint32_t)rec + 1;
+    }
+    if (M->nnbuck)
+        for (int32_t n = M->nbuck[node_hash(rec, next) & (M->nnbuck - 1)]; n; n = M->nodes[n].hnext)
+            if (M->nodes[n].rec == rec && M->nodes[n].next == next) {
+                M->nodes[n].refs++;
+                return 2 * (uint32_t)n;
+            }
+    int32_t id;
+    if (M->nfreenode) {
+        id = M->freenode[--M->nfreenode];
+    } else {
+        if (M->nnode == M->capnode) {
+            M->capnode = M->capnode ? M->capnode * 2 : 1024;
+            M->nodes = realloc(M->nodes, sizeof(Node) * M->capnode);
+            M->freenode = realloc(M->freenode, sizeof(int32_t) * M->capnode);
+            if (!M->nodes || !M->freenode) abort();
+        }
+        id = M->nnode++;
+    }
+    M->nodes[id] = (Node){rec, next, 1, 0};
+    rec_incref(M, rec);
+    rs_incref(M, next);
+    ntable_insert(M, id);
+    return 2 * (uint32_t)id;
+}
+
+/* ---- hazards and events ---- */
+
+static void hazard(Machine *M, int kind, int64_t name, int64_t stmt, int64_t ordinal, int64_t elem) {
+    for (int i = 0; i < M->nseen; i++)
+        if (M->seen[3 * i] == kind && M->seen[3 * i + 1] == name && M->seen[3 * i + 2] == stmt) return;
+    if (M->nseen == M->capseen) {
+        M->capseen = M->capseen ? M->capseen * 2 : 16;
+        M->seen = realloc(M->seen, sizeof(int64_t) * 3 * M->capseen);
+    }
+    M->seen[3 * M->nseen] = kind;
+    M->seen[3 * M->nseen + 1] = name;
+    M->seen[3 * M->nseen + 2] = stmt;
+    M->nseen++;
+    if (M->nh >= M->maxh) {
+        /* Past max_hazards nothing more is reported: stop here. */
+        M->truncated = 1;
+        M->status = SC_FULL;
+        return;
+    }
+    int64_t *h = M->haz + 4 * M->nh++;
+    h[0] = kind;
+    h[1] = ordinal;
+    h[2] = elem;
+    h[3] = stmt;
+}
+
+static void event(Machine *M, int site, int q, int64_t index, int64_t slot, int64_t parity, int mask,
+                  const int64_t *iv, int niv) {
+    M->evtotal++;
+    if (M->nev >= M->maxev) return; /* the timeline is capped; sync_check says so */
+    M->iv = grow(M->iv, &M->capiv, M->niv + niv, sizeof(int64_t));
+    int64_t *e = M->ev + M->nev * EV;
+    e[0] = site;
+    e[1] = q;
+    e[2] = index;
+    e[3] = slot;
+    e[4] = parity;
+    e[5] = mask;
+    e[6] = mask ? M->task : -1;
+    e[7] = M->niv;
+    e[8] = niv;
+    memcpy(M->iv + M->niv, iv, sizeof(int64_t) * niv);
+    M->niv += niv;
+    M->nev++;
+}
+
+/* ---- the interface ---- */
+
+Machine *sc_new(int nw, int nmasks, const uint64_t *masks, const int32_t *po_mask, int nslots,
+                const SlotParams *slots, int nqueues, const QueueParams *queues, int max_hazards, int max_events) {
+    Machine *M = calloc(1, sizeof(Machine));
+    M->nw = nw;
+    M->rw = (2 * NP + MAXMARK) * nw;
+    M->nmasks = nmasks;
+    M->masks = masks;
+    memcpy(M->po, po_mask, sizeof(M->po));
+    M->nslots = nslots;
+    M->sp = slots;
+    M->bufs = calloc(nslots ? nslots : 1, sizeof(Buf));
+    M->nq = nqueues;
+    M->qp = queues;
+    M->qs = calloc(nqueues ? nqueues : 1, sizeof(Queue));
+    for (int i = 0; i < nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
+    M->fresh = calloc((size_t)NP * nmasks, sizeof(Fresh));
+    M->maxh = max_hazards;
+    M->haz = calloc((size_t)4 * (max_hazards + 1), sizeof(int64_t));
+    M->maxev = max_events;
+    M->ev = calloc((size_t)EV * (max_events + 1), sizeof(int64_t));
+    M->tmp = calloc(nw, sizeof(uint64_t));
+    M->task = -1;
+    rec_alloc(M); /* id 0: scratch */
+    memset(R(M, 0), 0, sizeof(Rec));
+    M->capnode = 1024;
+    M->nodes = calloc(M->capnode, sizeof(Node));
+    M->freenode = calloc(M->capnode, sizeof(int32_t));
+    M->nnode = 1; /* node id 0: the empty read set */
+    return M;
+}
+
+void sc_delete(Machine *M) {
+    for (int i = 0; i < M->nslots; i++) {
+        free(M->bufs[i].w);
+        free(M->bufs[i].r);
+    }
+    free(M->bufs); free(M->qs); free(M->fresh); free(M->haz); free(M->seen); free(M->ev); free(M->iv);
+    free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
+    free(M->nodes); free(M->freenode); free(M->nbuck);
+    free(M);
+}
+
+const int *sc_status(Machine *M) { return &M->status; }
+void sc_fail(Machine *M, int status) { M->status = status; }
+
+/* An argument or Alloc: fresh elements with no records. `owner_mask` is the allocating collective. */
+void sc_buffer(Machine *M, int slot, int64_t n, int owner_mask, int dev) {
+    Buf *b = &M->bufs[slot];
+    if (n < 0) { M->status = SC_ERROR; return; }
+    b->w = calloc(n ? n : 1, sizeof(uint32_t));
+    b->r = calloc(n ? n : 1, sizeof(uint32_t));
+    b->n = n;
+    b->ordinal = M->ordinal++;
+    b->owner = owner_mask;
+    b->dev = dev;
+    b->task = M->task;
+}
+
+static void clear_buffer(Machine *M, Buf *b) {
+    for (int64_t e = 0; e < b->n; e++) {
+        if (b->w[e]) rec_decref(M, b->w[e]);
+        rs_decref(M, b->r[e]);
+        b->w[e] = b->r[e] = 0;
+    }
+}
+
+/* Is record r all right at the free of b? (a write by the whole owning collective, or a register reuse) */
+static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
+    const uint64_t *own = mask_bits(M, b->owner);
+    if (M->sp[slot].shared)
+        return R(M, r)->task == b->task && subset(own, VS(M, r, P_IN_ORDER), M->nw);
+    if (R(M, r)->task != b->task) return 1;
+    for (int p = 0; p < NP; p++) {
+        const uint64_t *va = VA(M, r, p), *vs = VS(M, r, p);
+        for (int i = 0; i < M->nw; i++)
+            if (va[i] & own[i] & ~vs[i]) return 0;
+    }
+    return 1;
+}
+
+/* End of an allocation's scope: the free is checked like a write by the owners, then the memory is gone. */
+void sc_release(Machine *M, int slot, int stmt) {
+    Buf *b = &M->bufs[slot];
+    if (b->dev) {
+        for (int64_t e = 0; e < b->n; e++) {
+            int bad = b->w[e] && !free_ok(M, b, slot, rec_find(M, b->w[e]));
+            for (uint32_t v = b->r[e]; v && !bad; v = rs_next(M, v))
+                bad = !free_ok(M, b, slot, rec_find(M, rs_rec(M, v)));
+            if (bad) hazard(M, K_FREE, M->sp[slot].name, stmt, b->ordinal, e);
+        }
+    }
+    clear_buffer(M, b);
+    free(b->w);
+    free(b->r);
+    b->w = b->r = NULL;
+    b->n = 0;
+}
+
+/* A read or write of element e of a buffer slot by the threads of `mask` on pair bit `pair`. */
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write) {
+    Buf *b = &M->bufs[slot];
+    if ((uint64_t)e >= (uint64_t)b->n) { M->status = SC_ERROR; return; }
+    const uint64_t *tm = mask_bits(M, mask);
+    uint32_t w0 = b->w[e];
+    if (w0) {
+        int32_t w = rec_find(M, w0);
+        if (w != (int32_t)w0) { /* follow the forward once and for all */
+            rec_incref(M, w);
+            b->w[e] = w;
+            rec_decref(M, w0);
+        }
+        if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw))
+            hazard(M, write ? K_WAW : K_RAW, M->sp[slot].name, stmt, b->ordinal, e);
+    }
+    if (write)
+        for (uint32_t v = b->r[e]; v; v = rs_next(M, v)) {
+            int32_t r = rec_find(M, rs_rec(M, v));
+            if (R(M, r)->task != M->task || !subset(tm, VS(M, r, pair), M->nw)) {
+                hazard(M, K_WAR, M->sp[slot].name, stmt, b->ordinal, e);
+                break;
+            }
+        }
+    int32_t rec = fresh_record(M, mask, pair);
+    if (write) {
+        if ((int32_t)b->w[e] != rec) {
+            rec_incref(M, rec);
+            if (b->w[e]) rec_decref(M, b->w[e]);
+            b->w[e] = rec;
+        }
+        rs_decref(M, b->r[e]);
+        b->r[e] = 0;
+    } else {
+        for (uint32_t v = b->r[e]; v; v = rs_next(M, v))
+            if (rs_rec(M, v) == rec) return;
+        uint32_t head = rs_cons(M, rec, b->r[e]);
+        rs_decref(M, b->r[e]);
+        b->r[e] = head;
+    }
+}
+
+/* V |= tm x pairs for one of V_A / V_S (sel 0 / 1); returns whether it changed. */
+static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint32_t pairs, int apply) {
+    int changed = 0;
+    for (int p = 0; p < NP; p++) {
+        if (!(pairs >> p & 1)) continue;
+        uint64_t *v = sel ? VS(M, r, p) : VA(M, r, p);
+        if (!subset(tm, v, M->nw)) {
+            changed = 1;
+            if (!apply) return 1;
+            for (int i = 0; i < M->nw; i++) v[i] |= tm[i];
+        }
+    }
+    if (apply && !is_empty(tm, M->nw)) {
+        if (sel) R(M, r)->vsmask |= pairs;
+        else R(M, r)->vamask |= pairs;
+    }
+    return changed;
+}
+
+/* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
+void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
+    const uint64_t *tm = mask_bits(M, mask);
+    for (int32_t r = M->live_head, nx; r; r = nx) {
+        nx = R(M, r)->next;
+        if (!meets(M, r, tm, m1)) continue;
+        if (!add_threads(M, r, 0, tm, m2a, 0) && !add_threads(M, r, 1, tm, m2s, 0)) continue;
+        begin_update(M, r);
+        add_threads(M, r, 0, tm, m2a, 1);
+        add_threads(M, r, 1, tm, m2s, 1);
+        end_update(M, r);
+    }
+}
+
+static int mark_index(Machine *M, int32_t r, int q) {
+    for (int i = 0; i < R(M, r)->nmarks; i++)
+        if (R(M, r)->mq[i] == q) return i;
+    return -1;
+}
+
+/* Mark r pending on arrive n of queue q (keeping the earliest arrive and every marked thread). */
+static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *threads) {
+    Rec *x = R(M, r);
+    int i = mark_index(M, r, q);
+    if (i >= 0) {
+        if (x->mn[i] <= n && subset(threads, MT(M, r, i), M->nw)) return;
+        begin_update(M, r);
+        if (n < x->mn[i]) x->mn[i] = n;
+        uint64_t *t = MT(M, r, i);
+        for (int j = 0; j < M->nw; j++) t[j] |= threads[j];
+        end_update(M, r);
+        return;
+    }
+    if (x->nmarks == MAXMARK) { M->status = SC_UNSUPPORTED; return; }
+    begin_update(M, r);
+    int at = x->nmarks;
+    while (at > 0 && x->mq[at - 1] > q) {
+        x->mq[at] = x->mq[at - 1];
+        x->mn[at] = x->mn[at - 1];
+        memcpy(MT(M, r, at), MT(M, r, at - 1), sizeof(uint64_t) * M->nw);
+        at--;
+    }
+    x->mq[at] = q;
+    x->mn[at] = n;
+    memcpy(MT(M, r, at), threads, sizeof(uint64_t) * M->nw);
+    x->nmarks++;
+    end_update(M, r);
+}
+
+static void remove_mark(Machine *M, int32_t r, int i) {
+    Rec *x = R(M, r);
+    for (int j = i; j + 1 < x->nmarks; j++) {
+        x->mq[j] = x->mq[j + 1];
+        x->mn[j] = x->mn[j + 1];
+        memcpy(MT(M, r, j), MT(M, r, j + 1), sizeof(uint64_t) * M->nw);
+    }
+    x->nmarks--;
+    memset(MT(M, r, x->nmarks), 0, sizeof(uint64_t) * M->nw);
+}
+
+/* mbarriers count phases per thread: every arrive (await) of a queue must be by the same threads. */
+static int same_threads(Machine *M, int32_t *first, int mask) {
+    if (!mask) return 1;
+    if (*first < 0) *first = mask;
+    if (*first == mask) return 1;
+    M->status = SC_ERROR; /* checker.py raises the SyncError with its message */
+    return 0;
+}
+
+void sc_arrive(Machine *M, int q, int mask, uint32_t m1, int stmt, int site, const int64_t *iv, int niv) {
+    const QueueParams *P = &M->qp[q];
+    Queue *Q = &M->qs[q];
+    if (P->mbarrier && !same_threads(M, &Q->arr_mask, mask)) return;
+    int64_t n = ++Q->narr, slot = -1, parity = -1;
+    if (P->depth > 0) {
+        slot = (n - 1) % P->depth;
+        parity = ((n - 1) / P->depth) & 1;
+        int64_t reuse = n - P->depth; /* the arrive whose ring slot this one takes over */
+        if (reuse >= 1 && Q->upto < reuse) hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+    }
+    event(M, site, q, n, slot, parity, mask, iv, niv);
+    if (!mask) return; /* CPU code: nothing to mark */
+    const uint64_t *tm = mask_bits(M, mask);
+    for (int32_t r = M->live_head, nx; r; r = nx) {
+        nx = R(M, r)->next;
+        if (!meets(M, r, tm, m1)) continue;
+        uint64_t *mt = M->tmp;
+        memset(mt, 0, sizeof(uint64_t) * M->nw);
+        if (P->scope) /* scoped commit groups remember which threads' accesses they carry */
+            for (int p = 0; p < NP; p++)
+                if (m1 >> p & 1)
+                    for (int i = 0; i < M->nw; i++) mt[i] |= VA(M, r, p)[i] & tm[i];
+        add_mark(M, r, q, n, mt);
+    }
+}
+
+/* Threads grown to whole aligned groups of `scope` (a warpgroup's commit queue). */
+static void widen(Machine *M, const uint64_t *in, uint64_t *out, int scope) {
+    int nthreads = M->nw * 64;
+    memset(out, 0, sizeof(uint64_t) * M->nw);
+    for (int g = 0; g < nthreads; g += scope) {
+        int any = 0;
+        for (int t = g; t < g + scope && !any; t++) any = in[t >> 6] >> (t & 63) & 1;
+        if (any)
+            for (int t = g; t < g + scope; t++) out[t >> 6] |= 1ull << (t & 63);
+    }
+}
+
+void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int stmt, int site,
+              const int64_t *iv, int niv) {
+    const QueueParams *P = &M->qp[q];
+    Queue *Q = &M->qs[q];
+    if (P->mbarrier && !same_threads(M, &Q->await_mask, mask)) return;
+    Q->awaits++;
+    int64_t k = P->lag >= 0 ? Q->awaits - P->lag : Q->narr - N, slot = -1, parity = -1;
+    if (P->depth > 0 && k >= 1) {
+        slot = (k - 1) % P->depth;
+        parity = ((k - 1) / P->depth) & 1;
+    }
+    event(M, site, q, k, slot, parity, mask, iv, niv);
+    if (k > Q->narr) { /* the paired arrive is in the future: the GPU waits forever */
+        hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+        return;
+    }
+    if (k < 1) return;
+    if (k > Q->upto) Q->upto = k;
+    if (!mask) return;
+    const uint64_t *tm = mask_bits(M, mask);
+    int64_t floor = P->lag >= 0 ? Q->awaits + 1 - P->lag : Q->narr - P->max_wait_n;
+    uint64_t *c2 = M->tmp;
+    for (int32_t r = M->live_head, nx; r; r = nx) {
+        nx = R(M, r)->next;
+        int i = mark_index(M, r, q);
+        if (i < 0) continue;
+        int64_t n = R(M, r)->mn[i];
+        if (n == 0 && !P->scope && covers_all(M, r, tm, m2a)) continue; /* due for every later await anyway */
+        const uint64_t *c = tm;
+        if (P->scope == 1) {
+            for (int j = 0; j < M->nw; j++) c2[j] = MT(M, r, i)[j] & tm[j];
+            c = c2;
+        } else if (P->scope) {
+            widen(M, MT(M, r, i), c2, P->scope);
+            for (int j = 0; j < M->nw; j++) c2[j] &= tm[j];
+            c = c2;
+        }
+        int grow = n <= k && (add_threads(M, r, 0, c, m2a, 0) || add_threads(M, r, 1, c, m2s, 0));
+        int retire = 0 < n && n <= floor;
+        if (!grow && !retire) continue;
+        begin_update(M, r);
+        if (grow) {
+            add_threads(M, r, 0, c, m2a, 1);
+            add_threads(M, r, 1, c, m2s, 1);
+        }
+        if (retire) R(M, r)->mn[i] = 0;
+        end_update(M, r);
+    }
+}
+
+/* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
+void sc_end_barrier(Machine *M, int q0, int nq, int stmt) {
+    for (int q = q0; q < q0 + nq; q++) {
+        const QueueParams *P = &M->qp[q];
+        Queue *Q = &M->qs[q];
+        int64_t slack = P->lag >= 0 ? P->lag : 0;
+        if (Q->narr - Q->upto > slack) hazard(M, K_COUNT, -1, stmt, -1, -1);
+        for (int32_t r = M->live_head, nx; r; r = nx) {
+            nx = R(M, r)->next;
+            int i = mark_index(M, r, q);
+            if (i < 0) continue;
+            begin_update(M, r);
+            remove_mark(M, r, i);
+            end_update(M, r);
+        }
+        Q->narr = Q->awaits = Q->upto = 0;
+        Q->arr_mask = Q->await_mask = -1;
+    }
+}
+
+/* A task is its own top-level collective: its records are synced only while it runs. */
+void sc_task_begin(Machine *M) {
+    M->task = M->ntasks++;
+    M->live_head = 0;
+}
+
+void sc_task_end(Machine *M) {
+    for (int32_t r = M->live_head, nx; r; r = nx) {
+        nx = R(M, r)->next;
+        /* A mark outliving the task means a barrier scope around several tasks: not compiled. */
+        if (R(M, r)->nmarks) M->status = SC_UNSUPPORTED;
+        R(M, r)->live = 0;
+    }
+    M->live_head = 0;
+    M->task = -1;
+}
+
+/* A device-function boundary is a full barrier: the argument buffers forget their records. */
+void sc_device_boundary(Machine *M) {
+    for (int i = 0; i < M->nslots; i++)
+        if (M->sp[i].is_arg && M->bufs[i].w) clear_buffer(M, &M->bufs[i]);
+    for (uint32_t b = 0; b < M->nrbuck; b++) {
+        for (int32_t r = M->rbuck[b]; r; r = R(M, r)->hnext) R(M, r)->intable = 0;
+        M->rbuck[b] = 0;
+    }
+    M->nrtable = 0;
+}
+
+/* ---- results, read by sync_check through ctypes ---- */
+
+int sc_n_hazards(Machine *M) { return M->nh; }
+const int64_t *sc_hazards(Machine *M) { return M->haz; }
+int sc_truncated(Machine *M) { return M->truncated; }
+int64_t sc_n_events(Machine *M) { return M->nev; }
+int64_t sc_events_total(Machine *M) { return M->evtotal; }
+const int64_t *sc_events(Machine *M) { return M->ev; }
+int64_t sc_n_iters(Machine *M) { return M->niv; }
+const int64_t *sc_iters(Machine *M) { return M->iv; }
