@@ -140,14 +140,16 @@ def test_fence_lowering_by_collective():
     warp = Collective(32, tuple(((s, s + 32),) for s in range(0, 256, 32)))
     cta = Collective(256, (((0, 256),),))
     lane = Collective(1, tuple(((s, s + 1),) for s in range(256)))
-    assert lower_fence(_fence(), warp, ids, 1, None) == ["__syncwarp();"]
-    assert lower_fence(_fence(), cta, ids, 1, None) == ["__syncthreads();"]
-    assert lower_fence(_fence(), lane, ids, 1, None) == []
-    assert lower_fence(_fence(_Sm80_generic), cta, ids, 1, None) == [
+    assert lower_fence(_fence(), warp, ids, 1, False, None) == ["__syncwarp();"]
+    assert lower_fence(_fence(), cta, ids, 1, False, None) == ["__syncthreads();"]
+    assert lower_fence(_fence(), lane, ids, 1, False, None) == []
+    # one code path per warp name: the warps reach the barrier at different instructions
+    assert lower_fence(_fence(), cta, ids, 1, True, None) == ['asm volatile("barrier.sync 0;" ::: "memory");']
+    assert lower_fence(_fence(_Sm80_generic), cta, ids, 1, False, None) == [
         'asm volatile("cp.async.wait_all;" ::: "memory");',
         "__syncthreads();",
     ]
-    assert lower_fence(_fence(), Collective(512, (((0, 512),),)), NamedBarrierIds(256), 2, None) == [
+    assert lower_fence(_fence(), Collective(512, (((0, 512),),)), NamedBarrierIds(256), 2, False, None) == [
         "cooperative_groups::this_cluster().sync();"
     ]
 
@@ -156,8 +158,8 @@ def test_named_barrier_ids_do_not_collide():
     ids = NamedBarrierIds(256)
     pairs = Collective(64, tuple(((s, s + 64),) for s in range(0, 256, 64)))
     halves = Collective(128, (((0, 128),), ((128, 256),)))
-    a = lower_fence(_fence(), pairs, ids, 1, None)[0]
-    b = lower_fence(_fence(), halves, ids, 1, None)[0]
+    a = lower_fence(_fence(), pairs, ids, 1, False, None)[0]
+    b = lower_fence(_fence(), halves, ids, 1, False, None)[0]
     assert '"r"(1 + exo_thread % 256 / 64)' in a
     assert '"r"(5 + exo_thread % 256 / 128)' in b
 
@@ -166,14 +168,14 @@ def test_too_many_named_barriers():
     ids = NamedBarrierIds(1024)
     pairs = Collective(64, tuple(((s, s + 64),) for s in range(0, 1024, 64)))
     with pytest.raises(sl.CodegenError, match="named barriers"):
-        lower_fence(_fence(), pairs, ids, 1, None)
+        lower_fence(_fence(), pairs, ids, 1, False, None)
 
 
 def test_scattered_collective_fence_is_rejected():
     ids = NamedBarrierIds(256)
     scattered = Collective(64, (((0, 32), (128, 160)), ((32, 64), (160, 192))))
     with pytest.raises(sl.CodegenError, match="not yet supported"):
-        lower_fence(_fence(), scattered, ids, 1, None)
+        lower_fence(_fence(), scattered, ids, 1, False, None)
 
 
 @proc

@@ -416,7 +416,7 @@ class CudaCompiler(Compiler):
             tiling = self._tiling_stack[-1]
             if spec.kind == "Fence":
                 coll = executing_collectives(tiling)
-                for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, s.srcinfo):
+                for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, self._ctx.warp_config is not None, s.srcinfo):
                     self.add_line(line)
                 return None
             return self._split_sync(s, spec)

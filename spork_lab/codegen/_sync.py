@@ -43,21 +43,29 @@ class NamedBarrierIds:
         return self._base[key]
 
 
-def lower_fence(spec: SyncSpec, coll: Collective, ids: NamedBarrierIds, cluster_dim: int, srcinfo) -> list:
-    """CUDA statements for a Fence executed by the thread collectives `coll`."""
-    barrier = _barrier(coll, ids, cluster_dim, srcinfo)
+def lower_fence(
+    spec: SyncSpec, coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo
+) -> list:
+    """CUDA statements for a Fence executed by the thread collectives `coll`.
+
+    `split_paths`: the kernel has one code path per warp name, so the warps of one barrier reach
+    it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
+    """
+    barrier = _barrier(coll, ids, cluster_dim, split_paths, srcinfo)
     return [*fence_prologue_lines(spec), *([barrier] if barrier else []), *fence_epilogue_lines(spec)]
 
 
-def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, srcinfo) -> Optional[str]:
+def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo) -> Optional[str]:
     size, block = coll.size, ids.block_threads
     aligned = coll.contiguous and all(s % size == 0 for s in coll.starts)
     if size == 1:
         return None  # one thread: its own in-order accesses are already ordered
     if size == block * cluster_dim and cluster_dim > 1:
+        if split_paths:
+            return 'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
         return "cooperative_groups::this_cluster().sync();"
     if size == block and aligned:
-        return "__syncthreads();"
+        return 'asm volatile("barrier.sync 0;" ::: "memory");' if split_paths else "__syncthreads();"
     if size < 32 and aligned and 32 % size == 0:
         return f"__syncwarp(((1u << {size}) - 1u) << (exo_thread % 32 / {size} * {size}));"
     if size == 32 and aligned:
@@ -71,7 +79,8 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, srcinfo) 
         else:
             bar_id = None
         if bar_id is not None:
-            return f'asm volatile("bar.sync %0, %1;" :: "r"({bar_id}), "n"({size}) : "memory");'
+            op = "barrier.sync" if split_paths else "bar.sync"
+            return f'asm volatile("{op} %0, %1;" :: "r"({bar_id}), "n"({size}) : "memory");'
     raise CodegenError(
         f"not yet supported: a Fence executed by collectives of {size} threads laid out as "
         f"{[list(r) for r in coll.runs[:2]]}...; use a warp, whole warps of one CTA, a CTA or the cluster",
