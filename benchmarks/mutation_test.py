@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 from exo.API import Procedure
-from exo.core.LoopIR import LoopIR
 
 import spork_lab as sl
-from spork_lab.lang.sync_stmts import sync_proc, sync_spec_of
+from spork_lab.lang.sync_stmts import sync_spec_of
+from spork_lab.sync.mutants import sync_cursors, with_await_n, without_syncs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -49,38 +49,17 @@ class Mutant:
     gpu: str = ""
 
 
-def _sync_cursors(p: Procedure) -> list:
-    """Cursors of every sync statement of p, in program order."""
-    found = []
-
-    def walk(cursors):
-        for c in cursors:
-            node = c._impl._node
-            if sync_spec_of(node) is not None:
-                found.append(c)
-            if isinstance(node, (LoopIR.For, LoopIR.If)):
-                walk(c.body())
-                if isinstance(node, LoopIR.If) and node.orelse:
-                    walk(c.orelse())
-
-    walk(p.body())
-    return found
-
-
 def mutants_of(example: str, p: Procedure) -> list:
     out = []
-    for i, c in enumerate(_sync_cursors(p)):
+    for i, c in enumerate(sync_cursors(p)):
         node = c._impl._node
         spec = sync_spec_of(node)
         line = f"sync #{i} `{str(node).strip()}`"
-        ir, _ = c._impl._delete()
-        out.append(Mutant(example, f"delete {line}", Procedure(ir)))
+        out.append(Mutant(example, f"delete {line}", without_syncs(p, [i])))
         if spec.is_await:
             for delta in (-1, 1):
-                moved = dataclasses.replace(spec, N=spec.N + delta)
-                call = node.update(f=sync_proc(moved)._loopir_proc)
-                ir, _ = c._impl._replace([call])
-                out.append(Mutant(example, f"N {spec.N} -> {moved.N} in {line}", Procedure(ir)))
+                n = spec.N + delta
+                out.append(Mutant(example, f"N {spec.N} -> {n} in {line}", with_await_n(p, i, n)))
     return out
 
 

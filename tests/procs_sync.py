@@ -1,56 +1,43 @@
-"""Procs for the sync tests: each correct program, and variants with one synchronization removed.
+"""Procs for the sync tests: correct programs, and variants with synchronization removed or changed.
 
-Line numbers matter: tests look statements up by their text with `line_of`.
+The variants are derived from a correct proc with `spork_lab.sync.mutants`; a
+variant keeps its original's source lines, which tests find with `line_of`.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+from exo.API import Procedure
+
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
+from spork_lab.scheduling import rename
+from spork_lab.sync.mutants import with_await_n, without_syncs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from reverse_tiles import reverse_tiles  # noqa: E402
+from sync_ring import ring_copy  # noqa: E402
 
 
-# ---- tile reverse (LANGUAGE.md) ----
+def line_of(p: Procedure, text: str) -> int:
+    """The line of p's source file holding `text`, which must occur exactly once in p's definition."""
+    info = p._loopir_proc.srcinfo
+    lines = Path(info.filename).read_text().splitlines()
+    end = info.lineno  # one past the last line of the definition: stop at the next unindented line
+    while end < len(lines) and (not lines[end].strip() or lines[end][0].isspace()):
+        end += 1
+    (line,) = [i + 1 for i in range(info.lineno - 1, end) if text in lines[i]]
+    return line
 
 
-@proc
-def reverse_tiles(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]
-            Fence(cuda_in_order, cuda_in_order)
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]
-            Fence(cuda_in_order, cuda_in_order)
+# ---- tile reverse (LANGUAGE.md; examples/reverse_tiles.py) ----
 
-
-@proc
-def reverse_tiles_no_fence1(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]  # nofence1: write
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]  # nofence1: read
-            Fence(cuda_in_order, cuda_in_order)
-
-
-@proc
-def reverse_tiles_no_fence2(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear  # nofence2: alloc
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]
-            Fence(cuda_in_order, cuda_in_order)
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]  # nofence2: read
+# reverse_tiles's syncs: #0 the Fence before the reversed read, #1 the Fence before the task's end.
+reverse_tiles_no_fence1 = rename(without_syncs(reverse_tiles, [0]), "reverse_tiles_no_fence1")
+reverse_tiles_no_fence2 = rename(without_syncs(reverse_tiles, [1]), "reverse_tiles_no_fence2")
 
 
 # A persistent kernel whose tile lives outside the task loop: the reuse is a WAR.
@@ -62,10 +49,10 @@ def reverse_tiles_shared_tile(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ C
             tile: f32[256] @ CudaSmemLinear
             for it in seq(0, n / 256):
                 for tid in cuda_threads(0, 256):
-                    tile[tid] = x[it * 256 + tid]  # shared: write
+                    tile[tid] = x[it * 256 + tid]
                 Fence(cuda_in_order, cuda_in_order)
                 for tid in cuda_threads(0, 256):
-                    y[it * 256 + tid] = tile[255 - tid]  # shared: read
+                    y[it * 256 + tid] = tile[255 - tid]
             Fence(cuda_in_order, cuda_in_order)
 
 
@@ -91,36 +78,15 @@ def cp_async_double_buffer(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ 
                 Arrive(Sm80_cp_async, 1) >> cg
                 Await(cg, cuda_in_order, 1)
                 for t in cuda_threads(0, 128):
-                    dst[it * 128 + t] = buf[it % 2, t]  # db: consume
+                    dst[it * 128 + t] = buf[it % 2, t]
             Await(cg, cuda_in_order, 0)
             for t in cuda_threads(0, 128):
                 dst[n - 128 + t] = buf[(n / 128 - 1) % 2, t]
             Fence(cuda_in_order, cuda_in_order)
 
 
-@proc
-def cp_async_double_buffer_no_await(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 128 == 0
-    assert n >= 256
-    with CudaDeviceFunction(blockDim=128):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 128] @ CudaSmemLinear
-            cg: barrier @ CudaCommitGroup
-            for t in cuda_threads(0, 128):
-                with CudaAsync(Sm80_cp_async_instr):
-                    Sm80_cp_async_f32(buf[0, t : t + 1], src[t : t + 1], size=4)  # db: copy0
-            Arrive(Sm80_cp_async, 1) >> cg
-            for it in seq(0, n / 128 - 1):
-                for t in cuda_threads(0, 128):
-                    with CudaAsync(Sm80_cp_async_instr):
-                        Sm80_cp_async_f32(buf[(it + 1) % 2, t : t + 1], src[(it + 1) * 128 + t : (it + 1) * 128 + t + 1], size=4)
-                Arrive(Sm80_cp_async, 1) >> cg
-                for t in cuda_threads(0, 128):
-                    dst[it * 128 + t] = buf[it % 2, t]  # db: consume
-            Await(cg, cuda_in_order, 0)
-            for t in cuda_threads(0, 128):
-                dst[n - 128 + t] = buf[(n / 128 - 1) % 2, t]
-            Fence(cuda_in_order, cuda_in_order)
+# Sync #2 is the Await(cg, cuda_in_order, 1) before each tile is read.
+cp_async_double_buffer_no_await = rename(without_syncs(cp_async_double_buffer, [2]), "cp_async_double_buffer_no_await")
 
 
 # Each thread reads what another thread copied: the commit group is per thread, so it needs a fence.
@@ -133,99 +99,25 @@ def cp_async_cross_thread(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ C
             cg: barrier @ CudaCommitGroup
             for t in cuda_threads(0, 128):
                 with CudaAsync(Sm80_cp_async_instr):
-                    Sm80_cp_async_f32(buf[t : t + 1], src[t : t + 1], size=4)  # cross: copy
+                    Sm80_cp_async_f32(buf[t : t + 1], src[t : t + 1], size=4)
             Arrive(Sm80_cp_async, 1) >> cg
             Await(cg, cuda_in_order, 0)
             for t in cuda_threads(0, 128):
-                dst[t] = buf[127 - t]  # cross: read
+                dst[t] = buf[127 - t]
             Fence(cuda_in_order, cuda_in_order)
 
 
-# ---- warp-specialized ring on an mbarrier with reverse barriers ----
+# ---- warp-specialized ring on an mbarrier with reverse barriers (examples/sync_ring.py) ----
+
+# ring_copy's syncs: #0 ReverseAwait, #1 Arrive, #2 Await, #3 ReverseArrive, #4 Fence.
+ring_copy_no_forward = rename(without_syncs(ring_copy, [1, 2]), "ring_copy_no_forward")
+ring_copy_no_reverse = rename(without_syncs(ring_copy, [0, 3]), "ring_copy_no_reverse")
+ring_copy_lag3 = rename(with_await_n(ring_copy, 0, ~3), "ring_copy_lag3")
 
 ring_warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
 
 
-@proc
-def ring_copy(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 64 == 0
-    with CudaDeviceFunction(warp_config=ring_warps):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier @ CudaMbarrier
-            for it in seq(0, n / 32):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar, cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar
-                with CudaWarps(name="consumer"):
-                    Await(bar, cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[it * 32 + t] = buf[it % 2, t]
-                    ReverseArrive(cuda_in_order, 1) >> bar
-            Fence(cuda_in_order, cuda_in_order)
-
-
-@proc
-def ring_copy_no_forward(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 64 == 0
-    with CudaDeviceFunction(warp_config=ring_warps):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier @ CudaMbarrier
-            for it in seq(0, n / 32):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar, cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[it * 32 + t]  # ring: produce
-                with CudaWarps(name="consumer"):
-                    for t in cuda_threads(0, 32):
-                        dst[it * 32 + t] = buf[it % 2, t]  # ring: consume
-                    ReverseArrive(cuda_in_order, 1) >> bar
-            Fence(cuda_in_order, cuda_in_order)
-
-
-@proc
-def ring_copy_no_reverse(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 64 == 0
-    with CudaDeviceFunction(warp_config=ring_warps):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier @ CudaMbarrier
-            for it in seq(0, n / 32):
-                with CudaWarps(name="producer"):
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[it * 32 + t]  # ring: produce
-                    Arrive(cuda_in_order, 1) >> bar
-                with CudaWarps(name="consumer"):
-                    Await(bar, cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[it * 32 + t] = buf[it % 2, t]  # ring: consume
-            Fence(cuda_in_order, cuda_in_order)
-
-
-@proc
-def ring_copy_lag3(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 64 == 0
-    with CudaDeviceFunction(warp_config=ring_warps):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier @ CudaMbarrier
-            for it in seq(0, n / 32):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar, cuda_in_order, ~3)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[it * 32 + t]  # ring: produce
-                    Arrive(cuda_in_order, 1) >> bar
-                with CudaWarps(name="consumer"):
-                    Await(bar, cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[it * 32 + t] = buf[it % 2, t]  # ring: consume
-                    ReverseArrive(cuda_in_order, 1) >> bar
-            Fence(cuda_in_order, cuda_in_order)
-
-
+# The consumer warp's block comes first, so its Await waits for an Arrive that never comes.
 @proc
 def ring_copy_deadlock(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
     assert n % 64 == 0
@@ -235,7 +127,7 @@ def ring_copy_deadlock(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ Cuda
             bar: barrier @ CudaMbarrier
             for it in seq(0, n / 32):
                 with CudaWarps(name="consumer"):
-                    Await(bar, cuda_in_order, ~0)  # ring: early await
+                    Await(bar, cuda_in_order, ~0)
                     for t in cuda_threads(0, 32):
                         dst[it * 32 + t] = buf[it % 2, t]
                     ReverseArrive(cuda_in_order, 1) >> bar
@@ -268,21 +160,8 @@ def warp_sums(x: f32[256] @ CudaGmemLinear, y: f32[8] @ CudaGmemLinear):
             Fence(cuda_in_order, cuda_in_order)
 
 
-@proc
-def warp_sums_no_fence(x: f32[256] @ CudaGmemLinear, y: f32[8] @ CudaGmemLinear):
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, 1):
-            vals: f32[8, 32] @ CudaSmemLinear
-            for w in cuda_threads(0, 8, unit=cuda_warp):
-                for t in cuda_threads(0, 32):
-                    vals[w, t] = x[w * 32 + t]  # warp: write
-                for t in cuda_threads(0, 1):
-                    acc: f32 @ CudaRmem
-                    acc = 0.0
-                    for i in seq(0, 32):
-                        acc += vals[w, i]  # warp: read
-                    y[w] = acc
-            Fence(cuda_in_order, cuda_in_order)
+# Sync #0 is the per-warp Fence.
+warp_sums_no_fence = rename(without_syncs(warp_sums, [0]), "warp_sums_no_fence")
 
 
 # ---- barrier misuse (static errors) ----
@@ -293,7 +172,7 @@ def err_missing_await(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):
             cg: barrier @ CudaCommitGroup
-            Arrive(Sm80_cp_async, 1) >> cg  # err: missing await
+            Arrive(Sm80_cp_async, 1) >> cg
 
 
 @proc
@@ -301,7 +180,7 @@ def err_missing_arrive(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):
             bar: barrier @ CudaMbarrier
-            Await(bar, cuda_in_order, ~0)  # err: missing arrive
+            Await(bar, cuda_in_order, ~0)
 
 
 @proc
@@ -311,7 +190,7 @@ def err_mixed_tls(n: size, x: f32[n] @ CudaGmemLinear):
             bar: barrier @ CudaMbarrier
             Arrive(cuda_in_order, 1) >> bar
             Await(bar, cuda_in_order, ~0)
-            Arrive(Sm80_cp_async, 1) >> bar  # err: mixed
+            Arrive(Sm80_cp_async, 1) >> bar
             Await(bar, cuda_in_order, ~0)
 
 
@@ -320,7 +199,7 @@ def err_commit_group_in_order(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):
             cg: barrier @ CudaCommitGroup
-            Arrive(cuda_in_order, 1) >> cg  # err: mechanism
+            Arrive(cuda_in_order, 1) >> cg
             Await(cg, cuda_in_order, 0)
 
 
@@ -330,7 +209,7 @@ def err_mbarrier_wait_group(n: size, x: f32[n] @ CudaGmemLinear):
         for task in cuda_tasks(0, 1):
             bar: barrier @ CudaMbarrier
             Arrive(cuda_in_order, 1) >> bar
-            Await(bar, cuda_in_order, 0)  # err: mbarrier N
+            Await(bar, cuda_in_order, 0)
 
 
 @proc
@@ -340,7 +219,7 @@ def err_commit_group_units(n: size, x: f32[n] @ CudaGmemLinear):
             cg: barrier @ CudaCommitGroup
             Arrive(Sm80_cp_async, 1) >> cg
             for t in cuda_threads(0, 32):
-                Await(cg, cuda_in_order, 0)  # err: unit
+                Await(cg, cuda_in_order, 0)
 
 
 @proc
@@ -349,6 +228,6 @@ def err_mbarrier_other_threads(n: size, x: f32[n] @ CudaGmemLinear):
         for task in cuda_tasks(0, 1):
             bar: barrier @ CudaMbarrier
             for w in cuda_threads(0, 2, unit=cuda_warp):
-                Arrive(cuda_in_order, 1) >> bar  # err: other threads
+                Arrive(cuda_in_order, 1) >> bar
             Await(bar, cuda_in_order, ~0)
             Await(bar, cuda_in_order, ~0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from spork_lab.errors import SyncError
@@ -12,36 +10,30 @@ from spork_lab.sync.barriers import barrier_usage
 from spork_lab.sync.checker import sync_check
 
 import procs_sync as P
-
-PROCS = Path(P.__file__).read_text().splitlines()
-
-
-def line_of(marker: str) -> int:
-    (line,) = [i + 1 for i, text in enumerate(PROCS) if text.rstrip().endswith(f"# {marker}")]
-    return line
+from procs_sync import line_of
 
 
 @pytest.mark.parametrize(
-    "p, marker, message",
+    "p, statement, message",
     [
-        (P.err_missing_await, "err: missing await", "never awaited"),
-        (P.err_missing_arrive, "err: missing arrive", "no Arrive to pair with"),
-        (P.err_mixed_tls, "err: mixed", "mixed sync-tls"),
-        (P.err_commit_group_in_order, "err: mechanism", "commit groups order"),
-        (P.err_mbarrier_wait_group, "err: mbarrier N", "needs N = ~lag"),
-        (P.err_commit_group_units, "err: unit", "same collective unit"),
+        (P.err_missing_await, "Arrive(Sm80_cp_async, 1) >> cg", "never awaited"),
+        (P.err_missing_arrive, "Await(bar, cuda_in_order, ~0)", "no Arrive to pair with"),
+        (P.err_mixed_tls, "Arrive(Sm80_cp_async, 1) >> bar", "mixed sync-tls"),
+        (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "commit groups order"),
+        (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "needs N = ~lag"),
+        (P.err_commit_group_units, "Await(cg, cuda_in_order, 0)", "same collective unit"),
     ],
 )
-def test_static_barrier_errors(p, marker, message):
+def test_static_barrier_errors(p, statement, message):
     with pytest.raises(SyncError, match=message) as e:
         barrier_usage(p)
-    assert e.value.lineno == line_of(marker) and e.value.filename == P.__file__
+    assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
 
 
 def test_mbarrier_queue_needs_the_same_threads():
     with pytest.raises(SyncError, match="same threads") as e:
         sync_check(P.err_mbarrier_other_threads, n=1)
-    assert e.value.lineno == line_of("err: other threads")
+    assert e.value.lineno == line_of(P.err_mbarrier_other_threads, "Arrive(cuda_in_order, 1) >> bar")
 
 
 def test_sync_tls_are_pair_sets():

@@ -11,14 +11,7 @@ from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
 
 import procs_sync as P
-
-PROCS = Path(P.__file__).read_text().splitlines()
-
-
-def line_of(marker: str, proc: str) -> int:
-    """The 1-based line of procs_sync.py holding `# marker`, first one after `def proc(`."""
-    start = next(i for i, text in enumerate(PROCS) if text.startswith(f"def {proc}("))
-    return next(i + 1 for i, text in enumerate(PROCS) if i > start and text.rstrip().endswith(f"# {marker}"))
+from procs_sync import line_of
 
 
 def only(report, kind):
@@ -44,24 +37,24 @@ def test_correct_programs_pass(p, sizes):
 def test_tile_reverse_without_first_fence_is_raw_on_tile():
     h = only(sync_check(P.reverse_tiles_no_fence1, n=512), "RAW")
     assert (h.buffer, h.index) == ("tile", (255,))
-    assert h.access.stmt.line == line_of("nofence1: read", "reverse_tiles_no_fence1") and h.access.threads == ((0, 1),)
+    assert h.access.stmt.line == line_of(P.reverse_tiles, "y[task * 256 + tid] = tile[255 - tid]") and h.access.threads == ((0, 1),)
     assert h.access.iters == {"task": 0, "tid": 0}
-    assert h.other.stmt.line == line_of("nofence1: write", "reverse_tiles_no_fence1") and h.other.threads == ((255, 256),)
+    assert h.other.stmt.line == line_of(P.reverse_tiles, "tile[tid] = x[task * 256 + tid]") and h.other.threads == ((255, 256),)
     assert h.other.iters == {"task": 0, "tid": 255}
 
 
 def test_tile_reverse_without_second_fence_fails_at_the_free():
     h = only(sync_check(P.reverse_tiles_no_fence2, n=512), "FREE")
     assert (h.buffer, h.index) == ("tile", (0,))
-    assert h.access.stmt.line == line_of("nofence2: alloc", "reverse_tiles_no_fence2") and h.access.threads == ((0, 256),)
-    assert h.other.stmt.line == line_of("nofence2: read", "reverse_tiles_no_fence2") and h.other.iters == {"task": 0, "tid": 255}
+    assert h.access.stmt.line == line_of(P.reverse_tiles, "tile: f32[256] @ CudaSmemLinear") and h.access.threads == ((0, 256),)
+    assert h.other.stmt.line == line_of(P.reverse_tiles, "y[task * 256 + tid] = tile[255 - tid]") and h.other.iters == {"task": 0, "tid": 255}
 
 
 def test_persistent_tile_reuse_is_war():
     h = only(sync_check(P.reverse_tiles_shared_tile, n=512), "WAR")
     assert (h.buffer, h.index) == ("tile", (0,))
-    assert h.access.stmt.line == line_of("shared: write", "reverse_tiles_shared_tile") and h.access.iters["it"] == 1
-    assert h.other.stmt.line == line_of("shared: read", "reverse_tiles_shared_tile") and h.other.iters["it"] == 0
+    assert h.access.stmt.line == line_of(P.reverse_tiles_shared_tile, "tile[tid] = x[it * 256 + tid]") and h.access.iters["it"] == 1
+    assert h.other.stmt.line == line_of(P.reverse_tiles_shared_tile, "y[it * 256 + tid] = tile[255 - tid]") and h.other.iters["it"] == 0
 
 
 def test_tasks_are_distinct_collectives():
@@ -74,30 +67,30 @@ def test_double_buffer_without_await_is_raw():
     report = sync_check(P.cp_async_double_buffer_no_await, n=512)
     h = report.hazards[0]
     assert (h.kind, h.buffer, h.index) == ("RAW", "buf", (0, 0))
-    assert h.access.stmt.line == line_of("db: consume", "cp_async_double_buffer_no_await")
+    assert h.access.stmt.line == line_of(P.cp_async_double_buffer, "dst[it * 128 + t] = buf[it % 2, t]")
     assert h.access.iters == {"task": 0, "it": 0, "t": 0}
-    assert h.other.stmt.line == line_of("db: copy0", "cp_async_double_buffer_no_await") and h.other.threads == ((0, 1),)
+    assert h.other.stmt.line == line_of(P.cp_async_double_buffer, "Sm80_cp_async_f32(buf[0, t : t + 1]") and h.other.threads == ((0, 1),)
 
 
 def test_commit_group_is_per_thread():
     h = only(sync_check(P.cp_async_cross_thread, n=128), "RAW")
     assert (h.buffer, h.index) == ("buf", (127,))
-    assert h.access.stmt.line == line_of("cross: read", "cp_async_cross_thread") and h.other.stmt.line == line_of("cross: copy", "cp_async_cross_thread")
+    assert h.access.stmt.line == line_of(P.cp_async_cross_thread, "dst[t] = buf[127 - t]") and h.other.stmt.line == line_of(P.cp_async_cross_thread, "Sm80_cp_async_f32(")
     assert h.other.threads == ((127, 128),)
 
 
 def test_ring_without_forward_barrier_is_raw():
     h = only(sync_check(P.ring_copy_no_forward, n=256), "RAW")
     assert (h.buffer, h.index) == ("buf", (0, 0))
-    assert h.access.stmt.line == line_of("ring: consume", "ring_copy_no_forward") and h.access.threads == ((32, 33),)
-    assert h.other.stmt.line == line_of("ring: produce", "ring_copy_no_forward") and h.other.threads == ((0, 1),)
+    assert h.access.stmt.line == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]") and h.access.threads == ((32, 33),)
+    assert h.other.stmt.line == line_of(P.ring_copy, "buf[it % 2, t] = src[it * 32 + t]") and h.other.threads == ((0, 1),)
 
 
 def test_ring_without_reverse_barrier_is_war_two_iterations_later():
     h = only(sync_check(P.ring_copy_no_reverse, n=256), "WAR")
     assert (h.buffer, h.index) == ("buf", (0, 0))
-    assert h.access.stmt.line == line_of("ring: produce", "ring_copy_no_reverse") and h.access.iters["it"] == 2
-    assert h.other.stmt.line == line_of("ring: consume", "ring_copy_no_reverse") and h.other.iters["it"] == 0
+    assert h.access.stmt.line == line_of(P.ring_copy, "buf[it % 2, t] = src[it * 32 + t]") and h.access.iters["it"] == 2
+    assert h.other.stmt.line == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]") and h.other.iters["it"] == 0
 
 
 def test_ring_with_too_much_reverse_lag_is_war():
@@ -109,7 +102,7 @@ def test_ring_with_too_much_reverse_lag_is_war():
 def test_await_before_its_arrive_is_deadlock():
     report = sync_check(P.ring_copy_deadlock, n=128)
     h = report.hazards[0]
-    assert h.kind == "DEADLOCK" and h.access.stmt.line == line_of("ring: early await", "ring_copy_deadlock")
+    assert h.kind == "DEADLOCK" and h.access.stmt.line == line_of(P.ring_copy_deadlock, "Await(bar, cuda_in_order, ~0)")
     assert h.access.threads == ((32, 64),)
     assert "COUNT" in {h.kind for h in report.hazards}
 
@@ -117,8 +110,8 @@ def test_await_before_its_arrive_is_deadlock():
 def test_warp_reduction_without_fence_is_raw():
     h = only(sync_check(P.warp_sums_no_fence), "RAW")
     assert (h.buffer, h.index) == ("vals", (0, 1))
-    assert h.access.stmt.line == line_of("warp: read", "warp_sums_no_fence") and h.access.iters == {"task": 0, "w": 0, "t": 0, "i": 1}
-    assert h.other.stmt.line == line_of("warp: write", "warp_sums_no_fence") and h.other.threads == ((1, 2),)
+    assert h.access.stmt.line == line_of(P.warp_sums, "acc += vals[w, i]") and h.access.iters == {"task": 0, "w": 0, "t": 0, "i": 1}
+    assert h.other.stmt.line == line_of(P.warp_sums, "vals[w, t] = x[w * 32 + t]") and h.other.threads == ((1, 2),)
 
 
 def test_barrier_timeline_of_the_ring():
@@ -137,7 +130,7 @@ def test_report_is_json():
     report = sync_check(P.ring_copy_no_reverse, n=128)
     data = json.loads(json.dumps(report.to_json()))
     assert data["ok"] is False and data["hazards"][0]["kind"] == "WAR"
-    assert data["hazards"][0]["other"]["stmt"]["line"] == line_of("ring: consume", "ring_copy_no_reverse")
+    assert data["hazards"][0]["other"]["stmt"]["line"] == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]")
     assert data["barriers"]["bar"]["forward_depth"] == 1
     assert data["barrier_timeline"][0]["kind"] == "Arrive"
 
@@ -155,8 +148,7 @@ def test_threads_come_from_the_collective_analysis():
 
     ir = P.ring_copy._loopir_proc
     tmap = ThreadMap(ir)
-    start = PROCS.index(next(t for t in PROCS if t.startswith("def ring_copy(")))
-    line = next(i + 1 for i, t in enumerate(PROCS) if i > start and "dst[it * 32 + t] = buf[it % 2, t]" in t)
+    line = line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]")
     consumer = [s for s, info in analyze(ir).stmts if info.line == line]
     assert len(consumer) == 1
     tiling = tmap.analysis.stmt_info(consumer[0]).tiling

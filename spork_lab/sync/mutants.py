@@ -1,0 +1,56 @@
+"""Mutants of a proc's synchronization: sync statements deleted, or an Await's N changed.
+
+One home for the mutation test (benchmarks/mutation_test.py) and the sync tests
+(tests/procs_sync.py derives its broken variants here). Sync statements are
+numbered from 0 in program order. A mutant keeps the original's source
+locations, so its hazards name lines of the original's source file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from exo.API import Procedure
+from exo.API_cursors import StmtCursor
+from exo.core.LoopIR import LoopIR
+
+from spork_lab.lang.sync_stmts import sync_proc, sync_spec_of
+
+
+def sync_cursors(p: Procedure) -> list[StmtCursor]:
+    """Cursors of every sync statement of p, in program order."""
+    found = []
+
+    def walk(cursors):
+        for c in cursors:
+            node = c._impl._node
+            if sync_spec_of(node) is not None:
+                found.append(c)
+            if isinstance(node, (LoopIR.For, LoopIR.If)):
+                walk(c.body())
+                if isinstance(node, LoopIR.If) and node.orelse:
+                    walk(c.orelse())
+
+    walk(p.body())
+    return found
+
+
+def without_syncs(p: Procedure, indices: Iterable[int]) -> Procedure:
+    """p with its sync statements number `indices` deleted."""
+    for i in sorted(set(indices), reverse=True):  # the last first, so the others keep their numbers
+        ir, _ = sync_cursors(p)[i]._impl._delete()
+        p = Procedure(ir)
+    return p
+
+
+def with_await_n(p: Procedure, index: int, n: int) -> Procedure:
+    """p with the N of its sync statement number `index` (an Await or ReverseAwait) set to n (~k for lag k)."""
+    cursor = sync_cursors(p)[index]
+    node = cursor._impl._node
+    spec = sync_spec_of(node)
+    if not spec.is_await:
+        raise ValueError(f"sync statement #{index} of {p.name()} is a {spec.kind}, not an Await")
+    call = node.update(f=sync_proc(dataclasses.replace(spec, N=n))._loopir_proc)
+    ir, _ = cursor._impl._replace([call])
+    return Procedure(ir)
