@@ -6,7 +6,8 @@ location, so messages read `file.py:12: what went wrong; what to write instead`.
 
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Callable, Optional
 
 
 class SporkError(Exception):
@@ -60,6 +61,18 @@ class BuildError(SporkError):
     """nvcc or gcc failed, or no toolchain was found."""
 
 
-def trimmed(err: BaseException) -> BaseException:
-    """Drop spork_lab's internal frames so the user sees their line, not ours."""
-    return err.with_traceback(None)
+def user_facing(fn: Callable) -> Callable:
+    """Mark a public entry point: a SporkError leaves it with the user's frames only.
+
+    The message already names the user's file and line; our internal frames
+    would only bury it.
+    """
+
+    @functools.wraps(fn)
+    def entry_point(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SporkError as e:
+            raise e.with_traceback(None) from None
+
+    return entry_point

@@ -96,3 +96,13 @@ def test_errors_are_spork_errors_with_json():
         analyze(P.too_many_threads)
     data = info.value.to_json()
     assert data["kind"] == "CollectiveError" and data["line"] == marked_line("too_many_threads")
+
+
+def test_errors_leave_the_api_with_the_users_frames_only():
+    import traceback
+
+    with pytest.raises(SporkError) as info:
+        analyze(P.too_many_threads)
+    files = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
+    internal = [f for f in files if "/spork_lab/" in f or "/exo/" in f]
+    assert internal == [f for f in files if f.endswith("spork_lab/errors.py")] and len(internal) == 1

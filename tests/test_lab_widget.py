@@ -132,3 +132,24 @@ def test_doctor_prints_versions(capsys):
     for name in ("jupyterlab", "ipywidgets", "anywidget", "plotly", "CuPy", "nvcc", "GPU", "widgets can render"):
         assert name in out
     assert isinstance(report["widgets_can_render"], bool)
+
+
+def test_spork_errors_show_as_one_message_in_ipython(capfd):
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "spork_lab")
+        cell = (
+            "from __future__ import annotations\n"
+            "from spork_lab import proc\n"
+            "from spork_lab.platforms.cuda import *\n"
+            "@proc\n"
+            "def bad(x: f32[32] @ CudaGmemLinear):\n"
+            "    Fence(cuda_in_order)\n"
+        )
+        result = shell.run_cell(cell)
+        err = capfd.readouterr().err
+        assert not result.success
+        assert "SporkSyntaxError: " in err and ":6: Fence takes 2 arguments, got 1" in err
+        assert "Traceback" not in err
+    finally:
+        InteractiveShell.clear_instance()

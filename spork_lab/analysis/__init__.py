@@ -51,11 +51,13 @@ from typing import Union
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
+from ..errors import user_facing
 from .checks import check_statements
 from .result import Analysis, IterInfo, StmtInfo
 from .scopes import ScopeWalker
 
 
+@user_facing
 def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     """The static analysis of a proc; raises SporkError subclasses on misuse."""
     proc_ir = p._loopir_proc if isinstance(p, Procedure) else p

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import exo
 from exo.API import Procedure
 
-from ..errors import CodegenError
+from ..errors import CodegenError, user_facing
 from ..sync.lowering import prelude_lines
 from ..analysis import analyze
 from ._host import HostRewriter
@@ -83,6 +83,7 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
             )
 
 
+@user_facing
 def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_kernels", arch: Optional[str] = None) -> tuple:
     """(c, h, cu, cuh) source text for these procs; files are expected to be named basename.{c,h,cu,cuh}.
 
@@ -133,6 +134,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     return c, h, cu + "\n", cuh
 
 
+@user_facing
 def compile_procs(procs: Sequence[Procedure], directory, basename: str, arch: Optional[str] = None) -> list:
     """Write basename.c, .h, .cu and .cuh into `directory`; returns their paths."""
     directory = Path(directory)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 from exo.API import Procedure
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..errors import SporkError
 
 from . import _render
 from ._codeview import code_view
@@ -52,3 +56,9 @@ def load_ipython_extension(ipython) -> None:
     formatters = ipython.display_formatter.formatters
     formatters["text/html"].for_type(Procedure, proc_html)
     formatters["text/plain"].for_type(Procedure, lambda p, printer, cycle: printer.text(str(p)))
+    ipython.set_custom_exc((SporkError,), _show_spork_error)
+
+
+def _show_spork_error(shell, etype, value, tb, tb_offset=None) -> None:
+    """A SporkError already names the user's file and line: show it without a traceback."""
+    print(f"{etype.__name__}: {value}", file=sys.stderr)

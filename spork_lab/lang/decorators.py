@@ -9,20 +9,17 @@ from typing import Callable, Optional
 from exo.API import Procedure
 
 from ..coll.algebra import CollUnit, cuda_thread
-from ..errors import SporkError
+from ..errors import user_facing
 from ..sync.timelines import InstrTl, cuda_in_order_instr
 from .frontend import parse_function
 from .instrs import InstrInfo, register_instr
 
 
+@user_facing
 def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
     if not isinstance(func, types.FunctionType):
         raise TypeError("@proc and @instr must decorate a function")
-    try:
-        return parse_function(func, caller_locals, instr=instr)
-    except SporkError as e:
-        # The message names the user's file and line; our frames would only hide it.
-        raise e.with_traceback(None) from None
+    return parse_function(func, caller_locals, instr=instr)
 
 
 def proc(func: Callable) -> Procedure:

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name
-from ..errors import BuildError
+from ..errors import BuildError, user_facing
 from ._args import ProcSpec, check_args, proc_spec
 
 CACHE_DIR = Path(os.environ.get("SPORK_LAB_CACHE", Path.home() / ".cache" / "spork_lab"))
@@ -132,6 +132,7 @@ class BuiltModule:
             setattr(self, name, p)
 
 
+@user_facing
 def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None) -> BuiltModule:
     """Compile procs to a shared library for `arch` (default: the local GPU) and load it."""
     procs = list(procs)

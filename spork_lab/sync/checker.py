@@ -31,7 +31,7 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR
 
 from ..coll.algebra import cuda_thread, cuda_warp, cuda_warpgroup
-from ..errors import SyncError
+from ..errors import SyncError, user_facing
 from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..lang.instrs import instr_info
 from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
@@ -183,6 +183,7 @@ class SyncReport:
         }
 
 
+@user_facing
 def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = "compiled", **sizes) -> SyncReport:
     """Run the abstract machine on proc `p` with the given size arguments.
 
