@@ -17,7 +17,7 @@ class SporkError(Exception):
         self.message = message
         self.filename = getattr(srcinfo, "filename", None)
         self.lineno = getattr(srcinfo, "lineno", None)
-        where = f"{self.filename}:{self.lineno}: " if self.filename else ""
+        where = f"{_place(self.filename)}:{self.lineno}: " if self.filename else ""
         super().__init__(f"{where}{message}")
 
     def to_json(self) -> dict:
@@ -27,6 +27,16 @@ class SporkError(Exception):
             "file": self.filename,
             "line": self.lineno,
         }
+
+
+def _place(filename: str) -> str:
+    """The file as the user knows it: `Cell In[3]` for a notebook or IPython cell."""
+    try:
+        shell = get_ipython()  # noqa: F821 -- defined only inside IPython
+    except NameError:
+        return filename
+    cell = getattr(shell.compile, "_filename_map", {}).get(filename)
+    return f"Cell In[{cell}]" if cell is not None else filename
 
 
 class SporkSyntaxError(SporkError):

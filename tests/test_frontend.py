@@ -273,6 +273,7 @@ def test_procs_defined_in_ipython_cells(tmp_path):
     result = shell.run_cell(cell)
     assert result.success, result.error_in_exec
     assert "for t in cuda_threads(0, 32):" in str(shell.user_ns["in_cell"])
-    bad = shell.run_cell(cell.replace("cuda_threads(0, 32)", "cuda_thread(0, 32)"))
+    bad = shell.run_cell(cell.replace("cuda_threads(0, 32)", "cuda_thread(0, 32)"), store_history=True)
     assert isinstance(bad.error_in_exec, sl.SporkSyntaxError)
     assert bad.error_in_exec.lineno == 8
+    assert str(bad.error_in_exec).startswith(f"Cell In[{bad.execution_count}]:8: unknown loop mode 'cuda_thread'")
