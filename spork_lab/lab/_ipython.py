@@ -16,7 +16,7 @@ from ._codeview import code_view
 
 def proc_html(p: Procedure) -> str:
     """A proc as syntax-highlighted Exo-GPU code (what notebooks show for a proc after %load_ext spork_lab)."""
-    return f"<style>{_render.CSS_PATH.read_text()}</style><div class=\"sl-wb sl-proc\">{_render.code(code_view(p), {}, None)}</div>"
+    return _render.standalone(f'<div class="sl-wb sl-proc">{_render.code(code_view(p), {}, None)}</div>')
 
 
 @magics_class

@@ -8,7 +8,9 @@ One renderer for both keeps the two pictures identical.
 from __future__ import annotations
 
 import json
+import re
 from html import escape
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
 
@@ -174,13 +176,81 @@ def hazards(note: str, cards: list[dict]) -> str:
 
 
 def static_page(state: dict) -> str:
-    """All views on one page with the stylesheet inline: the picture a notebook keeps without a kernel."""
+    """All views on one page: the picture a notebook keeps without a kernel."""
     views = state["views"]
     sections = "".join(
         f'<div class="sl-section"><div class="sl-section-title">{escape(label)}</div>{views[key]}</div>'
         for key, label in state["tabs"]
     )
-    return (
-        f"<style>{CSS_PATH.read_text()}</style>"
-        f'<div class="sl-wb sl-static">{views["header"]}{sections}</div>'
-    )
+    return standalone(f'<div class="sl-wb sl-static">{views["header"]}{sections}</div>')
+
+
+def standalone(html: str) -> str:
+    """HTML that draws itself without the widget's front end.
+
+    The stylesheet travels twice: as a <style> block, and copied into each
+    element's style attribute, because untrusted notebooks and GitHub strip
+    <style> blocks but keep (most) inline styles.
+    """
+    css = CSS_PATH.read_text()
+    return f"<style>{css}</style>{inline_styles(html, css)}"
+
+
+_VAR = re.compile(r"var\(--[\w-]+,\s*([^()]*)\)")  # var(--jp-x, fallback) -> fallback: no theme variables outside JupyterLab
+_SIMPLE_SELECTOR = re.compile(r"^((?:\.[\w-]+)+)(?:\s+([a-z]+))?$")  # .a, .a.b, or .a tag
+
+
+def _class_rules(css: str) -> list:
+    """(required classes, descendant tag or None, declarations) of the rules simple enough to inline."""
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S)):
+        declarations = " ".join(_VAR.sub(r"\1", body).split()).rstrip(";")
+        for selector in selectors.split(","):
+            m = _SIMPLE_SELECTOR.match(selector.strip())
+            if m and ".sl-live" not in m.group(1):
+                rules.append((set(m.group(1)[1:].split(".")), m.group(2), declarations))
+    return rules
+
+
+class _Inliner(HTMLParser):
+    """Rewrites HTML, adding the declarations of matching class rules to each element's style."""
+
+    VOID = {"br", "hr", "img", "input", "meta", "link", "wbr"}
+
+    def __init__(self, rules: list):
+        super().__init__(convert_charrefs=False)
+        self.rules, self.out, self.ancestors = rules, [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = set((attrs.get("class") or "").split())
+        above = set().union(*self.ancestors) if self.ancestors else set()
+        style = [d for need, t, d in self.rules if (t is None and need <= classes) or (t == tag and need <= above)]
+        if style:
+            attrs["style"] = "; ".join(style + ([attrs["style"]] if attrs.get("style") else []))
+        text = "".join(f' {k}="{escape(v or "", quote=True)}"' if v is not None else f" {k}" for k, v in attrs.items())
+        self.out.append(f"<{tag}{text}>")
+        if tag not in self.VOID:
+            self.ancestors.append(classes)
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.ancestors:
+            self.ancestors.pop()
+        self.out.append(f"</{tag}>")
+
+    def handle_data(self, data):
+        self.out.append(data)
+
+    def handle_entityref(self, name):
+        self.out.append(f"&{name};")
+
+    def handle_charref(self, name):
+        self.out.append(f"&#{name};")
+
+
+def inline_styles(html: str, css: str) -> str:
+    """`html` with the simple class rules of `css` copied into style attributes."""
+    inliner = _Inliner(_class_rules(css))
+    inliner.feed(html)
+    inliner.close()
+    return "".join(inliner.out)

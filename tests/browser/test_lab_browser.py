@@ -143,3 +143,25 @@ def test_tutorial_in_jupyterlab(lab):
         expect(page.get_by_text("Error displaying widget")).to_have_count(0)
         page.screenshot(path=str(SHOTS / "06_notebook_end.png"), full_page=False)
         browser.close()
+
+
+def test_saved_tutorial_shows_its_pictures_before_anything_runs(lab):
+    """The tutorial is stored executed: opened fresh, untrusted, nothing run, its workbench outputs
+    still show the code and the hazards of each state, styled."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{lab}/lab/tree/01_first_kernel.ipynb?token={TOKEN}")
+        pictures = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .sl-wb.sl-static")
+        expect(pictures.first).to_be_visible(timeout=60_000)
+        assert pictures.count() >= 3
+        broken = pictures.filter(has_text="hazard(s) at n=512").first
+        expect(broken.locator(".sl-hazard").first).to_contain_text("RAW hazard")
+        line = broken.locator(".sl-line").first
+        assert line.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"  # the inline styles survived
+        broken.locator(".sl-hazard").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "07_saved_notebook_unexecuted.png"))
+        expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+        browser.close()
