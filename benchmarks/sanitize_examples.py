@@ -22,9 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
-EXAMPLES = ["vec_add", "reverse_tiles", "block_reduce", "warp_specialized_copy", "sync_ring", "cp_async_double_buffer"]
+# Every runnable example, at a size small enough for the sanitizers.
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
-         "sync_ring": 1024, "cp_async_double_buffer": 1 << 14}  # fmt: skip
+         "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
+         "event_two_stage": 1 << 14}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 
@@ -67,7 +68,7 @@ def main() -> int:
         print("compute-sanitizer not found on PATH")
         return 1
     rows = ["| example | proc | tool | result | sanitizer summary |", "|---|---|---|---|---|"]
-    for module_name in EXAMPLES:
+    for module_name in SMALL:
         for p in importlib.import_module(module_name).PROCS:
             target = f"{module_name}:{p.name()}"
             subprocess.run([sys.executable, __file__, "--one", target], capture_output=True)  # build (cached)

@@ -26,17 +26,10 @@ from spork_lab.sync.timelines import Sm80_generic as _Sm80_generic, cuda_in_orde
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 from vec_add import vec_add  # noqa: E402
+
+from conftest import runnable_examples  # noqa: E402
 GOLDEN = ROOT / "tests" / "golden" / "test_codegen"
-EXAMPLES = [
-    "vec_add",
-    "reverse_tiles",
-    "block_reduce",
-    "warp_specialized_copy",
-    "sync_ring",
-    "mbarrier_ring_tasks",
-    "cp_async_double_buffer",
-    "event_two_stage",
-]
+EXAMPLES = runnable_examples()
 HOST_USES_CUDA = {"event_two_stage"}  # its host C calls the CUDA runtime (events): compiled by nvcc only
 
 

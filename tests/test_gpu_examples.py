@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from conftest import runnable_examples
 
-EXAMPLES = [
-    "vec_add",
-    "reverse_tiles",
-    "block_reduce",
-    "warp_specialized_copy",
-    "sync_ring",
-    "mbarrier_ring_tasks",
-    "cp_async_double_buffer",
-    "event_two_stage",
-]
+EXAMPLES = runnable_examples()
 CASES = [(m, i) for m in EXAMPLES for i in range(len(importlib.import_module(m).PROCS))]
 
 
