@@ -13,6 +13,7 @@ from exo.core.LoopIR import LoopIR
 
 import spork_lab as sl
 from spork_lab.lang.frontend import default_namespace
+from spork_lab.lang.ir import walk_stmts
 from spork_lab.lang.loop_modes import CudaTasks, CudaThreads, WithBlock
 from spork_lab.lang.printer import EXO_PRINT_CURSOR, EXO_PROC_STR
 from spork_lab.lang.sync_stmts import sync_spec_of
@@ -47,15 +48,8 @@ def _all_procs():
     return found
 
 
-def _walk(stmts):
-    for s in stmts:
-        yield s
-        for attr in ("body", "orelse"):
-            yield from _walk(getattr(s, attr, []))
-
-
 def _modes(p):
-    return [s.loop_mode for s in _walk(p._loopir_proc.body) if isinstance(s, LoopIR.For)]
+    return [s.loop_mode for s in walk_stmts(p._loopir_proc.body) if isinstance(s, LoopIR.For)]
 
 
 @pytest.mark.parametrize("module, p", _all_procs())
@@ -90,7 +84,7 @@ def test_warp_config_and_named_warps():
 
 
 def test_sync_statements_carry_their_specs():
-    specs = [sync_spec_of(s) for s in _walk(P.barriers_everywhere._loopir_proc.body)]
+    specs = [sync_spec_of(s) for s in walk_stmts(P.barriers_everywhere._loopir_proc.body)]
     specs = [s for s in specs if s is not None]
     assert [s.kind for s in specs] == ["ReverseAwait", "Arrive", "Await", "Arrive", "Await", "ReverseArrive", "Fence"]
     assert specs[0].N == ~1 and specs[0].barrier_mem is CudaMbarrier and specs[0].barrier_ndim == 0

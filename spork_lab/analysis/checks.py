@@ -19,6 +19,7 @@ from exo.core.memory import Memory
 from ..errors import CollectiveError, TimelineError
 from ..lang.blocks import CudaDeviceFunction
 from ..lang.instrs import instr_info, template_call_of
+from ..lang.ir import walk_stmts
 from ..lang.loop_modes import WithBlock
 from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..platforms.memories import CudaMemory
@@ -47,20 +48,11 @@ def check_statements(proc_ir: LoopIR.proc, stmts: list) -> None:
 def _memories(proc_ir: LoopIR.proc) -> dict:
     """Memory of every data variable of the proc (arguments, allocations, windows) by Sym."""
     memories = {a.name: a.mem for a in proc_ir.args if a.type.is_numeric()}
-
-    def visit(stmts: list) -> None:
-        for s in stmts:
-            if isinstance(s, LoopIR.Alloc):
-                memories[s.name] = s.mem
-            elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in memories:
-                memories[s.name] = memories[s.rhs.name]
-            elif isinstance(s, LoopIR.For):
-                visit(s.body)
-            elif isinstance(s, LoopIR.If):
-                visit(s.body)
-                visit(s.orelse)
-
-    visit(proc_ir.body)
+    for s in walk_stmts(proc_ir.body):
+        if isinstance(s, LoopIR.Alloc):
+            memories[s.name] = s.mem
+        elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in memories:
+            memories[s.name] = memories[s.rhs.name]
     return memories
 
 
@@ -136,18 +128,10 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
 
 def _launches_kernels(proc_ir: LoopIR.proc) -> bool:
     """Whether a proc's body holds a `with CudaDeviceFunction` block (at any depth)."""
-
-    def has(stmts) -> bool:
-        for s in stmts:
-            if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(
-                s.loop_mode.ctx, CudaDeviceFunction
-            ):
-                return True
-            if isinstance(s, (LoopIR.For, LoopIR.If)) and (has(s.body) or has(getattr(s, "orelse", []))):
-                return True
-        return False
-
-    return has(proc_ir.body)
+    return any(
+        isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaDeviceFunction)
+        for s in walk_stmts(proc_ir.body)
+    )
 
 
 def _check_instr_tl(s: LoopIR.Call, info: StmtInfo, tl: InstrTl) -> None:
@@ -245,27 +229,19 @@ def _param_effects(proc_ir: LoopIR.proc) -> dict:
         for child in _subexprs(e):
             reads(child)
 
-    def visit(stmts: list) -> None:
-        for s in stmts:
-            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-                note(s.name, "write")
-                if isinstance(s, LoopIR.Reduce):
-                    note(s.name, "read")
-                for e in [*s.idx, s.rhs]:
-                    reads(e)
-            elif isinstance(s, LoopIR.WindowStmt):
-                aliases[s.name] = base(s.rhs.name)
-            elif isinstance(s, LoopIR.Call):
-                inner = _param_effects(s.f)
-                for param, arg in zip(s.f.args, s.args):
-                    if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
-                        for action in inner.get(param.name, ()):
-                            note(arg.name, action)
-            elif isinstance(s, LoopIR.For):
-                visit(s.body)
-            elif isinstance(s, LoopIR.If):
-                visit(s.body)
-                visit(s.orelse)
-
-    visit(proc_ir.body)
+    for s in walk_stmts(proc_ir.body):
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            note(s.name, "write")
+            if isinstance(s, LoopIR.Reduce):
+                note(s.name, "read")
+            for e in [*s.idx, s.rhs]:
+                reads(e)
+        elif isinstance(s, LoopIR.WindowStmt):
+            aliases[s.name] = base(s.rhs.name)
+        elif isinstance(s, LoopIR.Call):
+            inner = _param_effects(s.f)
+            for param, arg in zip(s.f.args, s.args):
+                if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
+                    for action in inner.get(param.name, ()):
+                        note(arg.name, action)
     return effects

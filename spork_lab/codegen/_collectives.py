@@ -15,6 +15,7 @@ from exo.core.LoopIR import LoopIR
 from ..analysis import analyze
 from ..coll.algebra import CollTiling
 from ..errors import CodegenError
+from ..lang.ir import walk_stmts
 
 
 def iter_key(sym) -> str:
@@ -28,21 +29,10 @@ def scope_tilings(kernel_proc: LoopIR.proc) -> dict:
     For a loop or `with` block the entry is the tiling its body runs with.
     """
     analysis = analyze(kernel_proc)
-    out: dict = {}
-
-    def walk(stmts):
-        for s in stmts:
-            if isinstance(s, LoopIR.For):
-                out[id(s)] = analysis.stmt_info(s.body[0]).tiling
-                walk(s.body)
-            else:
-                out[id(s)] = analysis.stmt_info(s).tiling
-                if isinstance(s, LoopIR.If):
-                    walk(s.body)
-                    walk(s.orelse)
-
-    walk(kernel_proc.body[0].body)
-    return out
+    return {
+        id(s): analysis.stmt_info(s.body[0] if isinstance(s, LoopIR.For) else s).tiling
+        for s in walk_stmts(kernel_proc.body[0].body)
+    }
 
 
 def new_op(parent: CollTiling, body: CollTiling) -> Optional[tuple]:

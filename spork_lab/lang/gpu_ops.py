@@ -28,6 +28,7 @@ from exo.rewrite.LoopIR_scheduling import SchedulingError
 
 from ..sync.timelines import InstrTl, SyncTl
 from .blocks import BlockContext
+from .ir import walk_stmts
 from .loop_modes import WithBlock, to_loop_mode
 from .sync_stmts import BARRIER_CARRIER, BarrierMemory, SyncSpec, is_barrier_alloc, sync_proc
 
@@ -103,16 +104,8 @@ class _BarrierExprA(ArgumentProcessor):
 
 
 def _barrier_alloc(proc: Procedure, name: str):
-    found = []
-
-    def walk(stmts):
-        for s in stmts:
-            if is_barrier_alloc(s) and s.name.name() == name:
-                found.append(s)
-            for attr in ("body", "orelse"):
-                walk(getattr(s, attr, []))
-
-    walk(proc._loopir_proc.body)
+    """The (last) barrier allocation called `name`, or None."""
+    found = [s for s in walk_stmts(proc._loopir_proc.body) if is_barrier_alloc(s) and s.name.name() == name]
     return found[-1] if found else None
 
 
