@@ -14,7 +14,6 @@ from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
 from ..coll.algebra import CollTiling
-from ..errors import CodegenError
 from ..lang.ir import walk_stmts
 
 

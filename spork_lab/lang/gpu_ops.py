@@ -11,7 +11,6 @@ import re
 from typing import Optional, Union
 
 from exo.API import Procedure
-from exo.API_cursors import lift_cursor
 from exo.API_scheduling import (
     ArgumentProcessor,
     BlockCursorA,
