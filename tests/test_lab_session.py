@@ -94,10 +94,14 @@ def test_script_replays_to_the_same_proc(tmp_path):
     assert ir_equal(replayed.INTERNAL_proc().body, wb.proc.INTERNAL_proc().body)
 
 
-def test_cursor_arguments_are_recorded_as_navigation():
+def test_cursor_arguments_are_recorded_as_users_write_them():
     wb = Workbench(seq_reverse)
     wb.apply(insert_fence, seq_reverse.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
-    assert wb.steps[0].args[0] == "p.body()[0].body()[2].before()"
+    assert wb.steps[0].args[0] == "p.find_loop('tid #1').before()"
+    wb.apply(insert_fence, wb.proc.find_loop("task").body()[2].after(), cuda_in_order, cuda_in_order)
+    assert wb.steps[1].args[0] == "p.body()[0].body()[2].after()"  # a Fence: no pattern names it
+    wb.apply(set_memory, "tile", CudaSmemLinear)
+    assert wb.steps[2].args[0] == "'tile'"
 
 
 def test_analysis_error_marks_its_lines_and_kernel_has_tiling():
