@@ -36,6 +36,7 @@ CORRECT = [
     ("warp_specialized_copy", "warp_specialized_copy", {"n": 1024}),
     ("sync_ring", "ring_copy", {"n": 256}),
     ("cp_async_double_buffer", "cp_async_double_buffer", {"n": 1024}),
+    ("sm80_mma_gemm", "sm80_mma_gemm", {"M": 128, "N": 128, "K": 64}),
 ]
 
 

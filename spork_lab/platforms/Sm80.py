@@ -79,13 +79,34 @@ Sm80_cp_async_f32 = InstrTemplate("Sm80_cp_async_f32", _make_cp_async_f32, {"siz
 # lane = 4 * group + tig; A: a0 (group, tig), a1 (group + 8, tig), a2 (group, tig + 4),
 # a3 (group + 8, tig + 4); B: b0 (tig, group), b1 (tig + 4, group);
 # D: d0, d1 (group, 2 * tig + {0, 1}), d2, d3 (group + 8, 2 * tig + {0, 1}).
-_LANE = "const unsigned group = (threadIdx.x % 32u) / 4u, tig = threadIdx.x % 4u;"
+# The templates' locals are prefixed `sm80_` so they do not shadow names used in the
+# arguments' index expressions. The loads round f32 to tf32 (cvt.rna) as mma expects.
+_LANE = "const unsigned sm80_g = (threadIdx.x % 32u) / 4u, sm80_t = threadIdx.x % 4u;"
+
+
+def _load_tf32(rmem: str, smem: str, offsets: list) -> str:
+    """Template loading rmem[i] = tf32(smem[offsets[i]]), rounded to nearest (ties away) by cvt.rna."""
+    loads = " ".join(
+        f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(sm80_u) : "f"(sm80_s[{off}])); {{{rmem}_data}}[{i}] = __uint_as_float(sm80_u);'
+        for i, off in enumerate(offsets)
+    )
+    return (
+        f"{{{{ const float *sm80_s = &{{{smem}_data}}; const int sm80_ld = {{{smem}}}.strides[0]; "
+        f"{_LANE} unsigned sm80_u; {loads} }}}}"
+    )
 
 
 @instr(
-    "{{ " + _LANE + " const float *s = &{smem_data}; const int ld = {smem}.strides[0];"
-    " {rmem_data}[0] = s[group * ld + tig]; {rmem_data}[1] = s[(group + 8) * ld + tig];"
-    " {rmem_data}[2] = s[group * ld + tig + 4]; {rmem_data}[3] = s[(group + 8) * ld + tig + 4]; }}",
+    _load_tf32(
+        "rmem",
+        "smem",
+        [
+            "sm80_g * sm80_ld + sm80_t",
+            "(sm80_g + 8) * sm80_ld + sm80_t",
+            "sm80_g * sm80_ld + sm80_t + 4",
+            "(sm80_g + 8) * sm80_ld + sm80_t + 4",
+        ],
+    ),
     coll_unit=cuda_warp,
 )
 def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
@@ -95,8 +116,7 @@ def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 
 
 
 @instr(
-    "{{ " + _LANE + " const float *s = &{smem_data}; const int ld = {smem}.strides[0];"
-    " {rmem_data}[0] = s[tig * ld + group]; {rmem_data}[1] = s[(tig + 4) * ld + group]; }}",
+    _load_tf32("rmem", "smem", ["sm80_t * sm80_ld + sm80_g", "(sm80_t + 4) * sm80_ld + sm80_g"]),
     coll_unit=cuda_warp,
 )
 def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8] @ CudaSmemLinear):
@@ -105,7 +125,7 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
             rmem[k, n] = smem[k, n]
 
 
-@instr("{{ for (int r = 0; r < 4; ++r) {rmem_data}[r] = 0.0f; }}", coll_unit=cuda_warp)
+@instr("{{ for (int sm80_r = 0; sm80_r < 4; ++sm80_r) {rmem_data}[sm80_r] = 0.0f; }}", coll_unit=cuda_warp)
 def Sm80_mma_zero_d_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
     for m in seq(0, 16):
         for n in seq(0, 8):
@@ -131,9 +151,10 @@ def Sm80_mma_tf32(
 
 
 @instr(
-    "{{ " + _LANE + " float *g = &{gmem_data}; const int ld = {gmem}.strides[0];"
-    " g[group * ld + 2 * tig] = {rmem_data}[0]; g[group * ld + 2 * tig + 1] = {rmem_data}[1];"
-    " g[(group + 8) * ld + 2 * tig] = {rmem_data}[2]; g[(group + 8) * ld + 2 * tig + 1] = {rmem_data}[3]; }}",
+    "{{ float *sm80_p = &{gmem_data}; const int sm80_ld = {gmem}.strides[0]; " + _LANE +
+    " sm80_p[sm80_g * sm80_ld + 2 * sm80_t] = {rmem_data}[0]; sm80_p[sm80_g * sm80_ld + 2 * sm80_t + 1] = {rmem_data}[1];"
+    " sm80_p[(sm80_g + 8) * sm80_ld + 2 * sm80_t] = {rmem_data}[2];"
+    " sm80_p[(sm80_g + 8) * sm80_ld + 2 * sm80_t + 1] = {rmem_data}[3]; }}",
     coll_unit=cuda_warp,
 )
 def Sm80_mma_store_d_tf32(gmem: [f32][16, 8] @ CudaGmemLinear, rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
