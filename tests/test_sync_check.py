@@ -177,3 +177,35 @@ def test_tiled_gemm_benchmark_proc_passes():
     from bench_sync_check import gemm
 
     assert sync_check(gemm, M=64, N=64, K=32).ok
+
+
+def test_lanes_of_a_fragment_load_do_not_see_each_other():
+    """A warp's fragment load reads shared memory lane by lane (not convergent, unlike mma.sync):
+    overwriting the tile needs a Fence even though the whole warp issued the load."""
+    from sm80_mma_gemm import sm80_mma_gemm
+
+    from spork_lab.sync.mutants import sync_cursors, without_syncs
+
+    assert sync_check(sm80_mma_gemm, M=64, N=64, K=64).ok
+    k_tile_fence = next(i for i, c in enumerate(sync_cursors(sm80_mma_gemm))
+                        if "Fence(cuda_in_order, Sm80_generic)" in str(c._impl._node))
+    broken = sync_check(without_syncs(sm80_mma_gemm, [k_tile_fence]), M=64, N=64, K=64)
+    h = broken.hazards[0]
+    assert (h.kind, h.buffer) == ("WAR", "A_s")
+    assert "Sm80_mma_load_a_tf32" in h.other.stmt.text and "Sm80_cp_async_f32" in h.access.stmt.text
+
+
+def test_only_non_convergent_multi_thread_instrs_leave_shared_accesses_unordered():
+    from sm80_mma_gemm import sm80_mma_gemm  # noqa: F401 -- registers the Sm80 instrs' calls below
+
+    from spork_lab.platforms.cuda import CudaGmemLinear, CudaRmem, CudaSmemLinear
+    from spork_lab.platforms.Sm80 import Sm80_RmemMatrixA, Sm80_mma_load_a_tf32, Sm80_mma_tf32
+    from spork_lab.sync.access import unordered_access
+
+    load, mma = str(Sm80_mma_load_a_tf32.name()), str(Sm80_mma_tf32.name())
+    assert unordered_access(load, 32, CudaSmemLinear)
+    assert unordered_access(load, 32, CudaGmemLinear)
+    assert not unordered_access(load, 32, Sm80_RmemMatrixA)  # the warp's own registers
+    assert not unordered_access(load, 1, CudaSmemLinear)  # one thread: program order
+    assert not unordered_access(mma, 32, CudaSmemLinear)  # convergent by definition
+    assert not unordered_access(None, 32, CudaRmem)  # plain code outside instrs

@@ -35,6 +35,7 @@ def instr(
     coll_unit: CollUnit = cuda_thread,
     usage_tls: Optional[dict] = None,
     cuda_includes: tuple = (),
+    convergent: bool = False,
 ) -> Callable[[Callable], Procedure]:
     """Like exo's @instr, plus the instr-tl and collective unit the instruction needs."""
     if not isinstance(c_instr, str):
@@ -42,7 +43,7 @@ def instr(
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
-        register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes)))
+        register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent))
         return p
 
     return decorate

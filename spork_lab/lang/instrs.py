@@ -19,6 +19,7 @@ class InstrInfo:
     coll_unit: CollUnit = cuda_thread
     usage_tls: dict = field(default_factory=dict)  # parameter name -> UsageTl (wgmma operands)
     cuda_includes: tuple = ()  # headers the CUDA code needs
+    convergent: bool = False  # all threads of the collective act as one (mma.sync), not lane by lane
 
 
 _INFO_BY_PROC_NAME: dict[str, InstrInfo] = {}
@@ -32,6 +33,10 @@ def instr_info(call_or_proc) -> Optional[InstrInfo]:
     """The InstrInfo of an Exo-GPU instr (a LoopIR.Call or proc), None for plain procs."""
     proc = call_or_proc.f if isinstance(call_or_proc, LoopIR.Call) else call_or_proc
     return _INFO_BY_PROC_NAME.get(proc.name)
+
+
+def instr_info_by_name(name: str) -> Optional[InstrInfo]:
+    return _INFO_BY_PROC_NAME.get(name)
 
 
 def usage_tl_of(info: InstrInfo, param: str) -> Optional[UsageTl]:

@@ -140,6 +140,7 @@ def Sm80_mma_zero_d_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
     '"r"(__float_as_uint({A_data}[2])), "r"(__float_as_uint({A_data}[3])), '
     '"r"(__float_as_uint({B_data}[0])), "r"(__float_as_uint({B_data}[1])));',
     coll_unit=cuda_warp,
+    convergent=True,  # mma.sync.aligned: the warp executes it as one
 )
 def Sm80_mma_tf32(
     D: [f32][16, 8] @ Sm80_RmemMatrixD, A: [f32][16, 8] @ Sm80_RmemMatrixA, B: [f32][8, 8] @ Sm80_RmemMatrixB

@@ -17,17 +17,16 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..coll.algebra import cuda_thread, cuda_warp, cuda_warpgroup
 from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..lang.instrs import instr_info
 from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..lang.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaMbarrier
 from . import timelines as tl
+from .access import is_shared_memory, unordered_access
 from .checker import _numeric_reads
 from .threads import ThreadMap
 
-_REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
 _C_OPS = {"+": "+", "-": "-", "*": "*", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "==": "==", "and": "&&", "or": "||"}
 
 
@@ -112,6 +111,7 @@ class Emitter:
         self.tables: dict = {}  # id(tiling) -> (C table name, ((iter name, stride), ...))
         self.table_text: list = []
         self.slots: list = []  # (name id, is_arg, shared)
+        self.slot_mems: list = []  # the memory of each slot
         self.names: dict = {}
         self.queues: list = []
         self.events: list = []
@@ -335,8 +335,8 @@ class Emitter:
         shape = [self.expr(d, env) for d in decl.type.shape()] if decl.type.is_tensor_or_window() else []
         slot = len(self.slots)
         name = str(decl.name)
-        shared = getattr(decl.mem, "native_unit", None) not in _REGISTER_UNITS
-        self.slots.append((self.name_id(name), int(is_arg), int(shared)))
+        self.slots.append((self.name_id(name), int(is_arg), int(is_shared_memory(decl.mem))))
+        self.slot_mems.append(decl.mem)
         strides = []
         size = "INT64_C(1)"
         for k in reversed(range(len(shape))):
@@ -372,10 +372,15 @@ class Emitter:
         accesses.append((s.name, s.idx, 1))
         mask = self.mask_expr(ctx)
         stmt = self.stmt_id(ctx.in_instr or s)
+        threads = ctx.tiling.thread_count if ctx.tiling is not None else 1
         for sym, idx, write in accesses:
             view = env[sym]
             pair = tl.pair_bit(ctx.instr_tl, view.usage)
-            self.line(f"sc_access(M, {view.slot}, {self.element(view, idx, env)}, {mask}, {pair}, {stmt}, {write});")
+            instr = str(ctx.in_instr.f.name) if ctx.in_instr is not None else None
+            unordered = int(unordered_access(instr, threads, self.slot_mems[view.slot]))
+            self.line(
+                f"sc_access(M, {view.slot}, {self.element(view, idx, env)}, {mask}, {pair}, {stmt}, {write}, {unordered});"
+            )
 
     def loop(self, s, ctx: Ctx, env: dict) -> None:
         mode = s.loop_mode

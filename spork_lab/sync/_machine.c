@@ -93,7 +93,7 @@ struct Machine {
     uint32_t clock;
     int32_t live_head;
     int64_t task, ntasks;
-    Fresh *fresh;                 /* [pair][mask] */
+    Fresh *fresh;                 /* [unordered][pair][mask] */
     /* read-set nodes, hash-consed on (rec, next) */
     Node *nodes;
     int32_t nnode, capnode, *freenode, nfreenode;
@@ -328,20 +328,22 @@ static int32_t rec_alloc(Machine *M) {
     return r;
 }
 
-/* The record of a new access by threads `mask` on pair p (interned; refs not taken). */
-static int32_t fresh_record(Machine *M, int mask, int p) {
-    Fresh *c = &M->fresh[(int64_t)p * M->nmasks + mask];
+/* The record of a new access by threads `mask` on pair p (interned; refs not taken).
+   `unordered`: visible to no thread yet (V_S empty), as sync/access.py explains. */
+static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
+    Fresh *c = &M->fresh[((int64_t)unordered * NP + p) * M->nmasks + mask];
+    const int32_t po = unordered ? 0 : M->po[p];
     if (c->rec && c->task == M->task && M->ref[c->rec].slot >= 0 && R(M, c->rec)->stamp == c->stamp) return c->rec;
     const uint64_t *tm = mask_bits(M, mask);
     memset(VA(M, 0, 0), 0, sizeof(uint64_t) * M->rw);
     memcpy(VA(M, 0, p), tm, sizeof(uint64_t) * M->nw);
     for (int q = 0; q < NP; q++)
-        if (M->po[p] >> q & 1) memcpy(VS(M, 0, q), tm, sizeof(uint64_t) * M->nw);
+        if (po >> q & 1) memcpy(VS(M, 0, q), tm, sizeof(uint64_t) * M->nw);
     Rec *s = R(M, 0);
     s->task = M->task;
     s->nmarks = 0;
     s->vamask = 1u << p;
-    s->vsmask = (uint32_t)M->po[p];
+    s->vsmask = (uint32_t)po;
     s->hash = rec_hash(M, 0);
     int32_t r = rtable_find(M, 0);
     if (!r) {
@@ -352,7 +354,7 @@ static int32_t fresh_record(Machine *M, int mask, int p) {
         x->task = M->task;
         x->hash = R(M, 0)->hash;
         x->vamask = 1u << p;
-        x->vsmask = (uint32_t)M->po[p];
+        x->vsmask = (uint32_t)po;
         x->stamp = ++M->clock;
         rtable_insert(M, r);
         live_push(M, r);
@@ -539,7 +541,7 @@ Machine *sc_new(int nw, int nmasks, const uint64_t *masks, const int32_t *po_mas
     M->qp = queues;
     M->qs = calloc(nqueues ? nqueues : 1, sizeof(Queue));
     for (int i = 0; i < nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
-    M->fresh = calloc((size_t)NP * nmasks, sizeof(Fresh));
+    M->fresh = calloc((size_t)2 * NP * nmasks, sizeof(Fresh));
     M->maxh = max_hazards;
     M->haz = calloc((size_t)4 * (max_hazards + 1), sizeof(int64_t));
     M->maxev = max_events;
@@ -623,7 +625,7 @@ void sc_release(Machine *M, int slot, int stmt) {
 }
 
 /* A read or write of element e of a buffer slot by the threads of `mask` on pair bit `pair`. */
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write) {
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write, int unordered) {
     Buf *b = &M->bufs[slot];
     if ((uint64_t)e >= (uint64_t)b->n) { M->status = SC_ERROR; return; }
     const uint64_t *tm = mask_bits(M, mask);
@@ -646,7 +648,7 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, in
                 break;
             }
         }
-    int32_t rec = fresh_record(M, mask, pair);
+    int32_t rec = fresh_record(M, mask, pair, unordered);
     if (write) {
         if ((int32_t)b->w[e] != rec) {
             rec_incref(M, rec);

@@ -36,7 +36,7 @@ const int *sc_status(Machine *M);
 
 void sc_buffer(Machine *M, int slot, int64_t n, int owner_mask, int dev);
 void sc_release(Machine *M, int slot, int stmt);
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write);
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write, int unordered);
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s);
 void sc_arrive(Machine *M, int q, int mask, uint32_t m1, int stmt, int site, const int64_t *iv, int niv);
 void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int stmt, int site,

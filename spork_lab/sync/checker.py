@@ -30,7 +30,6 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..coll.algebra import cuda_thread, cuda_warp, cuda_warpgroup
 from ..errors import SyncError, user_facing
 from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..lang.instrs import instr_info
@@ -39,11 +38,11 @@ from ..lang.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spe
 from ..platforms.cuda import CudaMbarrier
 from . import sigsets as ss
 from . import timelines as tl
+from .access import is_shared_memory, unordered_access
 from .barriers import barrier_usage
 from .threads import ThreadMap
 
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
-_REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
 
 
 # --------------------------------------------------------------------------
@@ -340,6 +339,7 @@ class _View:
     base: int
     strides: tuple
     usage: Optional[tl.UsageTl] = None
+    unordered: bool = False  # accessed by an instr whose lanes act independently (sync/access.py)
 
 
 class _Queue:
@@ -528,7 +528,7 @@ class _Machine:
                 strides.append(s)
             else:
                 base += self._eval(i.pt) * s
-        return _View(view.buf, base, tuple(strides), view.usage)
+        return _View(view.buf, base, tuple(strides), view.usage, view.unordered)
 
     def _call(self, s, ctx: _Ctx) -> None:
         spec = sync_spec_of(s)
@@ -541,7 +541,12 @@ class _Machine:
             if formal.type.is_numeric():
                 view = self._window(a) if isinstance(a, LoopIR.WindowExpr) else self.env[a.name]
                 usage = info.usage_tls.get(str(formal.name)) if info else None
-                callee_env[formal.name] = _View(view.buf, view.base, view.strides, usage or view.usage)
+                unordered = view.unordered or (
+                    info is not None
+                    and ctx.tiling is not None
+                    and unordered_access(str(s.f.name), ctx.tiling.thread_count, view.buf.mem)
+                )
+                callee_env[formal.name] = _View(view.buf, view.base, view.strides, usage or view.usage, unordered)
             else:
                 callee_env[formal.name] = self._eval(a)
         saved, saved_instr = self.env, self.in_instr
@@ -572,10 +577,12 @@ class _Machine:
                 r = _find(r)
                 if not _fast_covers(r, threads, bit) and not ss.covers(r.vs, threads, bit):
                     self._hazard("WAR", buf, e, s, threads, ctx, r, "r")
-        fresh = (threads, bit, ctx.instr_tl, view.usage)
+        unordered = view.unordered
+        fresh = (threads, bit, ctx.instr_tl, view.usage, unordered)
         key = self.fresh_keys.get(fresh)
         if key is None:
-            vs = ss.EMPTY if ctx.instr_tl.is_async else ss.product(threads, tl.program_order_mask(ctx.instr_tl, view.usage))
+            ordered = not (ctx.instr_tl.is_async or unordered)
+            vs = ss.product(threads, tl.program_order_mask(ctx.instr_tl, view.usage)) if ordered else ss.EMPTY
             key = self.fresh_keys[fresh] = (ss.product(threads, bit), vs)
         rec = self._intern(key[0], key[1], (), ctx.task)
         if write:
@@ -767,7 +774,7 @@ class _Machine:
         buf = view.buf
         if ctx.dev is not None:
             bit = 1 << tl.pair_bit(tl.cuda_in_order_instr)
-            shared = getattr(buf.mem, "native_unit", None) not in _REGISTER_UNITS
+            shared = is_shared_memory(buf.mem)
             for e in range(len(buf.w)):
                 recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in buf.r[e]]
                 for which, rec in recs:
