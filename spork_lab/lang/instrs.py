@@ -8,7 +8,7 @@ from typing import Callable, Optional
 from exo.core.LoopIR import LoopIR
 
 from ..coll.algebra import CollUnit, cuda_thread
-from ..sync.timelines import InstrTl, UsageTl, cuda_in_order_instr
+from ..sync.timelines import InstrTl, cuda_in_order_instr
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,12 @@ def register_instr(name: str, info: InstrInfo) -> None:
 def instr_info(call_or_proc) -> Optional[InstrInfo]:
     """The InstrInfo of an Exo-GPU instr (a LoopIR.Call or proc), None for plain procs."""
     proc = call_or_proc.f if isinstance(call_or_proc, LoopIR.Call) else call_or_proc
-    return _INFO_BY_PROC_NAME.get(proc.name)
+    return instr_info_by_name(proc.name)
 
 
 def instr_info_by_name(name: str) -> Optional[InstrInfo]:
+    """The InstrInfo of the instr proc called `name` (the key the analyses can cache on)."""
     return _INFO_BY_PROC_NAME.get(name)
-
-
-def usage_tl_of(info: InstrInfo, param: str) -> Optional[UsageTl]:
-    return info.usage_tls.get(param)
 
 
 class InstrTemplate:

@@ -24,7 +24,6 @@ _print_type = exo_pprint._print_type
 _print_fnarg = exo_pprint._print_fnarg
 
 EXO_PROC_STR = LoopIR.proc.__str__
-EXO_STMT_STR = LoopIR.stmt.__str__
 EXO_PRINT_CURSOR = exo_pprint._print_cursor
 
 
