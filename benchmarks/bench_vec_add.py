@@ -12,8 +12,9 @@ import cupy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import spork_lab as sl  # noqa: E402
 from vec_add import PROCS  # noqa: E402
+
+import spork_lab as sl  # noqa: E402
 
 N = 1 << 28
 

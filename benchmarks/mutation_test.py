@@ -23,7 +23,7 @@ import numpy as np
 from exo.API import Procedure
 
 import spork_lab as sl
-from spork_lab.lang.sync_stmts import sync_spec_of
+from spork_lab.core.sync_stmts import sync_spec_of
 from spork_lab.sync.mutants import sync_cursors, with_await_n, without_syncs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ from .errors import (
 from .lang import printer as _printer
 from .lang.decorators import instr, proc
 from .lang.frontend import parse_source
+from .platforms import cuda as _cuda  # noqa: F401  (registers the names printed procs use)
 
 _printer.install()
 

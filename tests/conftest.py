@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from exo.core.prelude import Sym
 
-
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 
+import procs_analysis as P
 import pytest
 from exo.core.LoopIR import LoopIR
 
-import procs_analysis as P
 import spork_lab as sl
 from spork_lab.analysis import analyze
-from spork_lab.lang.blocks import CudaDeviceFunction
-from spork_lab.sync.timelines import Sm80_cp_async_instr, cpu_in_order_instr, cuda_in_order_instr
+from spork_lab.core.blocks import CudaDeviceFunction
+from spork_lab.core.timelines import (
+    Sm80_cp_async_instr,
+    cpu_in_order_instr,
+    cuda_in_order_instr,
+)
 
 
 def info_by_text(a, text: str):

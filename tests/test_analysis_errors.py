@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import inspect
 
+import procs_analysis as P
 import pytest
 
-import procs_analysis as P
 from spork_lab.analysis import analyze
-from spork_lab.errors import CollectiveError, DeviceScopeError, SporkError, TimelineError
+from spork_lab.errors import (
+    CollectiveError,
+    DeviceScopeError,
+    SporkError,
+    TimelineError,
+)
 
 CASES = [
     # structure and device scopes

@@ -19,15 +19,16 @@ import spork_lab as sl
 from spork_lab import proc
 from spork_lab.codegen._collectives import Collective
 from spork_lab.codegen._sync import NamedBarrierIds, lower_fence, split_sync_lines
-from spork_lab.lang.sync_stmts import SyncSpec
+from spork_lab.core.sync_stmts import SyncSpec
+from spork_lab.core.timelines import Sm80_generic as _Sm80_generic
+from spork_lab.core.timelines import cuda_in_order as _cuda_in_order
 from spork_lab.platforms.cuda import *
-from spork_lab.sync.timelines import Sm80_generic as _Sm80_generic, cuda_in_order as _cuda_in_order
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+from conftest import runnable_examples  # noqa: E402
 from vec_add import vec_add  # noqa: E402
 
-from conftest import runnable_examples  # noqa: E402
 GOLDEN = ROOT / "tests" / "golden" / "test_codegen"
 EXAMPLES = runnable_examples()
 HOST_USES_CUDA = {"event_two_stage"}  # its host C calls the CUDA runtime (events): compiled by nvcc only
@@ -191,7 +192,7 @@ def test_self_synchronizing_mbarrier_golden():
 
 
 def test_mbarrier_arrivals_must_match_the_collective():
-    from spork_lab.sync.barriers import barrier_usage
+    from spork_lab.analysis.barriers import barrier_usage
 
     info = next(iter(barrier_usage(uses_split_barrier).values()))
     arrive = next(u for u in info.uses if u.spec.is_arrive)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spork_lab.coll.algebra import (
+from spork_lab.core.coll import (
     CollSizeExpr,
     CollTiling,
     CollType,

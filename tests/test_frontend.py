@@ -8,20 +8,19 @@ import pathlib
 import sys
 
 import pytest
+from conftest import ir_equal
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 import spork_lab as sl
+from spork_lab.core.ir import walk_stmts
+from spork_lab.core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from spork_lab.core.sync_stmts import sync_spec_of
 from spork_lab.lang.frontend import default_namespace
-from spork_lab.lang.ir import walk_stmts
-from spork_lab.lang.loop_modes import CudaTasks, CudaThreads, WithBlock
 from spork_lab.lang.printer import EXO_PRINT_CURSOR, EXO_PROC_STR
-from spork_lab.lang.sync_stmts import sync_spec_of
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 from spork_lab.scheduling import *
-
-from conftest import ir_equal
 
 TESTS = pathlib.Path(__file__).parent
 ROOT = TESTS.parent

@@ -6,7 +6,6 @@ import importlib
 
 import numpy as np
 import pytest
-
 from conftest import runnable_examples
 
 EXAMPLES = runnable_examples()
@@ -37,8 +36,9 @@ def test_example_matches_numpy(module_name, index):
 @pytest.mark.gpu
 def test_bad_arguments_raise_before_launch():
     cupy = pytest.importorskip("cupy")
-    import spork_lab as sl
     from vec_add import vec_add
+
+    import spork_lab as sl
 
     built = sl.build([vec_add]).vec_add
     x = cupy.ones(256, dtype=cupy.float32)

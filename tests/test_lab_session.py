@@ -133,18 +133,7 @@ def test_selection_shows_idle_threads():
     assert grid["collectives"] == 1 and grid["active"] == 64
 
 
-def test_without_sync_checker_says_not_checked(monkeypatch):
-    monkeypatch.setattr(_results, "_find", lambda module, name: None)
-    wb = Workbench(seq_reverse, sizes={"n": 512})
-    to_kernel(wb, fences=False)
-    data = wb.state["data"]
-    assert data["analysis"]["message"].startswith("not analysed")
-    assert data["check"]["message"].startswith("not checked")
-    assert "no hazards" not in str(wb.state["views"]).lower()
-
-
 def test_hazards_from_the_checker_become_cards_and_line_marks(monkeypatch):
-    real_find = _results._find
     hazard = SimpleNamespace(
         to_json=lambda: {
             "kind": "RAW",
@@ -158,7 +147,7 @@ def test_hazards_from_the_checker_become_cards_and_line_marks(monkeypatch):
         fenced = "Fence" in str(p)
         return SimpleNamespace(ok=fenced, hazards=[] if fenced else [hazard])
 
-    monkeypatch.setattr(_results, "_find", lambda m, n: fake_check if n == "sync_check" else real_find(m, n))
+    monkeypatch.setattr(_results, "sync_check", fake_check)
     wb = Workbench(seq_reverse, sizes={"n": 512})
     to_kernel(wb, fences=False)
     (card,) = wb.state["data"]["hazards"]
@@ -170,9 +159,8 @@ def test_hazards_from_the_checker_become_cards_and_line_marks(monkeypatch):
 
 
 def test_missing_sizes_say_not_checked(monkeypatch):
-    real_find = _results._find
     never = lambda p, **s: pytest.fail("sync_check must not run without sizes")  # noqa: E731
-    monkeypatch.setattr(_results, "_find", lambda m, n: never if n == "sync_check" else real_find(m, n))
+    monkeypatch.setattr(_results, "sync_check", never)
     wb = Workbench(warp_halves)
     assert "give sizes for n" in wb.state["data"]["check"]["message"]
 

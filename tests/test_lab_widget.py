@@ -9,10 +9,10 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import spork_lab
 from spork_lab import proc
-from spork_lab.coll.algebra import CollTiling, cuda_thread
+from spork_lab.core.coll import CollTiling, cuda_thread
 from spork_lab.lab import Workbench, _doctor
 from spork_lab.lab._codeview import code_view, highlight
-from spork_lab.lab._render import EXTENSION_DIR
+from spork_lab.lab._render import STATIC_DIR
 from spork_lab.lab._tiling import tiling_cells
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
@@ -64,7 +64,7 @@ def test_tiling_cells_follow_the_user_guide_figure():
 
 def test_widget_loads_its_front_end_from_extension_dir():
     wb = Workbench(long_lines)
-    assert (EXTENSION_DIR / "workbench.js").is_file()
+    assert (STATIC_DIR / "workbench.js").is_file()
     assert "export default" in str(wb.widget._esm) and ".sl-cell" in str(wb.widget._css)
     assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "steps", "hazards"]
 

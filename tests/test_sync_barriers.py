@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
-from spork_lab.errors import SyncError
-from spork_lab.sync import timelines as tl
-from spork_lab.sync.barriers import barrier_usage
-from spork_lab.sync.checker import sync_check
-
 import procs_sync as P
+import pytest
 from procs_sync import line_of
+
+from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.core import timelines as tl
+from spork_lab.errors import SyncError
+from spork_lab.sync.checker import sync_check
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import procs_sync as P
 import pytest
+from procs_sync import line_of
 
 from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
-
-import procs_sync as P
-from procs_sync import line_of
 
 
 def only(report, kind):
@@ -158,7 +157,7 @@ def test_threads_come_from_the_collective_analysis():
 def test_compiled_element_matches_the_index_arithmetic():
     from exo.core.LoopIR import LoopIR
 
-    from spork_lab.sync.checker import _View, _plan
+    from spork_lab.sync.checker import _plan, _View
 
     ir = P.reverse_tiles._loopir_proc
     loops = [s for s in ir.body[0].body[0].body if isinstance(s, LoopIR.For)]
@@ -199,7 +198,11 @@ def test_only_non_convergent_multi_thread_instrs_leave_shared_accesses_unordered
     from sm80_mma_gemm import sm80_mma_gemm  # noqa: F401 -- registers the Sm80 instrs' calls below
 
     from spork_lab.platforms.cuda import CudaGmemLinear, CudaRmem, CudaSmemLinear
-    from spork_lab.platforms.Sm80 import Sm80_RmemMatrixA, Sm80_mma_load_a_tf32, Sm80_mma_tf32
+    from spork_lab.platforms.Sm80 import (
+        Sm80_mma_load_a_tf32,
+        Sm80_mma_tf32,
+        Sm80_RmemMatrixA,
+    )
     from spork_lab.sync.access import unordered_access
 
     load, mma = str(Sm80_mma_load_a_tf32.name()), str(Sm80_mma_tf32.name())

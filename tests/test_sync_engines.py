@@ -13,15 +13,14 @@ import importlib
 import sys
 from pathlib import Path
 
+import procs_sync as P
 import pytest
 
+from spork_lab.analysis.barriers import barrier_usage
 from spork_lab.errors import SporkError, SyncError
 from spork_lab.sync import engine as E
-from spork_lab.sync.barriers import barrier_usage
 from spork_lab.sync.checker import _Machine, sync_check
 from spork_lab.sync.threads import ThreadMap
-
-import procs_sync as P
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import procs_sync as P
 import pytest
 
-from spork_lab.sync import lowering as low
-from spork_lab.sync.barriers import barrier_usage
-from spork_lab.sync.timelines import cuda_generic_and_async_proxy, cuda_in_order, Sm80_generic
-from spork_lab.lang.sync_stmts import SyncSpec
-
-import procs_sync as P
+from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.codegen import barrier_text as low
+from spork_lab.core.sync_stmts import SyncSpec
+from spork_lab.core.timelines import (
+    Sm80_generic,
+    cuda_generic_and_async_proxy,
+    cuda_in_order,
+)
 
 
 def _by_name(p):
@@ -94,9 +97,9 @@ def test_lowering_compiles(tmp_path, arch):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_event_lowering_compiles(tmp_path):
-    from spork_lab.sync.barriers import BarrierInfo
+    from spork_lab.analysis.barriers import BarrierInfo
+    from spork_lab.core.timelines import cpu_in_order
     from spork_lab.platforms.cuda import CudaEvent
-    from spork_lab.sync.timelines import cpu_in_order
 
     ev = BarrierInfo("ev", None, CudaEvent, (2,), None)
     rec = SyncSpec("Arrive", first_tl=cuda_in_order, N=1, barrier_mem=CudaEvent, barrier_ndim=1)

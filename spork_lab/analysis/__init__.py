@@ -65,7 +65,7 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
         return Analysis(proc_ir, [], [])  # an instr's body states its effect; it is not code that runs
     walker = ScopeWalker()
     walker.run(proc_ir)
-    check_statements(proc_ir, walker.stmts)
+    check_statements(proc_ir, walker.stmts, analyze)
     return Analysis(proc_ir, walker.stmts, walker.device_functions)
 
 

@@ -11,25 +11,28 @@ Synchronization statements and barriers are the sync checker's business.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from exo.core.LoopIR import LoopIR
 from exo.core.memory import Memory
 
+from ..core.blocks import CudaDeviceFunction
+from ..core.instrs import instr_info, template_call_of
+from ..core.ir import walk_stmts
+from ..core.loop_modes import WithBlock
+from ..core.memories import CudaMemory
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
+from ..core.timelines import InstrTl, cpu_in_order_instr
 from ..errors import CollectiveError, TimelineError
-from ..lang.blocks import CudaDeviceFunction
-from ..lang.instrs import instr_info, template_call_of
-from ..lang.ir import walk_stmts
-from ..lang.loop_modes import WithBlock
-from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
-from ..platforms.memories import CudaMemory
-from ..sync.timelines import InstrTl, cpu_in_order_instr
 from .result import StmtInfo
 from .scopes import head_text
 
 
-def check_statements(proc_ir: LoopIR.proc, stmts: list) -> None:
-    """Run every check on every (stmt, StmtInfo), in source order."""
+def check_statements(proc_ir: LoopIR.proc, stmts: list, analyze_callee: Callable) -> None:
+    """Run every check on every (stmt, StmtInfo), in source order.
+
+    `analyze_callee(proc)` analyses a CPU callee that opens device functions of its own.
+    """
     memories = _memories(proc_ir)
     for s, info in stmts:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
@@ -42,7 +45,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: list) -> None:
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             _check_access(s, info, memories, s.name, "alloc")
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
-            _check_call(s, info, memories)
+            _check_call(s, info, memories, analyze_callee)
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
@@ -101,7 +104,7 @@ def _instr_name(s: LoopIR.Call) -> str:
 # -- timelines ----------------------------------------------------------------
 
 
-def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
+def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: Callable) -> None:
     effects = _param_effects(s.f)
     gpu = instr_info(s)
     if gpu is not None:
@@ -113,9 +116,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict) -> None:
         tl = cpu_in_order_instr  # exo's own instrs are CPU instructions
         _check_instr_tl(s, info, tl)
     elif info.device_scope == "cpu" and _launches_kernels(s.f):
-        from . import analyze  # the callee opens its own device functions: check it as a proc of its own
-
-        analyze(s.f)
+        analyze_callee(s.f)  # the callee opens its own device functions: check it as a proc of its own
         return
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective

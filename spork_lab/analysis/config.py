@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ..core.blocks import CudaDeviceFunction
 from ..errors import CollectiveError
-from ..lang.blocks import CudaDeviceFunction
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

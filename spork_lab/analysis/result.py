@@ -12,9 +12,9 @@ from typing import NamedTuple, Optional, Union
 from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
 
-from ..coll.algebra import CollTiling
-from ..lang.blocks import CudaDeviceFunction
-from ..sync.timelines import InstrTl
+from ..core.blocks import CudaDeviceFunction
+from ..core.coll import CollTiling
+from ..core.timelines import InstrTl
 
 Path = tuple  # child indices from the proc body; "else" marks a step into an If's orelse
 

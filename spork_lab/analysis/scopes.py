@@ -16,12 +16,19 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR
 from exo.core.LoopIR_pprint import PrintEnv
 
-from ..coll.algebra import CollTiling, cuda_cluster, cuda_cta_in_cluster, cuda_thread, cuda_warp, cuda_warpgroup
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.coll import (
+    CollTiling,
+    cuda_cluster,
+    cuda_cta_in_cluster,
+    cuda_thread,
+    cuda_warp,
+    cuda_warpgroup,
+)
+from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from ..errors import CollectiveError, DeviceScopeError, TimelineError
-from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..lang.printer import stmt_lines
-from ..sync.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from .config import check_device_function
 from .result import IterInfo, Path, StmtInfo
 

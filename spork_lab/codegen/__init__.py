@@ -7,7 +7,7 @@ Pipeline (order matters):
    compiled by exo's C compiler subclassed for CUDA (._device);
 3. exo's C backend writes the host .c/.h from the rewritten procs;
 4. the .cu gets a small runtime prelude (stream, error slot, grid sizing),
-   plus spork_lab.sync.lowering's mbarrier helpers when a kernel uses them.
+   plus spork_lab.codegen.barrier_text's mbarrier helpers when a kernel uses them.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Optional, Sequence
 import exo
 from exo.API import Procedure
 
-from ..errors import CodegenError, user_facing
-from ..sync.lowering import prelude_lines
 from ..analysis import analyze
+from ..errors import CodegenError, user_facing
 from ._host import HostRewriter
+from .barrier_text import prelude_lines
 
 _PRELUDE = """\
 #include <cuda_runtime.h>

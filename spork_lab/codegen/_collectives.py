@@ -13,8 +13,8 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
-from ..coll.algebra import CollTiling
-from ..lang.ir import walk_stmts
+from ..core.coll import CollTiling
+from ..core.ir import walk_stmts
 
 
 def iter_key(sym) -> str:

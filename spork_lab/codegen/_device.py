@@ -17,13 +17,13 @@ from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
+from ..analysis.barriers import barrier_usage
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.memories import CudaMemory
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..errors import CodegenError
-from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
-from ..lang.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaGmemLinear, CudaMbarrier
-from ..platforms.memories import CudaMemory
-from ..sync.barriers import barrier_usage
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
 from ._sync import (
     NamedBarrierIds,
@@ -59,7 +59,7 @@ class DeviceCode:
     launcher: str
     launcher_decl: str
     window_structs: set = field(default_factory=set)
-    uses_mbarriers: bool = False  # the .cu then needs spork_lab.sync.lowering's prelude
+    uses_mbarriers: bool = False  # the .cu then needs spork_lab.codegen.barrier_text's prelude
     cluster: int = 1
     srcinfo: object = None
 

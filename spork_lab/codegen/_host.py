@@ -5,7 +5,7 @@ error; its body is the original block, so exo's const and effect analyses of
 the caller's arguments stay right. exo's own C backend then writes the host C.
 
 CudaEvent barriers live in host code: their allocation, Arrive and Await become
-calls of generated instrs whose C text comes from spork_lab.sync.lowering
+calls of generated instrs whose C text comes from spork_lab.codegen.barrier_text
 (cudaEventRecord / cudaStreamWaitEvent / cudaEventSynchronize on the library's
 stream), and the events are destroyed where the allocation's block ends.
 """
@@ -17,14 +17,14 @@ from dataclasses import replace
 from exo.core.LoopIR import LoopIR, T
 from exo.core.prelude import Sym
 
+from ..analysis.barriers import barrier_usage
+from ..codegen import barrier_text as low
+from ..core.blocks import CudaDeviceFunction
+from ..core.loop_modes import WithBlock
+from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import CodegenError
-from ..lang.blocks import CudaDeviceFunction
-from ..lang.loop_modes import WithBlock
-from ..lang.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaEvent
-from ..sync import lowering as low
-from ..sync.barriers import barrier_usage
-from ._device import DeviceFunction, compile_device_function, DeviceCode
+from ._device import DeviceCode, DeviceFunction, compile_device_function
 from ._sync import position_expr
 
 _POSITION = "SPORK_POSITION"  # stands for the instr's `p` argument until the text becomes an exo template

@@ -1,10 +1,10 @@
-"""Lowering of synchronization statements: where each piece of spork_lab.sync.lowering goes.
+"""Lowering of synchronization statements: where each piece of spork_lab.codegen.barrier_text goes.
 
 A Fence lowers according to its executing thread collective (seed 000: the
 same Fence text is __syncwarp in a warp and __syncthreads in a CTA), wrapped in
-spork_lab.sync.lowering's prologue (waits for L1's async instructions) and
+spork_lab.codegen.barrier_text's prologue (waits for L1's async instructions) and
 epilogue (proxy / wgmma fences for L2). Split barriers take all their CUDA text
-from spork_lab.sync.lowering; this module only decides where it goes: kernel
+from spork_lab.codegen.barrier_text; this module only decides where it goes: kernel
 scope (mbarrier storage, init, counters), the allocation's scope (begin/end),
 and the statement itself (arrive/await at barrier position p).
 """
@@ -15,13 +15,13 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR, T
 
+from ..analysis.barriers import BarrierInfo
+from ..codegen import barrier_text as low
+from ..core.sync_stmts import SyncSpec, barrier_window_indices
 from ..errors import CodegenError
-from ..lang.sync_stmts import SyncSpec, barrier_window_indices
 from ..platforms.cuda import CudaMbarrier
-from ..sync import lowering as low
-from ..sync.barriers import BarrierInfo
-from ..sync.lowering import fence_epilogue_lines, fence_prologue_lines
 from ._collectives import Collective
+from .barrier_text import fence_epilogue_lines, fence_prologue_lines
 
 N_NAMED_BARRIERS = 16  # bar.sync ids 0..15; 0 is __syncthreads
 

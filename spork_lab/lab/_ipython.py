@@ -9,7 +9,6 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import SporkError
-
 from . import _render
 from ._codeview import code_view
 

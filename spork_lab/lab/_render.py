@@ -16,8 +16,8 @@ from typing import Optional
 
 from ._codeview import CodeView, highlight
 
-EXTENSION_DIR = Path(__file__).resolve().parents[2] / "extension"  # the widget front end (no build step)
-CSS_PATH = EXTENSION_DIR / "workbench.css"
+STATIC_DIR = Path(__file__).resolve().parent / "static"  # the widget front end (no build step), shipped in the package
+CSS_PATH = STATIC_DIR / "workbench.css"
 
 
 def _badge(outcome_state: str, message: str, bad: bool) -> str:

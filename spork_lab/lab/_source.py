@@ -13,9 +13,9 @@ from exo.API_cursors import BlockCursor, Cursor, GapCursor
 from exo.core import internal_cursors as ic
 from exo.core.LoopIR import LoopIR
 
-from ..coll.algebra import cuda_thread
-from ..lang.ir import walk_stmts
-from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.coll import cuda_thread
+from ..core.ir import walk_stmts
+from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 
 
 def _node_path(path) -> str:

@@ -8,11 +8,11 @@ from typing import Callable, Optional
 
 from exo.API import Procedure
 
-from ..coll.algebra import CollUnit, cuda_thread
+from ..core.coll import CollUnit, cuda_thread
+from ..core.instrs import InstrInfo, register_instr
+from ..core.timelines import InstrTl, cuda_in_order_instr
 from ..errors import user_facing
-from ..sync.timelines import InstrTl, cuda_in_order_instr
 from .frontend import parse_function
-from .instrs import InstrInfo, register_instr
 
 
 @user_facing

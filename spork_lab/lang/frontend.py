@@ -32,12 +32,12 @@ from exo.frontend.pyparser import Parser
 from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
+from ..core.blocks import BLOCK_CONTEXTS, BlockContext
+from ..core.instrs import InstrTemplate
+from ..core.loop_modes import LoopModeSyntax, WithBlock
+from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc
+from ..core.timelines import SYNC_TLS, InstrTl, SyncTl
 from ..errors import SporkSyntaxError
-from ..sync.timelines import SYNC_TLS, InstrTl, SyncTl
-from .blocks import BLOCK_CONTEXTS, BlockContext
-from .instrs import InstrTemplate
-from .loop_modes import LoopModeSyntax, WithBlock
-from .sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc
 
 WITH_ITER = "_with"
 
@@ -105,14 +105,21 @@ def parse_source(
     return Procedure(ir)
 
 
-def default_namespace() -> dict:
-    """The names a printed proc uses: everything `from spork_lab.platforms.cuda/Sm80/Sm90 import *` gives."""
-    from ..platforms import Sm80, Sm90, cuda
+_PLATFORM_NAMES: dict = {}
 
-    namespace = {}
-    for module in (cuda, Sm80, Sm90):
-        namespace.update({name: getattr(module, name) for name in module.__all__})
-    return namespace
+
+def register_platform(names: dict) -> None:
+    """A platform module adds the names `from <platform> import *` gives it (called when it is imported).
+
+    Printed procs use these names, so `parse_source` finds them without the
+    text importing anything; the front end never lists platforms itself.
+    """
+    _PLATFORM_NAMES.update(names)
+
+
+def default_namespace() -> dict:
+    """The names of every platform imported so far (spork_lab always imports spork_lab.platforms.cuda)."""
+    return dict(_PLATFORM_NAMES)
 
 
 def _position(srcinfo: SrcInfo) -> tuple:

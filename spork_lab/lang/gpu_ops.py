@@ -25,11 +25,17 @@ from exo.core.prelude import Sym
 from exo.frontend.parse_fragment import parse_fragment
 from exo.rewrite.LoopIR_scheduling import SchedulingError
 
-from ..sync.timelines import InstrTl, SyncTl
-from .blocks import BlockContext
-from .ir import walk_stmts
-from .loop_modes import WithBlock, to_loop_mode
-from .sync_stmts import BARRIER_CARRIER, BarrierMemory, SyncSpec, is_barrier_alloc, sync_proc
+from ..core.blocks import BlockContext
+from ..core.ir import walk_stmts
+from ..core.loop_modes import WithBlock, to_loop_mode
+from ..core.sync_stmts import (
+    BARRIER_CARRIER,
+    BarrierMemory,
+    SyncSpec,
+    is_barrier_alloc,
+    sync_proc,
+)
+from ..core.timelines import InstrTl, SyncTl
 
 
 class _LoopModeA(ArgumentProcessor):

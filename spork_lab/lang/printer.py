@@ -15,9 +15,9 @@ from exo.core import LoopIR_pprint as exo_pprint
 from exo.core import internal_cursors as ic
 from exo.core.LoopIR import LoopIR
 
-from .instrs import template_call_of
-from .loop_modes import WithBlock, mode_source
-from .sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
+from ..core.instrs import template_call_of
+from ..core.loop_modes import WithBlock, mode_source
+from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 
 _print_expr = exo_pprint._print_expr
 _print_type = exo_pprint._print_type

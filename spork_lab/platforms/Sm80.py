@@ -6,13 +6,13 @@ import math
 
 from exo.core.memory import MemGenError
 
-from ..coll.algebra import cuda_thread, cuda_warp
+from ..core.coll import cuda_thread, cuda_warp
+from ..core.instrs import InstrInfo, InstrTemplate, register_instr
+from ..core.memories import CudaMemory, const_shape
+from ..core.timelines import Sm80_cp_async_instr, cuda_in_order_instr
 from ..lang.decorators import instr
-from ..lang.frontend import parse_source
-from ..lang.instrs import InstrInfo, InstrTemplate, register_instr
-from ..sync.timelines import Sm80_cp_async_instr, cuda_in_order_instr
+from ..lang.frontend import parse_source, register_platform
 from .cuda import CudaGmemLinear, CudaSmemLinear
-from .memories import CudaMemory, const_shape
 
 
 class _Sm80MmaFragment(CudaMemory):
@@ -169,3 +169,5 @@ __all__ = [
     "Sm80_cp_async_f32", "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32",
     "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
 ]  # fmt: skip
+
+register_platform({name: globals()[name] for name in __all__})

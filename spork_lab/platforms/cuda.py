@@ -6,9 +6,12 @@ besides the Sm80/Sm90 instructions.
 
 from __future__ import annotations
 
+import math
+
 from exo.core.memory import DRAM, MemGenError
 
-from ..coll.algebra import (
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarpConfig, CudaWarps
+from ..core.coll import (
     CollUnit,
     blockDim,
     clusterDim,
@@ -17,10 +20,17 @@ from ..coll.algebra import (
     cuda_warp,
     cuda_warpgroup,
 )
-from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarpConfig, CudaWarps
-from ..lang.loop_modes import cuda_tasks, cuda_threads
-from ..lang.sync_stmts import Arrive, Await, BarrierMemory, Fence, ReverseArrive, ReverseAwait
-from ..sync.timelines import (
+from ..core.loop_modes import cuda_tasks, cuda_threads
+from ..core.memories import CudaMemory, const_shape
+from ..core.sync_stmts import (
+    Arrive,
+    Await,
+    BarrierMemory,
+    Fence,
+    ReverseArrive,
+    ReverseAwait,
+)
+from ..core.timelines import (
     Sm80_cp_async,
     Sm80_cp_async_instr,
     Sm80_generic,
@@ -40,9 +50,7 @@ from ..sync.timelines import (
     wgmma_fence_1,
     wgmma_fence_2,
 )
-import math
-
-from .memories import CudaMemory, const_shape
+from ..lang.frontend import register_platform
 
 _cuda_tls = frozenset(
     {cuda_in_order_instr, Sm80_cp_async_instr, tma_to_smem_async_instr, tma_to_gmem_async_instr, wgmma_async_instr}
@@ -145,3 +153,5 @@ __all__ = [
     "wgmma_async", "wgmma_async_smem", "wgmma_fence_1", "wgmma_fence_2", "cuda_generic_and_async_proxy",
     "cuda_temporal",
 ]  # fmt: skip
+
+register_platform({name: globals()[name] for name in __all__})

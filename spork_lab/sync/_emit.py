@@ -17,14 +17,14 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..lang.instrs import instr_info
-from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
-from ..lang.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
+from ..core import timelines as tl
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.instrs import instr_info
+from ..core.ir import numeric_reads
+from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaMbarrier
-from . import timelines as tl
 from .access import is_shared_memory, unordered_access
-from .checker import _numeric_reads
 from .threads import ThreadMap
 
 _C_OPS = {"+": "+", "-": "-", "*": "*", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "==": "==", "and": "&&", "or": "||"}
@@ -365,7 +365,7 @@ class Emitter:
 
     def assign(self, s, ctx: Ctx, env: dict) -> None:
         reads: list = []
-        _numeric_reads(s.rhs, reads)
+        numeric_reads(s.rhs, reads)
         accesses = [(r.name, r.idx, 0) for r in reads]
         if isinstance(s, LoopIR.Reduce):
             accesses.append((s.name, s.idx, 0))

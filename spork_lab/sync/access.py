@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Optional
 
-from ..coll.algebra import cuda_thread, cuda_warp, cuda_warpgroup
-from ..lang.instrs import instr_info_by_name
+from ..core.coll import cuda_thread, cuda_warp, cuda_warpgroup
+from ..core.instrs import instr_info_by_name
 
 REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
 

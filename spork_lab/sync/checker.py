@@ -24,22 +24,23 @@ elements the compiled run names.
 from __future__ import annotations
 
 import linecache
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
+from ..analysis.barriers import barrier_usage
+from ..core import timelines as tl
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.instrs import instr_info
+from ..core.ir import numeric_reads
+from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..errors import SyncError, user_facing
-from ..lang.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..lang.instrs import instr_info
-from ..lang.loop_modes import CudaTasks, CudaThreads, WithBlock
-from ..lang.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaMbarrier
 from . import sigsets as ss
-from . import timelines as tl
 from .access import is_shared_memory, unordered_access
-from .barriers import barrier_usage
 from .threads import ThreadMap
 
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
@@ -915,27 +916,13 @@ _PY_OPS = {"/": "//", "and": "and", "or": "or"}
 def _plan(s) -> tuple:
     """The accesses of an Assign/Reduce in execution order: (buffer Sym, element(env, view), write)."""
     reads: list = []
-    _numeric_reads(s.rhs, reads)
+    numeric_reads(s.rhs, reads)
     out = [(r.name, _element_fn(r.idx), False) for r in reads]
     target = _element_fn(s.idx)
     if isinstance(s, LoopIR.Reduce):
         out.append((s.name, target, False))
     out.append((s.name, target, True))
     return tuple(out)
-
-
-def _numeric_reads(e, out: list) -> None:
-    """The buffer reads of a data expression, in evaluation order (index reads are not buffer reads)."""
-    if isinstance(e, LoopIR.Read):
-        if e.type.is_numeric():
-            out.append(e)
-        return
-    for child in ("lhs", "rhs", "arg"):
-        if hasattr(e, child):
-            _numeric_reads(getattr(e, child), out)
-    if isinstance(e, LoopIR.Extern):
-        for a in e.args:
-            _numeric_reads(a, out)
 
 
 def _element_fn(idx):

@@ -15,7 +15,7 @@ from exo.API import Procedure
 from exo.API_cursors import StmtCursor
 from exo.core.LoopIR import LoopIR
 
-from spork_lab.lang.sync_stmts import sync_proc, sync_spec_of
+from ..core.sync_stmts import sync_proc, sync_spec_of
 
 
 def sync_cursors(p: Procedure) -> list[StmtCursor]:

@@ -7,7 +7,7 @@ checker only evaluates it for concrete cuda_threads iterator values.
 from __future__ import annotations
 
 from ..analysis import analyze
-from ..coll.algebra import CollTiling
+from ..core.coll import CollTiling
 
 Threads = tuple  # sorted half-open intervals ((lo, hi), ...)
 

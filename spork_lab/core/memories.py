@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from exo.core.memory import Memory, MemGenError
+from exo.core.memory import MemGenError, Memory
 
-from ..coll.algebra import CollUnit
+from .coll import CollUnit
 
 
 class CudaMemory(Memory):

@@ -33,7 +33,6 @@ from typing import Iterable, Optional, Union
 
 from spork_lab.errors import CollectiveError
 
-
 # --------------------------------------------------------------------------
 # Size expressions
 # --------------------------------------------------------------------------

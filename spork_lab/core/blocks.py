@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
-from ..sync.timelines import InstrTl, SyncTl
+from .timelines import InstrTl, SyncTl
 
 
 def _check_int(owner: str, name: str, value, *, optional: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 Interface for the CUDA code generator (all functions return lists of lines):
 
-    infos = barrier_usage(proc)                  # spork_lab.sync.barriers: Sym -> BarrierInfo (checked)
+    infos = barrier_usage(proc)                  # spork_lab.analysis.barriers: Sym -> BarrierInfo (checked)
     prelude_lines()                              # once per .cu file, before the kernels
   Per CudaMbarrier barrier `info` (device side; `p` is the C expression of the flattened
   barrier position, 0 for a scalar barrier):
@@ -39,11 +39,11 @@ L phases the awaiting threads skipped, so the next task starts even.
 
 from __future__ import annotations
 
+from ..analysis.barriers import BarrierInfo
+from ..core import timelines as tl
+from ..core.sync_stmts import SyncSpec
 from ..errors import CodegenError
-from ..lang.sync_stmts import SyncSpec
 from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
-from . import timelines as tl
-from .barriers import BarrierInfo
 
 
 def prelude_lines() -> list:

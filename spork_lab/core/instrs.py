@@ -7,8 +7,8 @@ from typing import Callable, Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..coll.algebra import CollUnit, cuda_thread
-from ..sync.timelines import InstrTl, cuda_in_order_instr
+from .coll import CollUnit, cuda_thread
+from .timelines import InstrTl, cuda_in_order_instr
 
 
 @dataclass(frozen=True)

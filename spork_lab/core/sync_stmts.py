@@ -14,10 +14,10 @@ from typing import Optional
 
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR, T
-from exo.core.memory import Memory, MemGenError
-from exo.core.prelude import Sym, SrcInfo
+from exo.core.memory import MemGenError, Memory
+from exo.core.prelude import SrcInfo, Sym
 
-from ..sync.timelines import SyncTl
+from .timelines import SyncTl
 
 
 class BarrierMemory(Memory):

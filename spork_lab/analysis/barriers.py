@@ -21,12 +21,12 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
+from ..core import timelines as tl
+from ..core.blocks import CudaDeviceFunction
+from ..core.loop_modes import WithBlock
+from ..core.sync_stmts import SyncSpec, is_barrier_alloc, sync_spec_of
 from ..errors import SyncError
-from ..lang.blocks import CudaDeviceFunction
-from ..lang.loop_modes import WithBlock
-from ..lang.sync_stmts import SyncSpec, is_barrier_alloc, sync_spec_of
 from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
-from . import timelines as tl
 
 # Commit-group flavours: the first sync-tl of the arrive picks the hardware queue.
 COMMIT_GROUP_FLAVOURS = {

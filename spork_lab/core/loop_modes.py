@@ -12,8 +12,8 @@ from typing import Union
 import attrs
 from exo.core.LoopIR import LoopIR
 
-from ..coll.algebra import CollUnit, cuda_thread
 from .blocks import BlockContext
+from .coll import CollUnit, cuda_thread
 
 
 @attrs.frozen
