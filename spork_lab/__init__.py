@@ -10,6 +10,7 @@ from .errors import (
     SporkSyntaxError,
     SyncError,
     TimelineError,
+    DataTypeError,
 )
 from .lang import printer as _printer
 from .lang.decorators import instr, proc
@@ -57,6 +58,7 @@ __all__ = [
     "DeviceScopeError",
     "CollectiveError",
     "TimelineError",
+    "DataTypeError",
     "SyncError",
     "CodegenError",
     "BuildError",

@@ -59,6 +59,10 @@ class TimelineError(SporkError):
     """An instruction or memory access is on the wrong instruction timeline."""
 
 
+class DataTypeError(SporkError):
+    """An instr argument's element type differs from its parameter's (instrs reinterpret bits)."""
+
+
 class SyncError(SporkError):
     """Misuse of barriers and synchronization statements."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from exo.backend.LoopIR_compiler import Compiler
+from exo.backend.LoopIR_compiler import Compiler, _window_struct
 from exo.backend.mem_analysis import MemoryAnalysis
 from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
@@ -19,6 +19,7 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
 from ..analysis.barriers import barrier_usage
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
@@ -37,7 +38,9 @@ from ._sync import (
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
-ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2}
+UNROLL_LIMIT = 64  # seq loops with a constant trip count up to this are fully unrolled
+ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
+              BF16_C_NAME: 2}
 
 
 @dataclass
@@ -120,6 +123,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "}",
         ]
     )
+    kernel = cuda_source(kernel)
     call_args = ", ".join(comp.env[a.name] for a in df.args)
     decl = f'extern "C" int {df.name}_launch({params})'
     attr = [
@@ -139,7 +143,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
         "    exo_attr_set = true;",
         "  }",
     ]
-    launcher = "\n".join(
+    launcher = cuda_source("\n".join(
         [
             f"{decl}",
             "{",
@@ -160,8 +164,9 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "  return (int) exo_err;",
             "}",
         ]
-    )
+    ))
     uses_mbarriers = any(i.mem is CudaMbarrier for i in comp.barriers.values())
+    # launcher_decl keeps exo's C type names: the host .c declares the launcher with it
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo)
 
 
@@ -210,7 +215,7 @@ class CudaCompiler(Compiler):
                 raise CodegenError("cuda_tasks loops must form the loop nest directly under CudaDeviceFunction", s.srcinfo)
             if isinstance(mode, LoopIR.Par):
                 raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
-            return super().comp_s(s)
+            return self._seq_loop(s)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
@@ -222,6 +227,35 @@ class CudaCompiler(Compiler):
         if isinstance(s, LoopIR.Call):
             return self._call(s)
         return super().comp_s(s)
+
+    def get_window_type(self, typ, is_const=None):
+        """exo's window structs, plus bf16 (exo's table of struct names has no entry for it)."""
+        base = (typ.as_tensor if isinstance(typ, T.Window) else typ.type).basetype()
+        if not isinstance(base, BF16):
+            return super().get_window_type(typ, is_const)
+        if isinstance(typ, T.Window):
+            n_dims, is_const = len(typ.as_tensor.shape()), typ.src_buf not in self.non_const if is_const is None else is_const
+        else:
+            n_dims, is_const = len(typ.type.shape()), typ.name not in self.non_const if is_const is None else is_const
+        win = _window_struct("bf16", base.ctype(), n_dims, is_const)
+        self.window_defns.add(win)
+        return win.name
+
+    def _seq_loop(self, s):
+        """A seq loop as exo prints it, but with an `int` counter, and fully unrolled when its trip count is a
+        constant of at most UNROLL_LIMIT: fragment and accumulator arrays are then indexed by constants only,
+        so they stay in registers."""
+        lo, hi = self.comp_e(s.lo), self.comp_e(s.hi)
+        self.push(only="env")
+        itr = self.new_varname(s.iter, typ=T.index)
+        self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
+        if isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val <= UNROLL_LIMIT:
+            self.add_line("#pragma unroll")
+        self.add_line(f"for (int {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
+        self.push(only="tab")
+        self.comp_stmts(s.body)
+        self.pop()
+        self.add_line("}")
 
     def comp_fnarg(self, e, fn, i, *, prec=0):
         """Windows as C++ aggregates: nvcc rejects C compound literals in device code."""
