@@ -25,6 +25,7 @@ from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
+from ._c_exprs import FaithfulExprs
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
 from .barrier_text import lowering
@@ -183,7 +184,7 @@ def _free_syms(e, out: set) -> set:
     return out
 
 
-class CudaCompiler(Compiler):
+class CudaCompiler(FaithfulExprs, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
