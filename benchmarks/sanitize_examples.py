@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 # Every runnable example, at a size small enough for the sanitizers.
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
-         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64}  # fmt: skip
+         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "sm80_gemm": 256, "index_arithmetic": 64}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 
@@ -39,12 +40,14 @@ def run_one(target: str) -> int:
     module = importlib.import_module(module_name)
     p = next(q for q in module.PROCS if q.name() == proc_name)
     built = getattr(sl.build([p]), proc_name)
-    args = module.make_args(np.random.default_rng(), n=SMALL[module_name])
+    takes_proc = "proc" in inspect.signature(module.make_args).parameters  # several procs, several signatures
+    args = module.make_args(np.random.default_rng(), n=SMALL[module_name], **({"proc": p} if takes_proc else {}))
     expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
     dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     built(*dev.values())
     cupy.cuda.runtime.deviceSynchronize()
-    ok = all(np.allclose(dev[k].get(), want, rtol=1e-5, atol=1e-4) for k, want in expected.items())
+    tolerance = getattr(module, "TOLERANCE", dict(rtol=1e-5, atol=1e-4))
+    ok = all(np.allclose(dev[k].get(), want, **tolerance) for k, want in expected.items())
     print("RESULT", "correct" if ok else "WRONG")
     return 0 if ok else 1
 

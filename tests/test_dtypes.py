@@ -18,32 +18,25 @@ from spork_lab.platforms.Sm80 import *
 from spork_lab.runtime._args import check_args, proc_spec
 
 
-@proc
-def reverse_bf16(n: size, x: bf16[n] @ CudaGmemLinear, y: bf16[n] @ CudaGmemLinear, z: f32[n] @ CudaGmemLinear):
+def _reverse(dtype: str):
+    """x reversed in 128-element tiles through shared memory, in y (same type) and z (f32)."""
+    src = f"""
+def reverse_{dtype}(n: size, x: {dtype}[n] @ CudaGmemLinear, y: {dtype}[n] @ CudaGmemLinear, z: f32[n] @ CudaGmemLinear):
     assert n % 128 == 0
     with CudaDeviceFunction(blockDim=128):
         for task in cuda_tasks(0, n / 128):
-            t_s: bf16[128] @ CudaSmemLinear
+            t_s: {dtype}[128] @ CudaSmemLinear
             for tid in cuda_threads(0, 128):
                 t_s[tid] = x[task * 128 + tid]
             Fence(cuda_in_order, cuda_in_order)
             for tid in cuda_threads(0, 128):
                 y[task * 128 + tid] = t_s[127 - tid]
                 z[task * 128 + tid] = t_s[127 - tid]
+"""
+    return sl.parse_source(src.strip("\n"), filename=__file__)
 
 
-@proc
-def reverse_f16(n: size, x: f16[n] @ CudaGmemLinear, y: f16[n] @ CudaGmemLinear, z: f32[n] @ CudaGmemLinear):
-    assert n % 128 == 0
-    with CudaDeviceFunction(blockDim=128):
-        for task in cuda_tasks(0, n / 128):
-            t_s: f16[128] @ CudaSmemLinear
-            for tid in cuda_threads(0, 128):
-                t_s[tid] = x[task * 128 + tid]
-            Fence(cuda_in_order, cuda_in_order)
-            for tid in cuda_threads(0, 128):
-                y[task * 128 + tid] = t_s[127 - tid]
-                z[task * 128 + tid] = t_s[127 - tid]
+reverse_bf16, reverse_f16 = _reverse("bf16"), _reverse("f16")
 
 
 def test_bf16_is_its_own_type_and_a_16_bit_float_to_exo():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import numpy as np
 import pytest
@@ -21,7 +22,9 @@ def test_example_matches_numpy(module_name, index):
     mod = importlib.import_module(module_name)
     p = mod.PROCS[index]
     built = getattr(sl.build([p]), p.name())
-    args = mod.make_args(np.random.default_rng())
+    # an example with several procs of different signatures takes the proc (e.g. sm80_gemm: tf32, f16, bf16)
+    takes_proc = "proc" in inspect.signature(mod.make_args).parameters
+    args = mod.make_args(np.random.default_rng(), **({"proc": p} if takes_proc else {}))
     expected = mod.reference(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()})
     dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     built(*dev.values())
