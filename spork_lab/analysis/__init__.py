@@ -12,9 +12,12 @@ The analysis is a short list of named steps over the proc's LoopIR:
 2. ``checks``: per statement, instrs run with their declared collective unit
    and instr-tl, scalar writes are made by single threads, and every
    allocation/read/write is allowed on the statement's instr-tl by its memory.
+3. ``dist`` (`spork_lab.dist`): distributed memory deduction, seed 000
+   rules 1-3: per device allocation, its distributed dimensions, shard shape,
+   tiling chain and the owner threads of each shard.
 
-Errors are `DeviceScopeError`, `CollectiveError` and `TimelineError` (all
-`SporkError`) at the user's line.
+Errors are `DeviceScopeError`, `CollectiveError`, `TimelineError` and
+`DistributedMemoryError` (all `SporkError`) at the user's line.
 
 Python API (used by the code generator and the sync checker)::
 
@@ -34,6 +37,9 @@ Python API (used by the code generator and the sync checker)::
     info.path, info.line, info.text   # child indices from the proc body ("else" enters an If's orelse),
                                       # source line, first printed line
     a.device_functions                # [(LoopIR.For of the `with` block, CudaDeviceFunction)]
+    a.dist                            # {alloc Sym: spork_lab.dist.DistAlloc} for device allocations with a
+                                      # native unit; .dims distributed dims (0: not distributed), .shard_shape,
+                                      # .owners {shard index: threads}, .owner_threads(shard, outer iter values)
     a.stmts                           # [(stmt, StmtInfo)] in source order
     a.to_json()                       # plain JSON-serialisable data
 
@@ -51,6 +57,7 @@ from typing import Union
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
+from ..dist import deduce
 from ..errors import user_facing
 from .checks import check_statements
 from .result import Analysis, IterInfo, StmtInfo
@@ -66,7 +73,7 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     walker = ScopeWalker()
     walker.run(proc_ir)
     check_statements(proc_ir, walker.stmts, analyze)
-    return Analysis(proc_ir, walker.stmts, walker.device_functions)
+    return Analysis(proc_ir, walker.stmts, walker.device_functions, deduce(walker.stmts))
 
 
 __all__ = ["analyze", "Analysis", "StmtInfo", "IterInfo"]

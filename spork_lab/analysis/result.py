@@ -86,10 +86,11 @@ class StmtInfo:
 class Analysis:
     """The static analysis of one proc (see the package docstring for the API)."""
 
-    def __init__(self, proc_ir: LoopIR.proc, stmts: list, device_functions: list):
+    def __init__(self, proc_ir: LoopIR.proc, stmts: list, device_functions: list, dist: Optional[dict] = None):
         self.proc_ir = proc_ir  # held so that the id() keys below stay valid
         self.stmts = stmts  # [(LoopIR.stmt, StmtInfo)] in source order
         self.device_functions = device_functions  # [(LoopIR.For of the with block, CudaDeviceFunction)]
+        self.dist = dist or {}  # alloc Sym -> spork_lab.dist.DistAlloc
         self._by_id = {id(s): info for s, info in stmts}
 
     def stmt_info(self, stmt: LoopIR.stmt) -> StmtInfo:
@@ -122,4 +123,5 @@ class Analysis:
             "proc": str(self.proc_ir.name),
             "statements": [info.to_json() for _, info in self.stmts],
             "device_functions": functions,
+            "distributed": [a.to_json() for a in self.dist.values() if a.is_distributed],
         }

@@ -12,7 +12,7 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis import analyze
+from ..analysis import Analysis
 from ..core.coll import CollTiling
 from ..core.ir import walk_stmts
 
@@ -22,12 +22,11 @@ def iter_key(sym) -> str:
     return str(sym.name())
 
 
-def scope_tilings(kernel_proc: LoopIR.proc) -> dict:
+def scope_tilings(kernel_proc: LoopIR.proc, analysis: Analysis) -> dict:
     """id(stmt) -> CollTiling for every statement of the proc's device function (its body[0]).
 
     For a loop or `with` block the entry is the tiling its body runs with.
     """
-    analysis = analyze(kernel_proc)
     return {
         id(s): analysis.stmt_info(s.body[0] if isinstance(s, LoopIR.For) else s).tiling
         for s in walk_stmts(kernel_proc.body[0].body)
