@@ -218,12 +218,11 @@ def test_each_cta_reuses_its_own_shard_of_cluster_shared_memory():
 def test_cluster_shared_memory_runs_on_the_interpreter():
     """The compiled engine keeps one owner per buffer: it declines per-shard owners, and sync_check's
     interpreter (the reference) runs the program instead."""
-    from spork_lab.analysis.barriers import barrier_usage
     from spork_lab.sync import engine as E
     from spork_lab.sync.threads import ThreadMap
 
     ir = cluster_example.dist_cluster_smem._loopir_proc
-    compiled = E.engine_for(ir, barrier_usage(ir), ThreadMap(ir))
+    compiled = E.engine_for(ir, sl.analyze(ir).barriers, ThreadMap(ir))
     assert not isinstance(compiled, E.Engine) and "distributed shared memory" in str(compiled)
 
 

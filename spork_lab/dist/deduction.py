@@ -31,8 +31,9 @@ threads differently, or the same loops under another CudaWarps range.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Iterator, Mapping, Optional
 
 from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
@@ -87,9 +88,9 @@ class Use:
         return {"line": self.line, "text": self.text, "iters": [link.iter for link in self.links]}
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistAlloc:
-    """The deduction for one device allocation whose memory has a native unit.
+    """The deduction for one device allocation whose memory has a native unit (immutable, like the Analysis).
 
     `dims` is the number of leading distributed dimensions (0 when the
     allocation is made at its native unit's size, or has no use).
@@ -101,13 +102,13 @@ class DistAlloc:
     sym: Sym
     mem: type
     line: Optional[int]
-    shape: list  # ints where constant, else the printed expression
+    shape: tuple  # ints where constant, else the printed expression
     alloc_tiling: CollTiling
     alloc_threads: int  # t_a
     native_threads: int  # t_n
-    uses: list = field(default_factory=list)  # of Use, in source order
-    owners: dict = field(default_factory=dict)  # shard index tuple -> Threads
-    owner_use: dict = field(default_factory=dict)  # shard index tuple -> Use
+    uses: tuple = ()  # of Use, in source order
+    owners: Mapping = field(default_factory=lambda: MappingProxyType({}))  # shard index tuple -> Threads
+    owner_use: Mapping = field(default_factory=lambda: MappingProxyType({}))  # shard index tuple -> Use
 
     @property
     def name(self) -> str:
@@ -119,7 +120,7 @@ class DistAlloc:
 
     @property
     def shard_shape(self) -> list:
-        return self.shape[self.dims :]
+        return list(self.shape[self.dims :])
 
     @property
     def is_distributed(self) -> bool:
@@ -169,7 +170,10 @@ class _Deducer:
         self.infos = {id(s): info for s, info in stmts}
         self.links: dict = {}  # cuda_threads iterator Sym -> Link
         self.bodies: dict = {}  # cuda_threads iterator Sym -> the tiling of its loop's body
-        self.allocs: dict = {}  # Sym -> DistAlloc
+        self.allocs: dict = {}  # Sym -> DistAlloc without its uses (filled in by `run`)
+        self.uses: dict = {}  # Sym -> [Use]
+        self.owners: dict = {}  # Sym -> {shard: Threads}
+        self.owner_use: dict = {}  # Sym -> {shard: Use}
         self.alloc_iters: dict = {}  # allocation Sym -> the cuda_threads iterators around it
         self.owner_tables: dict = {}  # (owner tiling, iterator names, counts) -> {shard: Threads}
 
@@ -185,7 +189,11 @@ class _Deducer:
                 a = self.allocs.get(name)
                 if a is not None and a.alloc_threads > a.native_threads:
                     self.check_consistent(a, self.deduce_use(a, idx, node, s, info))
-        return self.allocs
+        return {
+            sym: replace(a, uses=tuple(self.uses[sym]), owners=MappingProxyType(self.owners[sym]),
+                         owner_use=MappingProxyType(self.owner_use[sym]))
+            for sym, a in self.allocs.items()
+        }
 
     # -- tile thread counts ------------------------------------------------------
 
@@ -218,8 +226,9 @@ class _Deducer:
                 f"runs, outside the cuda_threads loop that splits it",
                 s.srcinfo,
             )
-        shape = [d.val if isinstance(d, LoopIR.Const) else str(d) for d in s.type.shape()] if s.type.is_tensor_or_window() else []
+        shape = tuple(d.val if isinstance(d, LoopIR.Const) else str(d) for d in s.type.shape()) if s.type.is_tensor_or_window() else ()
         self.allocs[s.name] = DistAlloc(s.name, mem, getattr(s.srcinfo, "lineno", None), shape, tiling, t_a, t_n)
+        self.uses[s.name], self.owners[s.name], self.owner_use[s.name] = [], {}, {}
         self.alloc_iters[s.name] = set(_threads_iters(info))
 
     # -- rule 2 --------------------------------------------------------------------
@@ -264,8 +273,9 @@ class _Deducer:
 
     def check_consistent(self, a: DistAlloc, use: Use) -> None:
         srcinfo = use.srcinfo
-        if a.uses and len(a.uses[0].links) != len(use.links):
-            first = a.uses[0]
+        uses, owners, owner_use = self.uses[a.sym], self.owners[a.sym], self.owner_use[a.sym]
+        if uses and len(uses[0].links) != len(use.links):
+            first = uses[0]
             raise DistributedMemoryError(
                 f"distributed memory rule 3 (consistent deductions): `{use.text}` deduces "
                 f"{len(use.links)} distributed dimension(s) ({_iters_text(use)}), but line {first.line} "
@@ -274,12 +284,12 @@ class _Deducer:
                 srcinfo,
             )
         for shard, threads in self.owner_table(use).items():
-            known = a.owners.get(shard)
+            known = owners.get(shard)
             if known is None:
-                a.owners[shard] = threads
-                a.owner_use[shard] = use
+                owners[shard] = threads
+                owner_use[shard] = use
             elif known != threads:
-                first = a.owner_use[shard]
+                first = owner_use[shard]
                 raise DistributedMemoryError(
                     f"distributed memory rule 3 (consistent deductions): `{use.text}` makes threads "
                     f"{_runs_text(threads)} the owner of shard {list(shard)} of {a.name}, but line {first.line} "
@@ -288,7 +298,7 @@ class _Deducer:
                     f"there {_iters_text(first)})",
                     srcinfo,
                 )
-        a.uses.append(use)
+        uses.append(use)
 
     def owner_table(self, use: Use) -> dict:
         """Shard index -> owner threads for every shard the use's loops reach (cached: uses share loops)."""
