@@ -5,6 +5,7 @@ Each example proc is built once, then run once per tool in a child process
 The table of hazards found goes to benchmarks/sanitizer_results.md.
 
     python benchmarks/sanitize_examples.py
+    python benchmarks/sanitize_examples.py --only dist_gemm,dist_cluster_smem --out /tmp/dist.md
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", help="MODULE:PROC: run one example (used under compute-sanitizer)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "sanitizer_results.md"))
+    parser.add_argument("--only", help="comma-separated example modules (default: every one in SMALL)")
     args = parser.parse_args()
     if args.one:
         return run_one(args.one)
@@ -69,7 +71,7 @@ def main() -> int:
         print("compute-sanitizer not found on PATH")
         return 1
     rows = ["| example | proc | tool | result | sanitizer summary |", "|---|---|---|---|---|"]
-    for module_name in SMALL:
+    for module_name in args.only.split(",") if args.only else SMALL:
         for p in importlib.import_module(module_name).PROCS:
             target = f"{module_name}:{p.name()}"
             subprocess.run([sys.executable, __file__, "--one", target], capture_output=True)  # build (cached)
