@@ -261,3 +261,20 @@ def different_dim_count(y: f32[128] @ CudaGmemLinear):
                     r[w, t, 0] = 1.0
             for t in cuda_threads(0, 4):
                 y[t] = r[t, 0, 0]  # error here
+
+
+# Each use alone gives each shard one owner, but together they give warp 1 both shard [0, 1] and shard [1, 0]:
+# with distributed dims stripped, the two would share warp 1's registers.
+@proc
+def two_shards_one_owner(C: f32[2, 16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            D: f32[2, 2, 16, 8] @ Sm80_RmemMatrixD
+            with CudaWarps(0, 2):
+                for a in cuda_threads(0, 1, unit=2 * cuda_warp):
+                    for b in cuda_threads(0, 2, unit=cuda_warp):
+                        Sm80_mma_zero_d_tf32(D[a, b, :, :])
+            with CudaWarps(0, 2):
+                for a in cuda_threads(0, 1, unit=2 * cuda_warp):
+                    for b in cuda_threads(0, 2, unit=cuda_warp):
+                        Sm80_mma_store_d_tf32(C[b, :, :], D[b, a, :, :])  # error here

@@ -46,6 +46,8 @@ CASES = [
                             "here tx: 16 -> 1, ty: 256 -> 16"]),
     ("retiled", 3, ["threads [16, 17) the owner of shard [1, 0]", "deduced threads [8, 9)"]),
     ("other_warps", 3, ["threads [64, 96) the owner of shard [0] of D", "deduced threads [0, 32)"]),
+    ("two_shards_one_owner", 3, ["threads [32, 64) the owner of shard [1, 0] of D", "owner of shard [0, 1]",
+                                 "each owner holds one shard"]),
     ("different_dim_count", 3, ["deduces 1 distributed dimension(s) (t: 128 -> 1)", "deduced 2 (w: 128 -> 32, t: 32 -> 1)"]),
 ]  # fmt: skip
 

@@ -17,7 +17,8 @@ Vocabulary (seed 000):
   The consumed indices are distributed, the rest are not; an allocation made
   at its native unit's size (t_a == t_n) has no distributed dimension.
 * Rule 3: every use deduces the same owner collective for each shard it
-  touches, and the same number of distributed dimensions.
+  touches, and the same number of distributed dimensions; and no collective
+  owns two shards (lowered, each owner holds one shard, in one place).
 
 A shard's owner is a set of natural thread indices, computed from the
 tiling of the innermost consumed loop's body with the consumed iterators set
@@ -174,6 +175,7 @@ class _Deducer:
         self.uses: dict = {}  # Sym -> [Use]
         self.owners: dict = {}  # Sym -> {shard: Threads}
         self.owner_use: dict = {}  # Sym -> {shard: Use}
+        self.shard_of_owner: dict = {}  # Sym -> {owner Threads: shard}
         self.alloc_iters: dict = {}  # allocation Sym -> the cuda_threads iterators around it
         self.owner_tables: dict = {}  # (owner tiling, iterator names, counts) -> {shard: Threads}
 
@@ -228,7 +230,7 @@ class _Deducer:
             )
         shape = tuple(d.val if isinstance(d, LoopIR.Const) else str(d) for d in s.type.shape()) if s.type.is_tensor_or_window() else ()
         self.allocs[s.name] = DistAlloc(s.name, mem, getattr(s.srcinfo, "lineno", None), shape, tiling, t_a, t_n)
-        self.uses[s.name], self.owners[s.name], self.owner_use[s.name] = [], {}, {}
+        self.uses[s.name], self.owners[s.name], self.owner_use[s.name], self.shard_of_owner[s.name] = [], {}, {}, {}
         self.alloc_iters[s.name] = set(_threads_iters(info))
 
     # -- rule 2 --------------------------------------------------------------------
@@ -283,11 +285,24 @@ class _Deducer:
                 f"must split it into the same shards",
                 srcinfo,
             )
+        shard_of = self.shard_of_owner[a.sym]
         for shard, threads in self.owner_table(use).items():
             known = owners.get(shard)
             if known is None:
+                other = shard_of.get(threads)
+                if other is not None:
+                    first = owner_use[other]
+                    raise DistributedMemoryError(
+                        f"distributed memory rule 3 (consistent deductions): `{use.text}` makes threads "
+                        f"{_runs_text(threads)} the owner of shard {list(shard)} of {a.name}, but line {first.line} "
+                        f"(`{first.text}`) made them the owner of shard {list(other)}: each owner holds one shard "
+                        f"of {a.name}, in one place, so two shards with one owner would overwrite each other "
+                        f"(here {_iters_text(use)}; there {_iters_text(first)})",
+                        srcinfo,
+                    )
                 owners[shard] = threads
                 owner_use[shard] = use
+                shard_of[threads] = shard
             elif known != threads:
                 first = owner_use[shard]
                 raise DistributedMemoryError(
