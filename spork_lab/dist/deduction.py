@@ -285,25 +285,10 @@ class _Deducer:
                 f"must split it into the same shards",
                 srcinfo,
             )
-        shard_of = self.shard_of_owner[a.sym]
-        for shard, threads in self.owner_table(use).items():
+        table = self.owner_table(use)
+        for shard, threads in table.items():  # first: a shard someone else owns (the likelier mistake)
             known = owners.get(shard)
-            if known is None:
-                other = shard_of.get(threads)
-                if other is not None:
-                    first = owner_use[other]
-                    raise DistributedMemoryError(
-                        f"distributed memory rule 3 (consistent deductions): `{use.text}` makes threads "
-                        f"{_runs_text(threads)} the owner of shard {list(shard)} of {a.name}, but line {first.line} "
-                        f"(`{first.text}`) made them the owner of shard {list(other)}: each owner holds one shard "
-                        f"of {a.name}, in one place, so two shards with one owner would overwrite each other "
-                        f"(here {_iters_text(use)}; there {_iters_text(first)})",
-                        srcinfo,
-                    )
-                owners[shard] = threads
-                owner_use[shard] = use
-                shard_of[threads] = shard
-            elif known != threads:
+            if known is not None and known != threads:
                 first = owner_use[shard]
                 raise DistributedMemoryError(
                     f"distributed memory rule 3 (consistent deductions): `{use.text}` makes threads "
@@ -313,6 +298,22 @@ class _Deducer:
                     f"there {_iters_text(first)})",
                     srcinfo,
                 )
+        shard_of = self.shard_of_owner[a.sym]
+        for shard, threads in table.items():  # then: an owner of two shards
+            if shard in owners:
+                continue
+            other = shard_of.get(threads)
+            if other is not None:
+                first = owner_use[other]
+                raise DistributedMemoryError(
+                    f"distributed memory rule 3 (consistent deductions): `{use.text}` makes threads "
+                    f"{_runs_text(threads)} the owner of shard {list(shard)} of {a.name}, but line {first.line} "
+                    f"(`{first.text}`) made them the owner of shard {list(other)}: each owner holds one shard "
+                    f"of {a.name}, in one place, so two shards with one owner would overwrite each other "
+                    f"(here {_iters_text(use)}; there {_iters_text(first)})",
+                    srcinfo,
+                )
+            owners[shard], owner_use[shard], shard_of[threads] = threads, use, shard
         uses.append(use)
 
     def owner_table(self, use: Use) -> dict:
