@@ -275,9 +275,12 @@ def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarra
     return {"C": (decode(A).astype(np.float64) @ decode(B).astype(np.float64)).astype(np.float32)}
 
 
-def make_args(rng: np.random.Generator, proc=None, n: int = 0, M: int = 256, N: int = 512, K: int = 384) -> dict:
-    """Random inputs for `proc` (default: the f16 GEMM) at M x N x K (M = N = K = n if given); C poisoned with NaN."""
-    M, N, K = (n, n, n) if n else (M, N, K)
+SHAPES = [(256, 512, 384), (512, 256, 256)]  # (M, N, K), non-square; the GPU tests run each proc at each
+
+
+def make_args(rng: np.random.Generator, proc=None, n: int = 0, shape: tuple = (256, 512, 384)) -> dict:
+    """Random inputs for `proc` (default: the f16 GEMM) at shape (M, N, K), or M = N = K = n; C poisoned with NaN."""
+    M, N, K = (n, n, n) if n else shape
     dtype = next((c.dtype for c in CONFIGS.values() if proc is not None and c.name == proc.name()), "f16")
     A, B, _, _ = inputs(rng, dtype, M, N, K)
     return {"M": M, "N": N, "K": K, "A": A, "B": B, "C": np.full((M, N), np.nan, dtype=np.float32)}

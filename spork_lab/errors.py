@@ -63,6 +63,10 @@ class DataTypeError(SporkError):
     """An instr argument's element type differs from its parameter's (instrs reinterpret bits)."""
 
 
+class DistributedMemoryError(SporkError):
+    """The uses of a distributed allocation do not deduce one owner collective per shard (seed 000, rules 1-3)."""
+
+
 class SyncError(SporkError):
     """Misuse of barriers and synchronization statements."""
 

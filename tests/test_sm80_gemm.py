@@ -65,7 +65,7 @@ def test_matches_float64_at_several_shapes(dtype):
     built = getattr(sl.build([p]), p.name())
     rng = np.random.default_rng()
     for M, N, K in [(256, 512, 384), (512, 256, 256), (384, 768, 512), (1024, 1024, 1024)]:
-        args = g.make_args(rng, proc=p, M=M, N=N, K=K)
+        args = g.make_args(rng, proc=p, shape=(M, N, K))
         want = g.reference(**args)["C"]
         dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
         built(*dev.values())
