@@ -1,137 +1,281 @@
-"""GEMM benchmark: spork_lab kernels against cuBLAS on the local GPU -> benchmarks/results/gemm.json.
+"""GEMM benchmark: spork_lab's generated kernels against cuBLAS, same inputs, same run -> results/gemm.json.
 
-    python3 benchmarks/gemm.py [--sizes 8192 4096] [--only sm80]
+    python3 benchmarks/gemm.py --platform sm80 [--dtypes tf32,f16,bf16] [--shapes 8192x8192x8192,...] [--sweep]
 
-For each kernel in KERNELS and each size n (M = N = K = n), on fresh random
-inputs: the kernel's output is poisoned with NaN, checked against a float64
-product on the GPU (max|C - C64| / max|C64|, every element written), then the
-kernel and cuBLAS (PyTorch's matmul on the same input tensors; TF32 allowed for
-tf32 rows) are timed by `sl.benchmark` in the same run: CUDA events, L2 flushed
-before each run, median. Before timing, each kernel is also checked at small
-non-square shapes. Records replace those of the same kernel, dtype and shape in
-the JSON file, so platforms can be run separately.
+Every row of results/gemm.json (replaced in place, keyed by kernel, platform,
+dtype and shape) is {"kernel", "platform", "dtype", "M", "N", "K", "tflops",
+"cublas_tflops", "max_rel_err", "gpu", "date"} plus "layout" and "cublas"
+(what cuBLAS was asked). Method: each kernel is first checked on fresh random
+inputs at its small CHECK shapes (one non-square), C poisoned with NaN,
+against a float64 product (max|C - C64| / max|C64|); then, per timed shape,
+fresh random normal inputs, the same check, and `--reps` timed pairs, ours
+and cuBLAS (PyTorch matmul, TF32 allowed for tf32 rows) alternating on one
+stream (CUDA events, L2 flushed before each run), medians compared, so both
+see the same clocks and temperature (the card is power-limited under GEMMs).
+The kernel's arguments are prepared before timing: the host work of a call
+(argument checks, the launch) overlaps the ~85 us flush kernel queued ahead.
 
-To add a kernel (e.g. Sm90a), append a `Kernel` to KERNELS: its proc, platform,
-dtype (tf32, f16 or bf16) and the small shapes its tiles allow.
+`--sweep` times every candidate tile configuration of the platform instead of
+its default one. Scheduling and nvcc take minutes, so a sweep can be built
+here and timed on the GPU machine:
+
+    python3 benchmarks/gemm.py --platform sm80 --sweep --prebuild DIR --arch sm_90a   # no GPU needed
+    python3 benchmarks/gemm.py --prebuilt DIR [--shapes ...]                          # on the GPU
+
+DIR holds each kernel's generated sources and index.json (name, platform, dtype,
+layout, and the text of a proc with the kernel's parameters and assertions, from
+which the argument checks are rebuilt without scheduling again); the GPU machine
+compiles them with its nvcc, in parallel.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
 RESULTS = ROOT / "benchmarks" / "results" / "gemm.json"
+sys.path.insert(0, str(ROOT / "examples"))
+
+SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]
+CHECK = [(256, 512, 384), (512, 256, 256)]  # small shapes checked before timing (M, N, K)
+TOLERANCE = {"tf32": 2e-3, "f16": 1e-4, "bf16": 1e-4}  # max rel err; f16/bf16 products are exact in f32
+SOURCE_EXTS = ("c", "h", "cu", "cuh")  # what compile_procs_to_strings returns, in order
+LAYOUT_KN = "C[M,N] f32 = A[M,K] @ B[K,N], row-major, f32 accumulation"
 
 
 @dataclass(frozen=True)
 class Kernel:
+    """One kernel to time: `schedule()` gives its proc (slow); `signature` is the text of a proc with the same
+    parameters and assertions (parsed on the GPU machine to check arguments of a prebuilt library)."""
+
     name: str
     platform: str
     dtype: str  # tf32 (f32 data), f16 or bf16; C is f32
-    proc: object
-    check_shapes: tuple  # (M, N, K) small shapes, non-square, checked before timing
+    layout: str
+    b_nk: bool  # B is given as [N, K] (C = A @ B^T) rather than [K, N]
+    schedule: Callable
+    signature: str
 
 
-def kernels() -> list:
-    import sm80_gemm
+# Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md, run 3, has their times).
+SM80_SWEEP = {
+    "f16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
+            dict(BN=128, S=3, blocks_per_sm=2)],
+    "bf16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
+             dict(BN=128, S=3, blocks_per_sm=2)],
+    "tf32": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3)],
+}
 
-    small = ((256, 512, 384), (512, 256, 256), (384, 768, 512))
+
+def sm80_kernels(dtype: str, sweep: bool) -> list:
+    import sm80_gemm as g
+
+    base = g.CONFIGS[dtype]
+    configs = [dataclasses.replace(base, **kw) for kw in SM80_SWEEP[dtype]] if sweep else [base]
     return [
-        Kernel(f"sm80_gemm_{d}", "sm80", d, getattr(sm80_gemm, f"sm80_gemm_{d}"), small) for d in ("tf32", "f16", "bf16")
-    ]
+        Kernel(cfg.name if cfg == base and not sweep else f"{cfg.name}_{cfg.tiles}", "sm80", dtype, LAYOUT_KN, False,
+               lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)))
+        for cfg in configs
+    ]  # fmt: skip
 
 
-def _torch_dtype(torch, dtype: str):
-    return {"tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+PLATFORMS = {"sm80": sm80_kernels}
 
 
-def _as_cupy(cupy, torch, t):
-    """A CuPy view of a torch tensor (bf16 as its int16 bits: CuPy has no bfloat16)."""
-    return cupy.asarray(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
+def _time_pair(ours, theirs, reps: int) -> tuple:
+    """Median ms of ours() and theirs(), alternating, L2 flushed before each (torch events on its current stream)."""
+    import torch
+
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for _ in range(3):
+        ours()
+        theirs()
+    times = ([], [])
+    for _ in range(reps):
+        for fn, out in ((ours, times[0]), (theirs, times[1])):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            out.append(start.elapsed_time(end))
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
-def _rel_err(torch, C, A, B) -> float:
-    ref = A.double() @ B.double()
-    if not bool(torch.isfinite(C).all()):
-        return float("inf")  # NaN left by the poison: an element was not written
-    return float((C.double() - ref).abs().max() / ref.abs().max())
-
-
-def run_kernel(k: Kernel, sizes, gpu: str, date: str) -> list:
+def _cupy(t):
+    """A CuPy view of a torch tensor (bf16 as its bits: NumPy and CuPy have no bfloat16)."""
     import cupy
     import torch
 
-    import spork_lab as sl
+    return cupy.from_dlpack(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
 
-    built = getattr(sl.build([k.proc]), k.proc.name())
-    tdt = _torch_dtype(torch, k.dtype)
-    torch.backends.cuda.matmul.allow_tf32 = k.dtype == "tf32"
-    gen = torch.Generator(device="cuda").manual_seed(0)
 
-    def call(A, B, C):
-        M, K = A.shape
-        built(M, B.shape[1], K, _as_cupy(cupy, torch, A), _as_cupy(cupy, torch, B), cupy.asarray(C))
+class Runner:
+    """One built kernel on the GPU: fresh inputs, the float64 check, the timed pair against cuBLAS."""
 
-    def fresh(M, N, K):
-        A = torch.randn(M, K, device="cuda", generator=gen).to(tdt)
-        B = torch.randn(K, N, device="cuda", generator=gen).to(tdt)
+    def __init__(self, k: Kernel, built):
+        import cupy
+        import torch
+
+        self.k, self.built = k, built
+        self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        self.tdt = {"tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[k.dtype]
+
+    def inputs(self, shape: tuple) -> tuple:
+        import torch
+
+        M, N, K = shape
+        A = torch.randn(M, K, device="cuda").to(self.tdt)
+        B = torch.randn(*((N, K) if self.k.b_nk else (K, N)), device="cuda").to(self.tdt)
         return A, B, torch.full((M, N), float("nan"), device="cuda")
 
-    for M, N, K in k.check_shapes:
-        A, B, C = fresh(M, N, K)
-        call(A, B, C)
+    def launcher(self, A, B, C) -> Callable:
+        """A function that runs the kernel on A, B, C; the CuPy views are made once, outside the timed calls."""
+        args = (A.shape[0], C.shape[1], A.shape[1], *(_cupy(x) for x in (A, B, C)))
+
+        def run():
+            with self.stream:
+                self.built(*args)
+
+        return run
+
+    def checked(self, shape: tuple) -> tuple:
+        """(A, B, C, max rel err) after one run on fresh inputs; RuntimeError past the tolerance or on a CUDA error."""
+        import torch
+
+        A, B, C = self.inputs(shape)
+        self.launcher(A, B, C)()
         torch.cuda.synchronize()
-        err = _rel_err(torch, C, A, B)
-        tol = 2e-3 if k.dtype == "tf32" else 1e-4
-        if not err <= tol or built.module.lib[f"{built.module.lib_name}_last_error"]() != 0:
-            raise RuntimeError(f"{k.name} wrong at {M}x{N}x{K}: max rel err {err:.2e} (tolerance {tol:.0e})")
-    records = []
-    for n in sizes:
-        A, B, C = fresh(n, n, n)
-        call(A, B, C)
-        torch.cuda.synchronize()
-        err = _rel_err(torch, C, A, B)
-        out = torch.empty(n, n, device="cuda", dtype=tdt)
-        r = sl.benchmark(built, (n, n, n, _as_cupy(cupy, torch, A), _as_cupy(cupy, torch, B), cupy.asarray(C)),
-                         reference=lambda *_: torch.matmul(A, B, out=out), reps=20 if n >= 8192 else 40)  # fmt: skip
-        tflops = lambda ms: 2 * n**3 / ms / 1e9  # noqa: E731
-        rec = dict(kernel=k.name, platform=k.platform, dtype=k.dtype, M=n, N=n, K=n, tflops=round(tflops(r.median_ms), 1),
-                   cublas_tflops=round(tflops(r.reference_median_ms), 1), max_rel_err=err, gpu=gpu, date=date)  # fmt: skip
-        print(f"{k.name:18s} {n:5d}^3 {rec['tflops']:7.1f} TFLOP/s  cuBLAS {rec['cublas_tflops']:7.1f}  "
-              f"({rec['tflops'] / rec['cublas_tflops']:.2f}x)  max rel err {err:.1e}", flush=True)
-        records.append(rec)
-    return records
+        ref = A.double() @ (B.double().t() if self.k.b_nk else B.double())
+        err = float(((C.double() - ref).abs().max() / ref.abs().max()).item())  # NaN (never <= tol) if unwritten
+        lib = self.built.module
+        if not err <= TOLERANCE[self.k.dtype] or getattr(lib.lib, f"{lib.lib_name}_last_error")() != 0:
+            raise RuntimeError(f"{self.k.name} wrong at {'x'.join(map(str, shape))}: max rel err {err:.2e}")
+        return A, B, C, err
+
+    def row(self, shape: tuple, reps: int) -> dict:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = self.k.dtype == "tf32"
+        A, B, C, err = self.checked(shape)
+        Bt = B.t() if self.k.b_nk else B
+        ms, cublas_ms = _time_pair(self.launcher(A, B, C), lambda: torch.matmul(A, Bt), reps)
+        M, N, K = shape
+        flops = 2 * M * N * K
+        k = self.k
+        return {
+            "kernel": k.name, "platform": k.platform, "dtype": k.dtype, "M": M, "N": N, "K": K,
+            "tflops": round(flops / ms / 1e9, 1), "cublas_tflops": round(flops / cublas_ms / 1e9, 1),
+            "max_rel_err": err, "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+            "layout": k.layout,
+            "cublas": f"torch.matmul(A, {'B.t()' if k.b_nk else 'B'}) ({k.dtype}{', allow_tf32' if k.dtype == 'tf32' else ''})",
+        }  # fmt: skip
 
 
-def merge(old: list, new: list) -> list:
-    key = lambda r: (r["kernel"], r["dtype"], r["M"], r["N"], r["K"])  # noqa: E731
-    fresh = {key(r) for r in new}
-    return [r for r in old if key(r) not in fresh] + new
+def prebuild(kernels: list, out: Path, arch: str) -> None:
+    """Schedule each kernel and write its sources to DIR ({name}.c/.h/.cu/.cuh and index.json); compile each here
+    too, so that a kernel nvcc rejects is found before the GPU run."""
+    import spork_lab as sl
+    from spork_lab.runtime import build_library
+
+    out.mkdir(parents=True, exist_ok=True)
+    index_file = out / "index.json"
+    old = json.loads(index_file.read_text())["kernels"] if index_file.exists() else []
+    index = [e for e in old if e["name"] not in {k.name for k in kernels}]  # a prebuild adds to the folder
+    for k in kernels:
+        print(f"building {k.name}", flush=True)
+        sources = sl.compile_procs_to_strings([k.schedule()], k.name, arch)
+        for ext, text in zip(SOURCE_EXTS, sources):
+            (out / f"{k.name}.{ext}").write_text(text)
+        build_library(sources, k.name, arch)
+        index.append({f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.name != "schedule"})
+    index_file.write_text(json.dumps({"arch": arch, "kernels": index}, indent=1) + "\n")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[8192, 4096])
-    ap.add_argument("--only", default="", help="run the kernels whose name or platform contains this")
-    args = ap.parse_args()
-    import torch
+def load_prebuilt(folder: Path, only: str) -> list:
+    """(Kernel, built proc) for each kernel of a prebuild whose name contains `only`, compiled here in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    gpu = torch.cuda.get_device_name(0)
-    date = datetime.date.today().isoformat()
-    records = []
-    for k in kernels():
-        if args.only in k.name or args.only == k.platform:
-            records += run_kernel(k, args.sizes, gpu, date)
+    import spork_lab as sl
+    from spork_lab.codegen import lib_name
+    from spork_lab.runtime import BuiltModule, build_library
+    from spork_lab.runtime._args import proc_spec
+
+    index = json.loads((folder / "index.json").read_text())
+    kernels = [Kernel(schedule=None, **entry) for entry in index["kernels"] if only in entry["name"]]
+    sources = lambda k: tuple((folder / f"{k.name}.{ext}").read_text() for ext in SOURCE_EXTS)  # noqa: E731
+    with ThreadPoolExecutor() as pool:  # nvcc runs in subprocesses
+        libs = list(pool.map(lambda k: build_library(sources(k), k.name, index["arch"]), kernels))
+    out = []
+    for k, lib in zip(kernels, libs):
+        spec = proc_spec(sl.parse_source(k.signature)._loopir_proc)
+        out.append((k, getattr(BuiltModule(lib, lib_name(k.name), [spec]), spec.name)))
+    return out
+
+
+def save(rows: list) -> None:
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    key = lambda r: (r["kernel"], r["platform"], r["dtype"], r["M"], r["N"], r["K"])  # noqa: E731
+    new = {key(r): r for r in old}
+    new.update({key(r): r for r in rows})
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(merge(old, records), indent=1) + "\n")
+    RESULTS.write_text(json.dumps(list(new.values()), indent=1) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default="sm80")
+    parser.add_argument("--dtypes", default="tf32,f16,bf16")
+    parser.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES))
+    parser.add_argument("--sweep", action="store_true", help="every candidate tile configuration")
+    parser.add_argument("--prebuild", type=Path, help="only build the kernels into this folder (no GPU needed)")
+    parser.add_argument("--arch", default="sm_90a", help="target of --prebuild")
+    parser.add_argument("--prebuilt", type=Path, help="compile and time the kernels of a --prebuild folder")
+    parser.add_argument("--only", default="", help="only the kernels whose name contains this")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=None, help="also write this run's rows here")
+    parser.add_argument("--no-save", action="store_true", help="leave results/gemm.json alone (profiling runs)")
+    a = parser.parse_args()
+    if a.prebuilt:
+        pairs = load_prebuilt(a.prebuilt, a.only)
+    else:
+        kernels = [k for d in a.dtypes.split(",") for k in PLATFORMS[a.platform](d, a.sweep) if a.only in k.name]
+        if a.prebuild:
+            prebuild(kernels, a.prebuild, a.arch)
+            return 0
+        import spork_lab as sl
+
+        pairs = [(k, getattr(sl.build([p := k.schedule()], basename=k.name), str(p.name()))) for k in kernels]
+    rows, failed = [], []
+    for k, built in pairs:
+        runner = Runner(k, built)
+        try:
+            for shape in CHECK:
+                runner.checked(shape)
+            for shape in [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]:
+                r = runner.row(shape, a.reps)
+                rows.append(r)
+                print(f"{k.name:48} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
+                      f"{r['cublas_tflops']:7.1f} ({r['tflops'] / r['cublas_tflops']:.3f}x), max rel err "
+                      f"{r['max_rel_err']:.1e}", flush=True)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 -- a wrong or failing kernel is reported and left out; the others run
+            failed.append(f"{k.name}: {e}")
+            print(f"FAILED {k.name}: {type(e).__name__}: {e}", flush=True)
+    if not a.no_save:
+        save(rows)
+    if a.out:
+        a.out.write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,6 +26,7 @@ at M = N = 256, K = 128; `benchmarks/gemm.py` times it against cuBLAS.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
 
@@ -39,7 +40,9 @@ from spork_lab.scheduling import *
 
 @dataclass(frozen=True)
 class Config:
-    """dtype: "tf32" (f32 data), "f16" or "bf16"; CTA tile BM x BN x BK, warp tile WM x WN, S ring slots."""
+    """dtype: "tf32" (f32 data), "f16" or "bf16"; CTA tile BM x BN x BK, warp tile WM x WN, S ring slots;
+    blocks_per_sm CTAs resident on each SM (the persistent grid's size); late_copy: each K tile's products are
+    issued before the copies of the tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
 
     dtype: str = "f16"
     BM: int = 128
@@ -48,6 +51,8 @@ class Config:
     WM: int = 64
     WN: int = 64
     S: int = 4
+    blocks_per_sm: int = 1
+    late_copy: bool = False
 
     @property
     def elem(self) -> str:  # the element type of A and B
@@ -68,6 +73,11 @@ class Config:
     @property
     def name(self) -> str:
         return f"sm80_gemm_{self.dtype}"
+
+    @property
+    def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
+        late = "_late" if self.late_copy else ""
+        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{late}"
 
 
 def naive(cfg: Config):
@@ -185,7 +195,8 @@ def pad_rows(p, cfg: Config):
 
 def pipeline(p, cfg: Config):
     """8. Software pipeline through an S-slot ring: tile kt + S - 1 is copied while tile kt is multiplied
-    (prologue: the first S - 1 copies; epilogue: the last S - 1 products). Unsafe flags: see the module doc."""
+    (prologue: the first S - 1 copies; epilogue: the last S - 1 products); with late_copy the products come
+    first in the loop body (they read another slot, so exo lets them swap). Unsafe flags: see the module doc."""
     S, KT = cfg.S, f"K / {cfg.BK}"
     for buf in ["A_s", "B_s"]:
         p = expand_dim(p, buf, S, f"kt % {S}")
@@ -195,6 +206,9 @@ def pipeline(p, cfg: Config):
     p = cut_loop(p, p.find_loop("kt #2"), f"{KT} - {S - 1}")
     p = shift_loop(p, p.find_loop("kt #1"), 0)
     p = fuse(p, p.find_loop("kt #1"), p.find_loop("kt #2"), unsafe_disable_check=True)
+    if cfg.late_copy:  # [copy A, copy B, products] -> [products, copy A, copy B]
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[1:3])
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[0:2])
     return simplify(p)
 
 
@@ -204,7 +218,7 @@ def synchronize(p, cfg: Config):
     the reads of the slot that the copies of tile kt + S - 1 overwrite next."""
     p = insert_barrier_alloc(p, p.find_loop("kt").before(), "cg", [], CudaCommitGroup)
     p = insert_arrive(p, p.find_loop("kt").body()[-1].after(), Sm80_cp_async, "cg")
-    p = insert_arrive(p, p.find_loop("kt #1").body()[1].after(), Sm80_cp_async, "cg")
+    p = insert_arrive(p, p.find_loop("kt #1").body()[-1 if cfg.late_copy else 1].after(), Sm80_cp_async, "cg")
     p = insert_fence(p, p.find_loop("kt #1").body()[0].before(), cuda_in_order, Sm80_generic)
     p = insert_await(p, p.find_loop("kt #1").body()[0].before(), "cg", cuda_in_order, cfg.S - 2)
     p = insert_await(p, p.find_loop("kt #2").before(), "cg", cuda_in_order, 0)
@@ -216,7 +230,7 @@ def map_to_gpu(p, cfg: Config):
     """10. A persistent kernel: one CTA task per C tile; warps (wm, wn); copying threads (r, c)."""
     p = set_loop_mode(p, "mt", cuda_tasks)
     p = set_loop_mode(p, "nt", cuda_tasks)
-    p = wrap_with_context(p, p.find_loop("mt"), CudaDeviceFunction(blockDim=cfg.threads))
+    p = wrap_with_context(p, p.find_loop("mt"), CudaDeviceFunction(blockDim=cfg.threads, blocks_per_sm=cfg.blocks_per_sm))
     for loop in p.find_loop("wm", many=True):
         p = set_loop_mode(p, loop, cuda_threads(unit=(cfg.BN // cfg.WN) * cuda_warp))
     for loop in p.find_loop("wn", many=True):
@@ -243,6 +257,14 @@ def schedule(p, cfg: Config, upto: int = len(STEPS)):
 CONFIGS = {"tf32": Config("tf32", BK=32, S=4), "f16": Config("f16"), "bf16": Config("bf16")}
 sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16 = (schedule(naive(c), c) for c in CONFIGS.values())
 PROCS = [sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16]
+
+
+def sync_check_kernel(dtype: str = "f16"):
+    """The default tiles with BK = 32 and 3 ring slots: at M = N = 256, K = 128 (the size sync_check is run at)
+    the main loop runs and reuses a slot, which the default BK = 64, S = 4 (K >= 192) would not."""
+    cfg = dataclasses.replace(CONFIGS[dtype], BK=32, S=3)
+    return schedule(naive(cfg), cfg)
+
 
 # tf32 inputs are rounded to tf32 by the loads; f16/bf16 products are exact in f32: what is left is f32
 # accumulation (and tf32 rounding). Compared with assert_allclose against the float64 product.
@@ -288,4 +310,4 @@ def make_args(rng: np.random.Generator, proc=None, n: int = 0, shape: tuple = (2
 
 if __name__ == "__main__":
     print(sm80_gemm_f16)
-    print(sl.sync_check(sm80_gemm_f16, M=256, N=256, K=256))
+    print(sl.sync_check(sync_check_kernel(), M=256, N=256, K=128))

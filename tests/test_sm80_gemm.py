@@ -3,8 +3,6 @@ racy mutant of its synchronization is flagged; on a GPU it matches float64 at se
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from conftest import ir_equal, runnable_examples
@@ -37,9 +35,7 @@ def test_steps_replay_to_the_kernel(small):
 
 
 def test_issue_size_passes_sync_check():
-    cfg = dataclasses.replace(g.CONFIGS["f16"], BK=32, S=3)  # the benchmark's tiles, with K = 128 allowed
-    p = g.schedule(g.naive(cfg), cfg)
-    assert sl.sync_check(p, M=256, N=256, K=128).ok
+    assert sl.sync_check(g.sync_check_kernel(), M=256, N=256, K=128).ok
 
 
 def _mutants(p):
