@@ -10,7 +10,20 @@
 - reverse statements on anything but CudaMbarrier.
 
 The info also carries what lowering needs: ring depths (from the await lags),
-arrival counts (threads of the arriving collective) and the commit-group flavour.
+arrival counts and the commit-group flavour.
+
+Arrival counts: a collective of whole warps arrives once per warp (the lowering
+elects lane 0 after `__syncwarp`), other collectives once per thread, and
+cp.async arrives once per thread (each thread's copies are tracked). A
+multicast arrive `>> bar[:]` lands on every barrier of the slice, so each
+barrier receives it from every collective that runs it: the count is
+multiplied by the slice's size.
+
+TMA loads complete on an mbarrier (`copy(...) >> bar[i]`): their bytes are
+expected by the next Arrive on that barrier in the same block (`CudaAsync`
+blocks are transparent), which lowers to `mbarrier.arrive.expect_tx`. A
+multicast load `>> bar[:]` is run by every CTA of the slice, so each barrier
+receives its bytes that many times.
 """
 
 from __future__ import annotations
@@ -24,7 +37,11 @@ from ..analysis import analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import WithBlock
-from ..core.sync_stmts import SyncSpec, is_barrier_alloc, sync_spec_of
+from ..core.blocks import CudaAsync
+from ..core.instrs import instr_info
+from ..core.coll import cuda_cta_in_cluster
+from ..core.loop_modes import CudaThreads
+from ..core.sync_stmts import SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
 from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
 
@@ -35,6 +52,7 @@ COMMIT_GROUP_FLAVOURS = {
     "tma_to_gmem_async": ("cp.async.bulk", tl.tma_to_gmem_async_instr, 1),
 }
 _GENERIC = frozenset({tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
+_ARRIVE_TLS = _GENERIC | {tl.tma_to_smem_async_instr}  # what an mbarrier arrive can order
 _CUDA_TLS = frozenset(tl.INSTR_TLS.values()) - {tl.cpu_in_order_instr}
 _HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
 
@@ -44,8 +62,19 @@ class BarrierUse:
     """One sync statement on a barrier, with the thread count of its collective (None on the CPU)."""
 
     stmt: LoopIR.Call
-    spec: SyncSpec
+    spec: Optional[SyncSpec]  # None: an instr completing on the barrier (`copy(...) >> bar[...]`)
     thread_count: Optional[int]
+    tx_bytes: int = 0  # mbarrier arrives: the TMA bytes the phase expects; trailing instrs: bytes they deliver
+
+    @property
+    def arrivals(self) -> int:
+        """mbarrier arrivals this statement makes per collective (see the module docstring)."""
+        n = self.thread_count or 1
+        per = n // 32 if n % 32 == 0 and tl.Sm80_cp_async_instr not in self.spec.first_tl.instr_tls else n
+        fan_in = 1
+        for d in self.spec.window_shape:
+            fan_in *= d
+        return per * fan_in
 
 
 @dataclass
@@ -58,6 +87,7 @@ class BarrierInfo:
     dims: tuple
     alloc: LoopIR.Alloc
     uses: list = field(default_factory=list)
+    trailing: list = field(default_factory=list)  # BarrierUse of instrs completing on this barrier (TMA loads)
     forward_lag: int = 0  # mbarriers: ~N of the awaits (0 if none)
     reverse_lag: int = 0
     forward_depth: int = 1  # mbarrier ring depths
@@ -67,12 +97,15 @@ class BarrierInfo:
     max_wait_n: int = 0  # commit groups: the largest N of wait_group N
     flavour: Optional[str] = None  # commit groups: "cp.async", "wgmma", "cp.async.bulk"
     scope_threads: int = 1  # commit groups: threads sharing one hardware queue
+    cta_dims: Optional[tuple] = None  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own
 
     @property
     def positions(self) -> int:
+        """Barriers each CTA keeps (the dimensions that are not CTA dimensions)."""
         n = 1
-        for d in self.dims:
-            n *= d
+        for k, d in enumerate(self.dims):
+            if k not in (self.cta_dims or ()):
+                n *= d
         return n
 
     def queue_uses(self, reverse: bool) -> list:
@@ -97,18 +130,29 @@ def barrier_usage(p) -> dict:
     """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked)."""
     ir = getattr(p, "_loopir_proc", p)
     infos: dict = {}
-    _walk(ir.body, None, analyze(ir), infos)
+    analysis = analyze(ir)
+    _walk(ir.body, None, analysis, infos, _cta_iters(analysis))
     for info in infos.values():
         _check(info)
     return infos
+
+
+def tx_use(info: BarrierInfo, stmt) -> Optional[BarrierUse]:
+    """The BarrierUse of a statement (by identity), for its lowering."""
+    return next((u for u in info.uses if u.stmt is stmt), None)
 
 
 def _const(e) -> Optional[int]:
     return e.val if isinstance(e, LoopIR.Const) else None
 
 
-def _walk(stmts, dev, analysis, infos) -> None:
-    """Collect barrier allocations and their uses; the collective of each use comes from the analysis."""
+def _walk(stmts, dev, analysis, infos, cta_iters: set, pending: Optional[dict] = None) -> None:
+    """Collect barrier allocations and their uses; the collective of each use comes from the analysis.
+
+    `pending`: barrier Sym -> trailing TMA uses of this block not yet closed by an Arrive.
+    """
+    own = pending is None
+    pending = {} if own else pending
     for s in stmts:
         if is_barrier_alloc(s):
             dims = tuple(_const(d) for d in (s.type.shape() if s.type.is_tensor_or_window() else []))
@@ -129,13 +173,74 @@ def _walk(stmts, dev, analysis, infos) -> None:
             if sym not in infos:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
             tiling = analysis.stmt_info(s).tiling if dev is not None else None
-            infos[sym].uses.append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count))
+            use = BarrierUse(s, spec, None if tiling is None else tiling.thread_count)
+            if spec.kind == "Arrive":
+                use.tx_bytes = sum(t.tx_bytes for t in pending.pop(sym, []))
+            infos[sym].uses.append(use)
+            _note_cta_dims(infos[sym], s.args[0], cta_iters, s.srcinfo)
+        trailing = trailing_of(s)
+        if trailing is not None:
+            bar = s.args[trailing[1]]
+            if bar.name not in infos:
+                raise SyncError(f"{trailing[0]} completes on barrier {bar.name}, which is not allocated in this proc", s.srcinfo)
+            fan_in = 1
+            for w in getattr(bar, "idx", []):
+                if not is_point_interval(w):
+                    fan_in *= _const(w.hi) - _const(w.lo)
+            tiling = analysis.stmt_info(s).tiling
+            use = BarrierUse(s, None, tiling.thread_count, instr_info(s).tx_bytes * fan_in)
+            infos[bar.name].trailing.append(use)
+            pending.setdefault(bar.name, []).append(use)
+            _note_cta_dims(infos[bar.name], bar, cta_iters, s.srcinfo)
         if isinstance(s, LoopIR.For):
             ctx = s.loop_mode.ctx if isinstance(s.loop_mode, WithBlock) else None
-            _walk(s.body, ctx if isinstance(ctx, CudaDeviceFunction) else dev, analysis, infos)
+            transparent = isinstance(ctx, CudaAsync)
+            body_dev = ctx if isinstance(ctx, CudaDeviceFunction) else dev
+            _walk(s.body, body_dev, analysis, infos, cta_iters, pending if transparent else None)
         elif isinstance(s, LoopIR.If):
-            _walk(s.body, dev, analysis, infos)
-            _walk(s.orelse, dev, analysis, infos)
+            _walk(s.body, dev, analysis, infos, cta_iters)
+            _walk(s.orelse, dev, analysis, infos, cta_iters)
+    if own:
+        for uses in pending.values():
+            raise SyncError(
+                f"{trailing_of(uses[0].stmt)[0]} >> {uses[0].stmt.args[-1].name}: no Arrive on that barrier follows it in "
+                "this block, so no phase expects its bytes; close the phase with "
+                f"`Arrive(tma_to_smem_async, 1) >> {uses[0].stmt.args[-1].name}[...]` after the loads",
+                uses[0].stmt.srcinfo,
+            )
+
+
+
+
+
+def _cta_iters(analysis) -> set:
+    """Syms of the `cuda_threads(0, clusterDim, unit=cuda_cta_in_cluster)` iterators: their value is the CTA's rank."""
+    return {
+        s.iter for s, _ in analysis.stmts
+        if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads) and s.loop_mode.unit == cuda_cta_in_cluster
+    }
+
+
+def _note_cta_dims(info: BarrierInfo, arg, cta_iters: set, srcinfo) -> None:
+    """Record which dimensions a use indexes by CTA rank (or slices, multicast); uses must agree."""
+    if not isinstance(arg, LoopIR.WindowExpr):
+        return
+    dims = []
+    for k, w in enumerate(arg.idx):
+        idx = w.lo if not isinstance(w, LoopIR.Point) else w.pt
+        if not is_point_interval(w) or (isinstance(idx, LoopIR.Read) and idx.name in cta_iters):
+            dims.append(k)
+    dims = tuple(dims)
+    seen = info.cta_dims
+    if seen is None:
+        info.cta_dims = dims
+    elif seen != dims:
+        raise SyncError(
+            f"barrier {info.name}: a dimension indexed by the CTA's iterator (cuda_threads(0, clusterDim, "
+            "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; here dimensions "
+            f"{list(dims)} are, elsewhere {list(seen)}",
+            srcinfo,
+        )
 
 
 def _err(use: BarrierUse, msg: str) -> SyncError:
@@ -143,6 +248,8 @@ def _err(use: BarrierUse, msg: str) -> SyncError:
 
 
 def _check(info: BarrierInfo) -> None:
+    if info.trailing and info.mem is not CudaMbarrier:
+        raise _err(info.trailing[0], f"TMA loads complete on a barrier @ CudaMbarrier, not @ {info.mem.name()}")
     if not info.uses:
         return
     for use in info.uses:
@@ -192,12 +299,23 @@ def _check_mbarrier(info: BarrierInfo, arrives, awaits, reverse: bool) -> None:
             raise _err(u, f"{u.spec.kind} on CudaMbarrier {info.name} needs N = ~lag (< 0): mbarriers pair by lag")
     if len(ns) > 1:
         raise _err(awaits[-1], f"every {awaits[0].spec.kind} on {info.name} must use the same N (~lag)")
-    counts = {u.thread_count for u in arrives}
+    counts = {u.arrivals for u in arrives}
     if len(counts) > 1:
-        raise _err(arrives[-1], f"every arrive on mbarrier {info.name} must be by collectives of one size (got {sorted(counts)} threads)")
+        sizes = sorted({u.thread_count for u in arrives})
+        raise _err(arrives[-1], f"every arrive on mbarrier {info.name} must make the same number of arrivals "
+                                f"(collectives of {sizes} threads, multicast to {sorted({u.spec.window_shape for u in arrives})})")
     for u in arrives:
-        if not u.spec.first_tl.instr_tls <= _GENERIC or not u.spec.first_tl.instr_tls:
-            raise _err(u, f"an mbarrier arrive orders in-order CUDA or cp.async accesses, not {u.spec.first_tl}")
+        if not u.spec.first_tl.instr_tls <= _ARRIVE_TLS or not u.spec.first_tl.instr_tls:
+            raise _err(u, f"an mbarrier arrive orders in-order CUDA, cp.async or TMA-load accesses, not {u.spec.first_tl}")
+        if u.tx_bytes and tl.tma_to_smem_async_instr not in u.spec.first_tl.instr_tls:
+            raise _err(u, f"this Arrive closes a phase that TMA loads complete on: its first sync-tl must include "
+                          f"tma_to_smem_async (e.g. Arrive(tma_to_smem_async, 1)), not {u.spec.first_tl}")
+        if u.tx_bytes >= 1 << 20:
+            raise _err(u, f"the TMA loads of one phase of {info.name} move {u.tx_bytes} bytes; an mbarrier counts "
+                          "fewer than 2^20: split them over more barriers")
+    if reverse and info.trailing:
+        raise _err(info.trailing[0], "TMA loads complete on the forward barrier: write `>> bar[...]`, and await them "
+                                     "with Await, not ReverseAwait")
     for u in awaits:
         if not u.spec.second_tl.instr_tls <= _CUDA_TLS:
             raise _err(u, f"an mbarrier await orders CUDA accesses, not {u.spec.second_tl}")

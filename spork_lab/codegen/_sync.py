@@ -15,9 +15,9 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR, T
 
-from ..analysis.barriers import BarrierInfo
+from ..analysis.barriers import BarrierInfo, tx_use
 from ..codegen import barrier_text as low
-from ..core.sync_stmts import SyncSpec, barrier_window_indices
+from ..core.sync_stmts import SyncSpec, barrier_window_indices, is_point_interval, sync_spec_of
 from ..errors import CodegenError
 from ..platforms.cuda import CudaMbarrier
 from ._collectives import Collective
@@ -51,6 +51,12 @@ def lower_fence(
     `split_paths`: the kernel has one code path per warp name, so the warps of one barrier reach
     it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
     """
+    if spec.first_tl.name == "wgmma_fence_1" and spec.second_tl.name == "wgmma_fence_2":
+        # wgmma.fence: orders the warpgroup's register accesses (and earlier wgmma) before its next wgmma
+        if coll.size != 128 or not coll.contiguous or any(s % 128 for s in coll.starts):
+            raise CodegenError(f"Fence(wgmma_fence_1, wgmma_fence_2) is wgmma.fence: a warpgroup executes it, not "
+                               f"collectives of {coll.size} threads", srcinfo)
+        return ['asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
     barrier = _barrier(coll, ids, cluster_dim, split_paths, srcinfo)
     return [*fence_prologue_lines(spec), *([barrier] if barrier else []), *fence_epilogue_lines(spec)]
 
@@ -89,9 +95,15 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_pat
 
 
 def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
-    """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its barrier array (None: scalar)."""
+    """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its CTA's barrier array (None: scalar).
+
+    Dimensions indexed by the CTA's rank are not part of it: each CTA keeps its own barriers.
+    """
     flat = None
-    for idx, dim in zip(barrier_window_indices(arg), info.dims):
+    cta = info.cta_dims or ()
+    for k, (idx, dim) in enumerate(zip(barrier_window_indices(arg), info.dims)):
+        if k in cta:
+            continue
         if flat is None:
             flat = idx
         else:
@@ -100,11 +112,21 @@ def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
     return flat
 
 
-def kernel_scope_lines(info: BarrierInfo) -> list:
+def kernel_scope_lines(info: BarrierInfo, cluster: int = 1) -> list:
     """Once per kernel, executed by every thread before any warp-specialized path."""
     if info.mem is not CudaMbarrier:
         return []
-    return low.mbarrier_shared_lines(info) + low.mbarrier_init_lines(info) + low.mbarrier_counter_lines(info)
+    return low.mbarrier_shared_lines(info) + low.mbarrier_init_lines(info, cluster) + low.mbarrier_counter_lines(info)
+
+
+def multicast_ranks(info: BarrierInfo, arg) -> Optional[tuple]:
+    """(lo, hi): the CTA ranks a multicast arrive `>> bar[lo:hi]` lands on; None for a point index."""
+    if not isinstance(arg, LoopIR.WindowExpr):
+        return None
+    for k, w in enumerate(arg.idx):
+        if k in (info.cta_dims or ()) and not is_point_interval(w):
+            return (w.lo.val, w.hi.val)
+    return None
 
 
 def scope_begin_lines(info: BarrierInfo) -> list:
@@ -115,19 +137,13 @@ def scope_end_lines(info: BarrierInfo) -> list:
     return low.mbarrier_scope_end_lines(info) if info.mem is CudaMbarrier else []
 
 
-def split_sync_lines(info: BarrierInfo, spec: SyncSpec, p: str, threads: int, srcinfo) -> list:
-    """Arrive/Await (or Reverse) by each of `threads` threads of the executing collective.
+def split_sync_lines(info: BarrierInfo, stmt, p: str) -> list:
+    """Arrive/Await (or Reverse) statement `stmt` on barrier position `p` (a C expression).
 
-    Every thread of an arriving collective arrives on an mbarrier, so the
-    collective's size (from the analysis' tiling) must be the arrival count the
-    mbarrier was initialised with; otherwise its phases would never complete.
+    The arrival counts the mbarriers are initialised with come from the same
+    BarrierUse (`analysis.barriers`), so every phase completes.
     """
-    if info.mem is CudaMbarrier and spec.is_arrive:
-        count = info.reverse_arrivals if spec.is_reverse else info.forward_arrivals
-        if threads != count:
-            raise CodegenError(
-                f"{spec.source(info.name)} is executed by {threads} threads per collective, but {info.name}'s "
-                f"mbarrier expects {count} arrivals per phase",
-                srcinfo,
-            )
-    return low.arrive_lines(info, spec, p) if spec.is_arrive else low.await_lines(info, spec, p)
+    spec = sync_spec_of(stmt)
+    if spec.is_arrive:
+        return low.arrive_lines(info, spec, p, use=tx_use(info, stmt), ranks=multicast_ranks(info, stmt.args[0]))
+    return low.await_lines(info, spec, p)

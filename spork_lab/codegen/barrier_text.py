@@ -12,7 +12,10 @@ Interface for the CUDA code generator (all functions return lists of lines):
     mbarrier_scope_begin_lines(info)             # where the barrier is allocated (each task)
     mbarrier_scope_end_lines(info)               # where its scope ends: drains the ring's last lag phases
   Statements (`spec` = sync_spec_of(stmt)):
-    arrive_lines(info, spec, p) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms, any memory
+    arrive_lines(info, spec, p, use=u, ranks=r) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms
+        (mbarrier arrives: `u` is the statement's BarrierUse (arrival election, expect-tx bytes),
+        `r` = (lo, hi) the CTA ranks a multicast arrive `>> bar[:]` lands on)
+    mbarrier_address(info, p)                    # `&bar[slot]` of the phase the next Arrive closes (TMA loads)
     fence_prologue_lines(spec), fence_epilogue_lines(spec)     # around the codegen's own collective barrier
   Per CudaEvent barrier (host side; `stream` is the C expression of the stream; `record_error`,
   if given, names a C function `void f(int)` that receives each CUDA call's error code):
@@ -25,6 +28,15 @@ L1: cp.async.wait_all, wgmma.wait_group 0, cp.async.bulk.wait_group 0), then
 the collective barrier (__syncwarp / named barrier / __syncthreads /
 cluster barrier), then `fence_epilogue_lines` (fence.proxy.async when L2
 reaches the async proxy, wgmma.fence when L2 feeds wgmma).
+
+Arrivals: a collective of whole warps arrives once per warp (`__syncwarp`, then
+lane 0), others once per thread; cp.async arrives once per thread. An Arrive
+closing a phase of TMA loads is `mbarrier.arrive.expect_tx` with the phase's
+bytes; a multicast arrive arrives on the barrier of every CTA of its slice
+(mapa + `mbarrier.arrive.shared::cluster`). In clusters, barriers live per CTA
+(dimensions indexed by the CTA's rank are not stored), and the init is
+followed by a cluster barrier so no CTA signals a barrier its peer has not
+initialised yet.
 
 Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
 ring per position; the reverse array likewise). Each thread counts the arrives
@@ -58,6 +70,13 @@ def prelude_lines() -> list:
         "__device__ __forceinline__ void spork_mbar_arrive(unsigned long long *bar) {",
         "  unsigned long long state;",
         '  asm volatile("mbarrier.arrive.shared.b64 %0, [%1];" : "=l"(state) : "r"(spork_smem_addr(bar)) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {",
+        '  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(spork_smem_addr(bar)), "r"(bytes) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_arrive_remote(unsigned long long *bar, unsigned cta) {",
+        '  asm volatile("{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.shared::cluster.b64 _, [ra]; }"',
+        '               :: "r"(spork_smem_addr(bar)), "r"(cta) : "memory");',
         "}",
         "__device__ __forceinline__ void spork_mbar_arrive_cp_async(unsigned long long *bar) {",
         '  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" :: "r"(spork_smem_addr(bar)) : "memory");',
@@ -95,8 +114,8 @@ def mbarrier_shared_lines(info: BarrierInfo) -> list:
     ]
 
 
-def mbarrier_init_lines(info: BarrierInfo) -> list:
-    """Thread 0 initialises every mbarrier with its arrival count; the CTA waits until it is visible."""
+def mbarrier_init_lines(info: BarrierInfo, cluster: int = 1) -> list:
+    """Thread 0 initialises every mbarrier with its arrival count; the CTA (cluster) waits until it is visible."""
     lines = ["if (threadIdx.x == 0) {"]
     for d, depth, count in _arrays(info):
         n = info.positions * depth
@@ -106,7 +125,8 @@ def mbarrier_init_lines(info: BarrierInfo) -> list:
         '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
         "#endif",
         "}",
-        "__syncthreads();",
+        'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
+        if cluster > 1 else "__syncthreads();",
     ]
     return lines
 
@@ -145,13 +165,28 @@ def mbarrier_scope_end_lines(info: BarrierInfo) -> list:
     return lines
 
 
-def _mbar_arrive(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
-    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
+    """Address of the mbarrier of the phase the next (Reverse)Arrive on position p closes."""
+    d, depth = ("r", info.reverse_depth) if reverse else ("f", info.forward_depth)
+    return f"&{info.name}_{d}[({p}) * {depth} + {info.name}_{d}a[{p}] % {depth}u]"
+
+
+def _mbar_arrive(info: BarrierInfo, spec: SyncSpec, p: str, use=None, ranks=None) -> list:
+    d = "r" if spec.is_reverse else "f"
     cnt = f"{info.name}_{d}a[{p}]"
-    fn = "spork_mbar_arrive"
+    bar = mbarrier_address(info, p, spec.is_reverse)
     if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
-        fn = "spork_mbar_arrive_cp_async"  # completes once this thread's earlier cp.async have landed
-    return [f"{fn}(&{info.name}_{d}[({p}) * {depth} + {cnt} % {depth}u]); ++{cnt};"]
+        # completes once this thread's earlier cp.async have landed: every thread arrives
+        return [f"spork_mbar_arrive_cp_async({bar}); ++{cnt};"]
+    if ranks is not None:
+        call = f"for (unsigned c = {ranks[0]}; c < {ranks[1]}; ++c) spork_mbar_arrive_remote({bar}, c);"
+    elif use is not None and use.tx_bytes:
+        call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
+    else:
+        call = f"spork_mbar_arrive({bar});"
+    if use is not None and use.thread_count and use.thread_count % 32 == 0:
+        return ["__syncwarp();", f"if (threadIdx.x % 32 == 0) {{ {call} }}", f"++{cnt};"]
+    return [f"{call} ++{cnt};"]
 
 
 def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
@@ -163,7 +198,12 @@ def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
         lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
     else:
         lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
-    return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl)
+    return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, _arrive_tls(info, spec.is_reverse))
+
+
+def _arrive_tls(info: BarrierInfo, reverse: bool) -> frozenset:
+    """Instr-tls the arrives of a queue order (what its awaits may need a proxy fence for)."""
+    return frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(reverse) if u.spec.is_arrive))
 
 
 # ---- commit groups ----
@@ -179,9 +219,13 @@ def _asm(text: str) -> str:
     return f'asm volatile("{text}" ::: "memory");'
 
 
-def _proxy_fence_after(second_tl: tl.SyncTl) -> list:
-    """fence.proxy.async when the ordered accesses continue in the async proxy (seed 003)."""
-    return [_asm("fence.proxy.async;")] if second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
+def _proxy_fence_after(second_tl: tl.SyncTl, first_tls: frozenset = None) -> list:
+    """fence.proxy.async when generic-proxy accesses are ordered before async-proxy ones (seed 003).
+
+    Without `first_tls` (what the paired arrives order), any async-proxy second sync-tl gets one.
+    """
+    generic = first_tls is None or bool(first_tls & {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
+    return [_asm("fence.proxy.async;")] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
 
 
 # ---- events (host) ----
@@ -203,10 +247,11 @@ def event_destroy_lines(info: BarrierInfo) -> list:
 # ---- statements ----
 
 
-def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                 use=None, ranks=None) -> list:
     """Arrive / ReverseArrive on barrier position `p` (a C expression)."""
     if info.mem is CudaMbarrier:
-        return _mbar_arrive(info, spec, p)
+        return _mbar_arrive(info, spec, p, use, ranks)
     if info.mem is CudaCommitGroup:
         return [_asm(_COMMIT[info.flavour][0])]
     if info.mem is CudaEvent:
