@@ -192,9 +192,7 @@ def test_self_synchronizing_mbarrier_golden():
 
 
 def test_a_warp_arrives_once_on_an_mbarrier():
-    from spork_lab.analysis.barriers import barrier_usage
-
-    info = next(iter(barrier_usage(uses_split_barrier).values()))
+    info = next(iter(sl.analyze(uses_split_barrier).barriers.values()))
     arrive = next(u for u in info.uses if u.spec.is_arrive)
     assert (arrive.thread_count, arrive.arrivals, info.forward_arrivals) == (32, 1, 1)
     assert split_sync_lines(info, arrive.stmt, "0") == [

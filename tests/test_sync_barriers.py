@@ -6,7 +6,7 @@ import procs_sync as P
 import pytest
 from procs_sync import line_of
 
-from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.analysis import analyze
 from spork_lab.core import timelines as tl
 from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
@@ -25,7 +25,7 @@ from spork_lab.sync.checker import sync_check
 )
 def test_static_barrier_errors(p, statement, message):
     with pytest.raises(SyncError, match=message) as e:
-        barrier_usage(p)
+        analyze(p)
     assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
 
 
@@ -47,3 +47,23 @@ def test_sync_tls_are_pair_sets():
     # A thread's in-order accesses are seen by its later cp.async, not by async-proxy instrs.
     mask = tl.program_order_mask(tl.cuda_in_order_instr)
     assert mask == tl.Sm80_generic.mask and not mask & tl.wgmma_async.mask
+
+
+def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
+    """A platform's own mbarrier flavour (a subclass) is analysed, checked and lowered as an mbarrier."""
+    import spork_lab as sl
+    from spork_lab.platforms.cuda import CudaMbarrier
+
+    class RingBarrier(CudaMbarrier):
+        pass
+
+    text = str(P.ring_copy).replace("CudaMbarrier", "RingBarrier")
+    assert "@ RingBarrier" in text
+    p = sl.parse_source(text, func_locals={"RingBarrier": RingBarrier})
+    (info,) = analyze(p).barriers.values()
+    assert info.mem is RingBarrier and (info.forward_depth, info.reverse_depth, info.forward_arrivals) == (1, 2, 1)
+    assert info.queue_rule(True).lag == 1 and info.queue_rule(True).same_threads
+    report = sync_check(p, n=256)
+    assert report.ok and [e.slot for e in report.barrier_timeline if e.kind == "ReverseArrive"][:3] == [0, 1, 0]
+    _, _, cu, _ = sl.compile_procs_to_strings([p], "ring")
+    assert "spork_mbar_init(&bar_f[i], 1u)" in cu and "spork_mbar_wait" in cu

@@ -1,74 +1,69 @@
-"""Barrier usage analysis: which sync statements use each barrier, and the rules per mechanism.
+"""The `barriers` pass: which sync statements use each barrier, checked against its mechanism's rules.
 
-`barrier_usage(p)` walks a proc once (no sizes needed) and returns a
-`BarrierInfo` per barrier allocation, raising `SyncError` at the user's line for:
+Runs after `scopes` (the collective of each use comes from there) and needs no
+sizes. Its value maps each barrier allocation's Sym to a `BarrierInfo`;
+`SyncError` at the user's line for:
+- a barrier allocated where its memory does not live (`BarrierMemory.lives_on_device`);
 - a queue with arrives but no awaits, or awaits but no arrives;
 - mixed sync-tls on one queue (every arrive must order the same first sync-tl,
   every await the same second sync-tl);
-- sync-tls or N the mechanism cannot implement;
-- the wrong collective unit for the mechanism;
-- reverse statements on anything but CudaMbarrier.
+- reverse statements on a memory without reverse queues, arrive counts other than 1;
+- whatever the memory's own rules reject (`BarrierMemory.check_queue`: sync-tls,
+  N, collective units the mechanism cannot implement).
 
-The info also carries what lowering needs: ring depths (from the await lags),
-arrival counts and the commit-group flavour.
+The info also carries what lowering and the sync engines need: ring depths
+(pairing by lag), arrival counts, the commit-group flavour, and per queue its
+`QueueRule`.
 
-Arrival counts: a collective of whole warps arrives once per warp (the lowering
-elects lane 0 after `__syncwarp`), other collectives once per thread, and
-cp.async arrives once per thread (each thread's copies are tracked). A
-multicast arrive `>> bar[:]` lands on every barrier of the slice, so each
-barrier receives it from every collective that runs it: the count is
-multiplied by the slice's size.
+Arrivals (`BarrierUse.arrivals`): a collective of whole warps arrives once per
+warp (the lowering elects lane 0 after `__syncwarp`), other collectives once
+per thread, cp.async arrives once per thread (each thread's copies are
+tracked). A multicast arrive `>> bar[:]` lands on every barrier of the slice,
+each of which receives it from every CTA that runs it: its count is multiplied
+by the slice's size.
 
-TMA loads complete on an mbarrier (`copy(...) >> bar[i]`): their bytes are
-expected by the next Arrive on that barrier in the same block (`CudaAsync`
-blocks are transparent), which lowers to `mbarrier.arrive.expect_tx`. A
-multicast load `>> bar[:]` is run by every CTA of the slice, so each barrier
-receives its bytes that many times.
+Clusters: a barrier dimension indexed by the CTA's rank (the iterator of
+`cuda_threads(0, clusterDim, unit=cuda_cta_in_cluster)`) or sliced (multicast)
+is a CTA dimension: each CTA keeps its own barriers (`BarrierInfo.cta_dims`).
+
+TMA loads complete on an mbarrier (`copy(...) >> bar[i]`, `BarrierInfo.trailing`):
+their bytes are expected by the next Arrive on that barrier in the same block
+(`CudaAsync` blocks are transparent), which lowers to
+`mbarrier.arrive.expect_tx` (`BarrierUse.tx_bytes`). A multicast load
+`>> bar[:]` is run by every CTA of the slice, so each barrier receives its bytes
+that many times.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis import analyze
 from ..core import timelines as tl
-from ..core.blocks import CudaDeviceFunction
-from ..core.loop_modes import WithBlock
 from ..core.blocks import CudaAsync
-from ..core.instrs import instr_info
 from ..core.coll import cuda_cta_in_cluster
-from ..core.loop_modes import CudaThreads
-from ..core.sync_stmts import SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
+from ..core.instrs import instr_info
+from ..core.ir import walk_stmts
+from ..core.loop_modes import CudaThreads, WithBlock
+from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
-from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
-
-# Commit-group flavours: the first sync-tl of the arrive picks the hardware queue.
-COMMIT_GROUP_FLAVOURS = {
-    "Sm80_cp_async": ("cp.async", tl.Sm80_cp_async_instr, 1),
-    "wgmma_async": ("wgmma", tl.wgmma_async_instr, 128),
-    "tma_to_gmem_async": ("cp.async.bulk", tl.tma_to_gmem_async_instr, 1),
-}
-_GENERIC = frozenset({tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
-_ARRIVE_TLS = _GENERIC | {tl.tma_to_smem_async_instr}  # what an mbarrier arrive can order
-_CUDA_TLS = frozenset(tl.INSTR_TLS.values()) - {tl.cpu_in_order_instr}
-_HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
 
 
-@dataclass
+@dataclass(frozen=True)
 class BarrierUse:
     """One sync statement on a barrier, with the thread count of its collective (None on the CPU)."""
 
     stmt: LoopIR.Call
     spec: Optional[SyncSpec]  # None: an instr completing on the barrier (`copy(...) >> bar[...]`)
     thread_count: Optional[int]
-    tx_bytes: int = 0  # mbarrier arrives: the TMA bytes the phase expects; trailing instrs: bytes they deliver
+    tx_bytes: int = 0  # Arrive: the TMA bytes its phase expects; trailing instr: the bytes it delivers per barrier
 
     @property
     def arrivals(self) -> int:
-        """mbarrier arrivals this statement makes per collective (see the module docstring)."""
+        """mbarrier arrivals this statement makes on each barrier it reaches (see the module docstring)."""
         n = self.thread_count or 1
         per = n // 32 if n % 32 == 0 and tl.Sm80_cp_async_instr not in self.spec.first_tl.instr_tls else n
         fan_in = 1
@@ -77,39 +72,61 @@ class BarrierUse:
         return per * fan_in
 
 
-@dataclass
+@dataclass(frozen=True)
+class QueueRule:
+    """How the sync engines run one queue of a barrier (its forward or its reverse statements)."""
+
+    lag: Optional[int]  # pairing by lag: an await pairs with arrive (awaits - lag); None: by count (N-th most recent)
+    depth: int  # ring slots of the arrives (pairing by lag), 0 if none
+    max_wait_n: int  # pairing by count: the largest N of the awaits
+    scope: int  # threads sharing one hardware queue (commit groups); 0: the queue is the barrier's
+    same_threads: bool  # every arrive (await) must be made by the same threads
+
+
+@dataclass(frozen=True)
 class BarrierInfo:
-    """A barrier allocation, its uses, and the lowering parameters derived from them."""
+    """A barrier allocation, its uses, and the parameters derived from them."""
 
     name: str
     sym: object
     mem: type
     dims: tuple
     alloc: LoopIR.Alloc
-    uses: list = field(default_factory=list)
-    trailing: list = field(default_factory=list)  # BarrierUse of instrs completing on this barrier (TMA loads)
-    forward_lag: int = 0  # mbarriers: ~N of the awaits (0 if none)
+    uses: tuple = ()
+    forward_lag: int = 0  # pairing by lag: ~N of the awaits (0 if none)
     reverse_lag: int = 0
-    forward_depth: int = 1  # mbarrier ring depths
-    reverse_depth: int = 0  # 0: no reverse barrier array
+    forward_depth: int = 1  # pairing by lag: ring depths
+    reverse_depth: int = 0  # 0: no reverse queue
     forward_arrivals: int = 0  # threads that arrive per phase
     reverse_arrivals: int = 0
-    max_wait_n: int = 0  # commit groups: the largest N of wait_group N
+    max_wait_n: int = 0  # pairing by count: the largest N of the awaits
     flavour: Optional[str] = None  # commit groups: "cp.async", "wgmma", "cp.async.bulk"
     scope_threads: int = 1  # commit groups: threads sharing one hardware queue
-    cta_dims: Optional[tuple] = None  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own
+    trailing: tuple = ()  # BarrierUse of instrs completing on the barrier (TMA loads), spec None
+    cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
+    cluster_dim: int = 1  # of the device function it lives in
 
     @property
     def positions(self) -> int:
         """Barriers each CTA keeps (the dimensions that are not CTA dimensions)."""
         n = 1
         for k, d in enumerate(self.dims):
-            if k not in (self.cta_dims or ()):
+            if k not in self.cta_dims:
                 n *= d
         return n
 
     def queue_uses(self, reverse: bool) -> list:
         return [u for u in self.uses if u.spec.is_reverse == reverse]
+
+    def queue_rule(self, reverse: bool) -> QueueRule:
+        by_lag = self.mem.pairs_by_lag
+        return QueueRule(
+            lag=(self.reverse_lag if reverse else self.forward_lag) if by_lag else None,
+            depth=(self.reverse_depth if reverse else self.forward_depth) if by_lag else 0,
+            max_wait_n=self.max_wait_n,
+            scope=self.scope_threads if self.flavour else 0,
+            same_threads=by_lag,
+        )
 
     def to_json(self) -> dict:
         return {
@@ -126,242 +143,171 @@ class BarrierInfo:
         }
 
 
-def barrier_usage(p) -> dict:
-    """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked)."""
-    ir = getattr(p, "_loopir_proc", p)
-    infos: dict = {}
-    analysis = analyze(ir)
-    _walk(ir.body, None, analysis, infos, _cta_iters(analysis))
-    for info in infos.values():
-        _check(info)
-    return infos
+def run(ctx) -> Mapping:
+    """Barrier Sym -> BarrierInfo for every barrier allocated in the proc (checked)."""
+    scopes = ctx.results["scopes"]
+    walk = _Walk(scopes, {s.iter for s in walk_stmts(ctx.proc.body)
+                          if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads)
+                          and s.loop_mode.unit == cuda_cta_in_cluster})
+    walk.block(ctx.proc.body)
+    return MappingProxyType({
+        sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or ()),
+                      tuple(walk.uses[sym]))
+        for sym, info in walk.allocs.items()
+    })
 
 
-def tx_use(info: BarrierInfo, stmt) -> Optional[BarrierUse]:
-    """The BarrierUse of a statement (by identity), for its lowering."""
-    return next((u for u in info.uses if u.stmt is stmt), None)
+class _Walk:
+    """One walk in program order: allocations, uses, trailing TMA loads and the bytes each Arrive expects."""
 
+    def __init__(self, scopes, cta_iters: set):
+        self.scopes, self.cta_iters = scopes, cta_iters
+        self.allocs: dict = {}
+        self.uses: dict = {}
+        self.trailing: dict = {}
+        self.cta_dims: dict = {}
 
-def _const(e) -> Optional[int]:
-    return e.val if isinstance(e, LoopIR.Const) else None
-
-
-def _walk(stmts, dev, analysis, infos, cta_iters: set, pending: Optional[dict] = None) -> None:
-    """Collect barrier allocations and their uses; the collective of each use comes from the analysis.
-
-    `pending`: barrier Sym -> trailing TMA uses of this block not yet closed by an Arrive.
-    """
-    own = pending is None
-    pending = {} if own else pending
-    for s in stmts:
-        if is_barrier_alloc(s):
-            dims = tuple(_const(d) for d in (s.type.shape() if s.type.is_tensor_or_window() else []))
-            if any(d is None for d in dims):
-                raise SyncError(f"barrier {s.name} needs constant dimensions", s.srcinfo)
-            infos[s.name] = BarrierInfo(str(s.name), s.name, s.mem, dims, s)
-            if s.mem in (CudaMbarrier, CudaCommitGroup) and dev is None:
+    def block(self, stmts: list, pending: Optional[dict] = None) -> None:
+        """`pending`: barrier Sym -> trailing loads of the enclosing block not yet closed by an Arrive."""
+        own = pending is None
+        pending = {} if own else pending
+        for s in stmts:
+            self.stmt(s, pending)
+        if own:
+            for uses in pending.values():
+                bar = uses[0].stmt.args[-1].name
                 raise SyncError(
-                    f"barrier {s.name} @ {s.mem.name()} lives in shared memory or registers: allocate it inside a "
-                    "CudaDeviceFunction (inside the cuda_tasks loop)",
-                    s.srcinfo,
+                    f"{trailing_of(uses[0].stmt)[0]} >> {bar}: no Arrive on {bar} follows it in this block, so no "
+                    f"phase expects its bytes; close the phase with `Arrive(tma_to_smem_async, 1) >> {bar}[...]` "
+                    "after the loads",
+                    uses[0].stmt.srcinfo,
                 )
-            if s.mem is CudaEvent and dev is not None:
-                raise SyncError(f"barrier {s.name} @ CudaEvent is a host object: allocate it in CPU code", s.srcinfo)
+
+    def stmt(self, s, pending: dict) -> None:
+        info = self.scopes.info(s)
+        if is_barrier_alloc(s):
+            fn = info.device_function
+            self.allocs[s.name] = replace(_alloc(s, info.device_scope == "cuda"), cluster_dim=fn.clusterDim if fn else 1)
+            self.uses[s.name], self.trailing[s.name] = [], []
         spec = sync_spec_of(s)
         if spec is not None and spec.barrier_mem is not None:
             sym = s.args[0].name
-            if sym not in infos:
+            if sym not in self.allocs:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
-            tiling = analysis.stmt_info(s).tiling if dev is not None else None
-            use = BarrierUse(s, spec, None if tiling is None else tiling.thread_count)
-            if spec.kind == "Arrive":
-                use.tx_bytes = sum(t.tx_bytes for t in pending.pop(sym, []))
-            infos[sym].uses.append(use)
-            _note_cta_dims(infos[sym], s.args[0], cta_iters, s.srcinfo)
+            tx = sum(u.tx_bytes for u in pending.pop(sym, [])) if spec.kind == "Arrive" else 0
+            self.uses[sym].append(BarrierUse(s, spec, None if info.tiling is None else info.tiling.thread_count, tx))
+            self._note_cta_dims(sym, s.args[0], s.srcinfo)
         trailing = trailing_of(s)
         if trailing is not None:
             bar = s.args[trailing[1]]
-            if bar.name not in infos:
-                raise SyncError(f"{trailing[0]} completes on barrier {bar.name}, which is not allocated in this proc", s.srcinfo)
+            if bar.name not in self.allocs:
+                raise SyncError(f"{trailing[0]} completes on barrier {bar.name}, which is not allocated here", s.srcinfo)
             fan_in = 1
             for w in getattr(bar, "idx", []):
                 if not is_point_interval(w):
-                    fan_in *= _const(w.hi) - _const(w.lo)
-            tiling = analysis.stmt_info(s).tiling
-            use = BarrierUse(s, None, tiling.thread_count, instr_info(s).tx_bytes * fan_in)
-            infos[bar.name].trailing.append(use)
+                    fan_in *= w.hi.val - w.lo.val
+            use = BarrierUse(s, None, info.tiling.thread_count, instr_info(s).tx_bytes * fan_in)
+            self.trailing[bar.name].append(use)
             pending.setdefault(bar.name, []).append(use)
-            _note_cta_dims(infos[bar.name], bar, cta_iters, s.srcinfo)
+            self._note_cta_dims(bar.name, bar, s.srcinfo)
         if isinstance(s, LoopIR.For):
-            ctx = s.loop_mode.ctx if isinstance(s.loop_mode, WithBlock) else None
-            transparent = isinstance(ctx, CudaAsync)
-            body_dev = ctx if isinstance(ctx, CudaDeviceFunction) else dev
-            _walk(s.body, body_dev, analysis, infos, cta_iters, pending if transparent else None)
+            transparent = isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaAsync)
+            self.block(s.body, pending if transparent else None)
         elif isinstance(s, LoopIR.If):
-            _walk(s.body, dev, analysis, infos, cta_iters)
-            _walk(s.orelse, dev, analysis, infos, cta_iters)
-    if own:
-        for uses in pending.values():
+            self.block(s.body)
+            self.block(s.orelse)
+
+    def _note_cta_dims(self, sym, arg, srcinfo) -> None:
+        """Record which dimensions a use indexes by CTA rank (or slices, multicast); every use must agree."""
+        if not isinstance(arg, LoopIR.WindowExpr):
+            return
+        dims = tuple(
+            k for k, w in enumerate(arg.idx)
+            if not is_point_interval(w) or (isinstance(w.lo, LoopIR.Read) and w.lo.name in self.cta_iters)
+        )
+        seen = self.cta_dims.setdefault(sym, dims)
+        if seen != dims:
             raise SyncError(
-                f"{trailing_of(uses[0].stmt)[0]} >> {uses[0].stmt.args[-1].name}: no Arrive on that barrier follows it in "
-                "this block, so no phase expects its bytes; close the phase with "
-                f"`Arrive(tma_to_smem_async, 1) >> {uses[0].stmt.args[-1].name}[...]` after the loads",
-                uses[0].stmt.srcinfo,
+                f"barrier {sym}: a dimension indexed by the CTA's rank (the iterator of cuda_threads(0, clusterDim, "
+                "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; here "
+                f"dimensions {list(dims)} are, elsewhere {list(seen)}",
+                srcinfo,
             )
 
 
-
-
-
-def _cta_iters(analysis) -> set:
-    """Syms of the `cuda_threads(0, clusterDim, unit=cuda_cta_in_cluster)` iterators: their value is the CTA's rank."""
-    return {
-        s.iter for s, _ in analysis.stmts
-        if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads) and s.loop_mode.unit == cuda_cta_in_cluster
-    }
-
-
-def _note_cta_dims(info: BarrierInfo, arg, cta_iters: set, srcinfo) -> None:
-    """Record which dimensions a use indexes by CTA rank (or slices, multicast); uses must agree."""
-    if not isinstance(arg, LoopIR.WindowExpr):
-        return
-    dims = []
-    for k, w in enumerate(arg.idx):
-        idx = w.lo if not isinstance(w, LoopIR.Point) else w.pt
-        if not is_point_interval(w) or (isinstance(idx, LoopIR.Read) and idx.name in cta_iters):
-            dims.append(k)
-    dims = tuple(dims)
-    seen = info.cta_dims
-    if seen is None:
-        info.cta_dims = dims
-    elif seen != dims:
+def _alloc(s: LoopIR.Alloc, on_device: bool) -> BarrierInfo:
+    dims = tuple(d.val if isinstance(d, LoopIR.Const) else None for d in (s.type.shape() if s.type.is_tensor_or_window() else []))
+    if any(d is None for d in dims):
+        raise SyncError(f"barrier {s.name} needs constant dimensions", s.srcinfo)
+    mem = s.mem
+    if mem.lives_on_device and not on_device:
         raise SyncError(
-            f"barrier {info.name}: a dimension indexed by the CTA's iterator (cuda_threads(0, clusterDim, "
-            "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; here dimensions "
-            f"{list(dims)} are, elsewhere {list(seen)}",
-            srcinfo,
+            f"barrier {s.name} @ {mem.name()} lives on the GPU (shared memory or registers): allocate it inside a "
+            "CudaDeviceFunction (inside the cuda_tasks loop)",
+            s.srcinfo,
         )
+    if on_device and not mem.lives_on_device:
+        raise SyncError(f"barrier {s.name} @ {mem.name()} is a host object: allocate it in CPU code", s.srcinfo)
+    return BarrierInfo(str(s.name), s.name, mem, dims, s)
 
 
 def _err(use: BarrierUse, msg: str) -> SyncError:
     return SyncError(msg, use.stmt.srcinfo)
 
 
-def _check(info: BarrierInfo) -> None:
-    if info.trailing and info.mem is not CudaMbarrier:
-        raise _err(info.trailing[0], f"TMA loads complete on a barrier @ CudaMbarrier, not @ {info.mem.name()}")
-    if not info.uses:
-        return
-    for use in info.uses:
-        if use.spec.is_reverse and not info.mem.allows_reverse:
-            raise _err(use, f"{use.spec.kind} needs a CudaMbarrier; {info.name} is a {info.mem.name()}")
+def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
+    """The info with its uses and the parameters the memory's rules derive from them."""
+    mem = info.mem
+    if info.trailing and not mem.takes_trailing_loads:
+        raise _err(info.trailing[0], f"TMA loads complete on a barrier @ CudaMbarrier, not @ {mem.name()}")
+    for use in uses:
+        if use.spec.is_reverse and not mem.allows_reverse:
+            raise _err(use, f"{use.spec.kind} needs a CudaMbarrier; {info.name} is a {mem.name()}")
         if use.spec.is_arrive and use.spec.N != 1:
             raise _err(use, f"{use.spec.kind}(..., {use.spec.N}): the arrive count must be 1")
+    facts = {}
     for reverse in (False, True):
-        uses = info.queue_uses(reverse)
-        if not uses:
-            continue
-        arrives = [u for u in uses if u.spec.is_arrive]
-        awaits = [u for u in uses if u.spec.is_await]
-        prefix = "Reverse" if reverse else ""
-        if not arrives:
-            raise _err(awaits[0], f"{prefix}Await on {info.name} has no {prefix}Arrive to pair with")
-        if not awaits:
-            raise _err(arrives[0], f"{prefix}Arrive on {info.name} is never awaited: add a {prefix}Await")
-        for group, attr in ((arrives, "first_tl"), (awaits, "second_tl")):
-            first = getattr(group[0].spec, attr)
-            for u in group[1:]:
-                if getattr(u.spec, attr) != first:
-                    raise _err(
-                        u,
-                        f"mixed sync-tls on barrier {info.name}: {getattr(u.spec, attr)} here, {first} at line "
-                        f"{group[0].stmt.srcinfo.lineno}; one queue orders one sync-tl",
-                    )
-        if info.mem is CudaMbarrier:
-            _check_mbarrier(info, arrives, awaits, reverse)
-        elif info.mem is CudaCommitGroup:
-            _check_commit_group(info, arrives, awaits)
-        elif info.mem is CudaEvent:
-            _check_event(info, arrives, awaits)
-    if info.mem is CudaMbarrier:
+        queue = [u for u in uses if u.spec.is_reverse == reverse]
+        if queue:
+            facts[reverse] = mem.check_queue(info.name, info.positions, *_paired(info, queue, reverse), reverse)
+    forward, backward = facts.get(False, QueueFacts()), facts.get(True)
+    shared = forward if False in facts else backward or QueueFacts()
+    derived = dict(
+        uses=uses,
+        forward_lag=forward.lag,
+        forward_arrivals=forward.arrivals,
+        max_wait_n=shared.max_wait_n,
+        flavour=shared.flavour,
+        scope_threads=shared.scope_threads or 1,
+    )
+    if backward is not None:
+        derived.update(reverse_lag=backward.lag, reverse_arrivals=backward.arrivals)
+    if mem.pairs_by_lag and uses:
         # Ring depths: an arrive may reuse a slot only once the phase it overwrites was awaited.
         # Self-synchronizing threads get there with lag + 1 slots; a producer throttled by
         # reverse awaits of lag Lr with Lr slots; the reverse ring needs Lf + Lr.
-        has_reverse = bool(info.queue_uses(True))
-        info.forward_depth = max(info.forward_lag + 1, info.reverse_lag if has_reverse else 0)
-        info.reverse_depth = max(info.reverse_lag + 1, info.forward_lag + info.reverse_lag) if has_reverse else 0
+        lf, lr = forward.lag, backward.lag if backward is not None else 0
+        derived["forward_depth"] = max(lf + 1, lr if backward is not None else 0)
+        derived["reverse_depth"] = max(lr + 1, lf + lr) if backward is not None else 0
+    return replace(info, **derived)
 
 
-def _check_mbarrier(info: BarrierInfo, arrives, awaits, reverse: bool) -> None:
-    ns = {u.spec.N for u in awaits}
-    for u in awaits:
-        if u.spec.N >= 0:
-            raise _err(u, f"{u.spec.kind} on CudaMbarrier {info.name} needs N = ~lag (< 0): mbarriers pair by lag")
-    if len(ns) > 1:
-        raise _err(awaits[-1], f"every {awaits[0].spec.kind} on {info.name} must use the same N (~lag)")
-    counts = {u.arrivals for u in arrives}
-    if len(counts) > 1:
-        sizes = sorted({u.thread_count for u in arrives})
-        raise _err(arrives[-1], f"every arrive on mbarrier {info.name} must make the same number of arrivals "
-                                f"(collectives of {sizes} threads, multicast to {sorted({u.spec.window_shape for u in arrives})})")
-    for u in arrives:
-        if not u.spec.first_tl.instr_tls <= _ARRIVE_TLS or not u.spec.first_tl.instr_tls:
-            raise _err(u, f"an mbarrier arrive orders in-order CUDA, cp.async or TMA-load accesses, not {u.spec.first_tl}")
-        if u.tx_bytes and tl.tma_to_smem_async_instr not in u.spec.first_tl.instr_tls:
-            raise _err(u, f"this Arrive closes a phase that TMA loads complete on: its first sync-tl must include "
-                          f"tma_to_smem_async (e.g. Arrive(tma_to_smem_async, 1)), not {u.spec.first_tl}")
-        if u.tx_bytes >= 1 << 20:
-            raise _err(u, f"the TMA loads of one phase of {info.name} move {u.tx_bytes} bytes; an mbarrier counts "
-                          "fewer than 2^20: split them over more barriers")
-    if reverse and info.trailing:
-        raise _err(info.trailing[0], "TMA loads complete on the forward barrier: write `>> bar[...]`, and await them "
-                                     "with Await, not ReverseAwait")
-    for u in awaits:
-        if not u.spec.second_tl.instr_tls <= _CUDA_TLS:
-            raise _err(u, f"an mbarrier await orders CUDA accesses, not {u.spec.second_tl}")
-    lag = ~awaits[0].spec.N
-    if reverse:
-        info.reverse_lag, info.reverse_arrivals = lag, counts.pop()
-    else:
-        info.forward_lag, info.forward_arrivals = lag, counts.pop()
-
-
-def _check_commit_group(info: BarrierInfo, arrives, awaits) -> None:
-    first = arrives[0].spec.first_tl
-    if first.name not in COMMIT_GROUP_FLAVOURS:
-        raise _err(
-            arrives[0],
-            f"commit groups order {', '.join(COMMIT_GROUP_FLAVOURS)} accesses, not {first}; use a CudaMbarrier",
-        )
-    flavour, instr_tl, scope = COMMIT_GROUP_FLAVOURS[first.name]
-    if info.positions != 1:
-        raise _err(arrives[0], f"{info.name} @ CudaCommitGroup: each thread has one {flavour} commit queue; use a scalar barrier")
-    for u in awaits:
-        if u.spec.N < 0:
-            raise _err(u, f"Await on commit group {info.name} needs N >= 0 (wait_group N), not ~{~u.spec.N}")
-        if not u.spec.second_tl.instr_tls <= {tl.cuda_in_order_instr, instr_tl} | tl.ASYNC_PROXY_INSTR_TLS:
-            raise _err(u, f"{flavour}.wait_group cannot order {u.spec.second_tl}")
-    counts = {u.thread_count for u in arrives + awaits}
-    for u in arrives + awaits:
-        if u.thread_count is None or u.thread_count % scope:
-            raise _err(u, f"{flavour} commit groups are per {'warpgroup' if scope > 1 else 'thread'}: run this "
-                          f"statement with whole {'warpgroups' if scope > 1 else 'threads'}")
-    if len(counts) > 1:
-        raise _err(awaits[0], f"Arrive and Await on commit group {info.name} must be executed by the same collective unit "
-                              f"(the hardware queue is per {'warpgroup' if scope > 1 else 'thread'})")
-    info.flavour, info.scope_threads = flavour, scope
-    info.max_wait_n = max(u.spec.N for u in awaits)
-
-
-def _check_event(info: BarrierInfo, arrives, awaits) -> None:
-    for u in arrives + awaits:
-        if u.thread_count is not None:
-            raise _err(u, f"CudaEvent {info.name} is recorded and awaited by CPU code, outside device functions")
-    for u in arrives:
-        if not u.spec.first_tl.instr_tls <= _HOST_TLS:
-            raise _err(u, f"cudaEventRecord orders CPU and stream (in-order CUDA) work, not {u.spec.first_tl}")
-    for u in awaits:
-        if u.spec.N != 0:
-            raise _err(u, f"Await on CudaEvent {info.name} needs N = 0: an event remembers only its latest record")
-        if not u.spec.second_tl.instr_tls <= _HOST_TLS:
-            raise _err(u, f"an event wait orders CPU or stream work, not {u.spec.second_tl}")
+def _paired(info: BarrierInfo, uses: list, reverse: bool) -> tuple:
+    """(arrives, awaits) of one queue, checked: both present, one sync-tl per side."""
+    arrives = [u for u in uses if u.spec.is_arrive]
+    awaits = [u for u in uses if u.spec.is_await]
+    prefix = "Reverse" if reverse else ""
+    if not arrives:
+        raise _err(awaits[0], f"{prefix}Await on {info.name} has no {prefix}Arrive to pair with")
+    if not awaits:
+        raise _err(arrives[0], f"{prefix}Arrive on {info.name} is never awaited: add a {prefix}Await")
+    for group, attr in ((arrives, "first_tl"), (awaits, "second_tl")):
+        first = getattr(group[0].spec, attr)
+        for u in group[1:]:
+            if getattr(u.spec, attr) != first:
+                raise _err(
+                    u,
+                    f"mixed sync-tls on barrier {info.name}: {getattr(u.spec, attr)} here, {first} at line "
+                    f"{group[0].stmt.srcinfo.lineno}; one queue orders one sync-tl",
+                )
+    return arrives, awaits

@@ -17,28 +17,20 @@ from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
-from ..analysis.barriers import barrier_usage
+from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
-from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.ir import walk_stmts
+from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
-from ..platforms.cuda import CudaGmemLinear, CudaMbarrier
+from ..platforms.cuda import CudaGmemLinear
 from ..platforms.Sm90 import TENSOR_MAP_DTYPES
-from .barrier_text import mbarrier_address
-from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
-from ._sync import (
-    NamedBarrierIds,
-    kernel_scope_lines,
-    multicast_ranks,
-    lower_fence,
-    position_expr,
-    scope_begin_lines,
-    scope_end_lines,
-    split_sync_lines,
-)
+from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
+from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
+from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
@@ -52,10 +44,21 @@ class DeviceFunction:
     name: str  # kernel name; the launcher is `{name}_launch`
     block: LoopIR.For
     args: list  # LoopIR.fnarg, in launch order
+    analysis: Analysis  # of the proc the block belongs to
 
     @property
     def ctx(self) -> CudaDeviceFunction:
         return self.block.loop_mode.ctx
+
+    @property
+    def task_depth(self) -> int:
+        """How many cuda_tasks loops the block's nest has (the analysis derived the nest)."""
+        return next(len(fn.tasks) for fn in self.analysis.device_functions if fn.block is self.block)
+
+    def barriers(self) -> dict:
+        """Sym -> BarrierInfo of the barriers allocated inside the block."""
+        inside = {s.name for s in walk_stmts(self.block.body) if is_barrier_alloc(s)}
+        return {sym: info for sym, info in self.analysis.barriers.items() if sym in inside}
 
 
 @dataclass
@@ -141,8 +144,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     )
     maps = [a for a in df.args if tensor_map_spec(a.name) is not None]
     call_args = ", ".join(f"{comp.env[a.name]}_map" if a in maps else comp.env[a.name] for a in df.args)
-    launch_params = ", ".join(param_decls(df, comp.env, launcher=True))
-    decl = f'extern "C" int {df.name}_launch({launch_params})'
+    decl = f'extern "C" int {df.name}_launch({", ".join(param_decls(df, comp.env, launcher=True))})'
     attr = [
         "  cudaLaunchAttribute exo_attr[1];",
         "  exo_attr[0].id = cudaLaunchAttributeClusterDimension;",
@@ -175,7 +177,8 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             f"  exo_cfg.dynamicSmemBytes = {smem if dynamic else 0};",
             "  exo_cfg.stream = exo_stream;",
             *(attr if cluster > 1 else []),
-            f"  exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, (const void *) {df.name}, &exo_cfg, &exo_grid);",
+            f"  exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, (const void *) {df.name}, "
+            "&exo_cfg, &exo_grid);",
             "  if (exo_err != cudaSuccess) return (int) exo_err;",
             "  exo_cfg.gridDim = dim3(exo_grid);",
             f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {df.name}, {call_args});",
@@ -184,12 +187,9 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "}",
         ]
     )
-    uses_mbarriers = any(i.mem is CudaMbarrier for i in comp.barriers.values())
+    uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
                       tuple(comp.cuda_globals), bool(maps))
-
-
-_CLUSTER_SYNC = 'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
 
 
 def _encode_lines(a, comp) -> list:
@@ -231,15 +231,17 @@ class CudaCompiler(Compiler):
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
         block = proc.body[0]
         self._ctx: CudaDeviceFunction = block.loop_mode.ctx
-        self._tilings = scope_tilings(proc)
+        self._tilings = scope_tilings(df.analysis, df.block, block)
         self._tiling_stack = []
         self._iter_syms = {}
         self._smem_offsets: dict = {}
         self.smem_bytes = 0
         self.smem_align = SMEM_ALIGN  # the largest alignment an allocation of the pool needs
         self.cuda_globals: list = []  # InstrInfo.cuda_includes of the instrs used, in first-use order
+        self._analysed = stmt_pairs(df.block, block)  # id(compiled stmt) -> the analysed statement
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
-        self.barriers: dict = barrier_usage(proc)  # Sym -> BarrierInfo; names become C names in _device_function
+        self.barriers: dict = df.barriers()  # Sym -> BarrierInfo; names become C names in _device_function
+        self._task_depth = df.task_depth
         self._warp_name = None
         self.task_count_host = ""
         self.kernel_lines: list = []
@@ -255,15 +257,14 @@ class CudaCompiler(Compiler):
                 return self._with_block(s, mode.ctx)
             if isinstance(mode, CudaThreads):
                 return self._cuda_threads(s)
-            if isinstance(mode, CudaTasks):
-                raise CodegenError("cuda_tasks loops must form the loop nest directly under CudaDeviceFunction", s.srcinfo)
             if isinstance(mode, LoopIR.Par):
                 raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
             return super().comp_s(s)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
-            for line in scope_end_lines(self.barriers[s.name]):
+            info = self.barriers[s.name]
+            for line in lowering(info.mem).scope_end_lines(info):
                 self.add_line(line)
             return None
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, CudaMemory):
@@ -308,11 +309,9 @@ class CudaCompiler(Compiler):
     def _device_function(self, s):
         ctx: CudaDeviceFunction = s.loop_mode.ctx
         tasks, body = [], s.body
-        while len(body) == 1 and isinstance(body[0], LoopIR.For) and isinstance(body[0].loop_mode, CudaTasks):
+        for _ in range(self._task_depth):
             tasks.append(body[0])
             body = body[0].body
-        if not tasks or any(isinstance(x, LoopIR.For) and isinstance(x.loop_mode, CudaTasks) for x in body):
-            raise CodegenError("the only child of a CudaDeviceFunction must be a nest of cuda_tasks loops", s.srcinfo)
         task_syms = {t.iter for t in tasks}
         counts = []
         for t in tasks:
@@ -351,7 +350,7 @@ class CudaCompiler(Compiler):
         """Give each barrier its C name and emit what lives for the whole kernel (mbarriers, counters)."""
         for sym, info in self.barriers.items():
             self.barriers[sym] = info = replace(info, name=self.new_varname(sym, typ=info.alloc.type, mem=info.mem))
-            for line in kernel_scope_lines(info, self._ctx.clusterDim):
+            for line in lowering(info.mem).kernel_scope_lines(info):
                 self.add_line(line)
 
     def _setmaxnreg(self, regs: int):
@@ -440,7 +439,8 @@ class CudaCompiler(Compiler):
 
     def _alloc(self, s):
         if is_barrier_alloc(s):
-            for line in scope_begin_lines(self.barriers[s.name]):
+            info = self.barriers[s.name]
+            for line in lowering(info.mem).scope_begin_lines(info):
                 self.add_line(line)
             return None
         mem = s.mem
@@ -485,7 +485,7 @@ class CudaCompiler(Compiler):
 
     def _split_sync(self, s, spec):
         info = self.barriers[s.args[0].name]
-        for line in split_sync_lines(info, s, self._position(info, s.args[0], s.srcinfo)):
+        for line in split_sync_lines(info, self._analysed[id(s)], self._position(info, s.args[0], s.srcinfo)):
             self.add_line(line)
         return None
 
@@ -504,7 +504,7 @@ class CudaCompiler(Compiler):
             bar = s.args[n]
             binfo = self.barriers[bar.name]
             barrier = mbarrier_address(binfo, self._position(binfo, bar, s.srcinfo))
-        template = template_call_of(s.f.name if not trailing else trailing[0])
+        template = template_call_of(trailing[0] if trailing else s.f.name)
         name, params = (template[0].name, template[1]) if template else (str(s.f.name), {})
         mask = self._cta_mask(s) if instr_info(s).multicast else ""
         return LoweredCall(name, args, params, barrier, mask, s.srcinfo)
@@ -526,9 +526,8 @@ class CudaCompiler(Compiler):
         return LoweredArg(text)
 
     def _cta_mask(self, s) -> str:
-        """Multicast: bit mask of the CTAs the written operand's first dimension (the CTA dimension) spans."""
-        dst = s.args[0]
-        first = next((w for w in dst.idx if isinstance(w, LoopIR.Interval)), None)
+        """Multicast: bit mask of the CTAs the written operand's first sliced dimension (the CTA dimension) spans."""
+        first = next((w for w in s.args[0].idx if isinstance(w, LoopIR.Interval)), None)
         if first is None or not isinstance(first.lo, LoopIR.Const) or not isinstance(first.hi, LoopIR.Const):
             raise CodegenError("a multicast copy writes a slice over the CTAs of the cluster with constant bounds, "
                                "e.g. dst[:, ...]", s.srcinfo)

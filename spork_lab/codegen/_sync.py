@@ -4,9 +4,9 @@ A Fence lowers according to its executing thread collective (seed 000: the
 same Fence text is __syncwarp in a warp and __syncthreads in a CTA), wrapped in
 spork_lab.codegen.barrier_text's prologue (waits for L1's async instructions) and
 epilogue (proxy / wgmma fences for L2). Split barriers take all their CUDA text
-from spork_lab.codegen.barrier_text; this module only decides where it goes: kernel
-scope (mbarrier storage, init, counters), the allocation's scope (begin/end),
-and the statement itself (arrive/await at barrier position p).
+from the `BarrierText` their memory names; the device code generator decides
+where it goes: kernel scope, the allocation's scope (begin/end), and the
+statement itself (arrive/await at barrier position p, here).
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR, T
 
-from ..analysis.barriers import BarrierInfo, tx_use
-from ..codegen import barrier_text as low
+from ..analysis.barriers import BarrierInfo
 from ..core.sync_stmts import SyncSpec, barrier_window_indices, is_point_interval, sync_spec_of
 from ..errors import CodegenError
-from ..platforms.cuda import CudaMbarrier
 from ._collectives import Collective
-from .barrier_text import fence_epilogue_lines, fence_prologue_lines
+from .barrier_text import fence_epilogue_lines, fence_prologue_lines, lowering
 
 N_NAMED_BARRIERS = 16  # bar.sync ids 0..15; 0 is __syncthreads
 
@@ -52,7 +50,7 @@ def lower_fence(
     it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
     """
     if spec.first_tl.name == "wgmma_fence_1" and spec.second_tl.name == "wgmma_fence_2":
-        # wgmma.fence: orders the warpgroup's register accesses (and earlier wgmma) before its next wgmma
+        # wgmma.fence: orders the warpgroup's register accesses (and its earlier wgmma) before its next wgmma
         if coll.size != 128 or not coll.contiguous or any(s % 128 for s in coll.starts):
             raise CodegenError(f"Fence(wgmma_fence_1, wgmma_fence_2) is wgmma.fence: a warpgroup executes it, not "
                                f"collectives of {coll.size} threads", srcinfo)
@@ -97,12 +95,11 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_pat
 def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
     """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its CTA's barrier array (None: scalar).
 
-    Dimensions indexed by the CTA's rank are not part of it: each CTA keeps its own barriers.
+    CTA dimensions (indexed by the CTA's rank) are not part of it: each CTA keeps its own barriers.
     """
     flat = None
-    cta = info.cta_dims or ()
     for k, (idx, dim) in enumerate(zip(barrier_window_indices(arg), info.dims)):
-        if k in cta:
+        if k in info.cta_dims:
             continue
         if flat is None:
             flat = idx
@@ -112,38 +109,23 @@ def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
     return flat
 
 
-def kernel_scope_lines(info: BarrierInfo, cluster: int = 1) -> list:
-    """Once per kernel, executed by every thread before any warp-specialized path."""
-    if info.mem is not CudaMbarrier:
-        return []
-    return low.mbarrier_shared_lines(info) + low.mbarrier_init_lines(info, cluster) + low.mbarrier_counter_lines(info)
-
-
 def multicast_ranks(info: BarrierInfo, arg) -> Optional[tuple]:
     """(lo, hi): the CTA ranks a multicast arrive `>> bar[lo:hi]` lands on; None for a point index."""
-    if not isinstance(arg, LoopIR.WindowExpr):
-        return None
-    for k, w in enumerate(arg.idx):
-        if k in (info.cta_dims or ()) and not is_point_interval(w):
+    for k, w in enumerate(getattr(arg, "idx", [])):
+        if k in info.cta_dims and not is_point_interval(w):
             return (w.lo.val, w.hi.val)
     return None
 
 
-def scope_begin_lines(info: BarrierInfo) -> list:
-    return low.mbarrier_scope_begin_lines(info) if info.mem is CudaMbarrier else []
-
-
-def scope_end_lines(info: BarrierInfo) -> list:
-    return low.mbarrier_scope_end_lines(info) if info.mem is CudaMbarrier else []
-
-
 def split_sync_lines(info: BarrierInfo, stmt, p: str) -> list:
-    """Arrive/Await (or Reverse) statement `stmt` on barrier position `p` (a C expression).
+    """Arrive/Await (or Reverse) statement `stmt` (the analysed statement) on barrier position `p`.
 
-    The arrival counts the mbarriers are initialised with come from the same
-    BarrierUse (`analysis.barriers`), so every phase completes.
+    The mbarrier arrival counts come from the same BarrierUses as the lowering's
+    arrival election (`analysis.barriers`), so every phase completes.
     """
     spec = sync_spec_of(stmt)
+    text = lowering(info.mem)
     if spec.is_arrive:
-        return low.arrive_lines(info, spec, p, use=tx_use(info, stmt), ranks=multicast_ranks(info, stmt.args[0]))
-    return low.await_lines(info, spec, p)
+        use = next((u for u in info.uses if u.stmt is stmt), None)
+        return text.arrive_lines(info, spec, p, use=use, ranks=multicast_ranks(info, stmt.args[0]))
+    return text.await_lines(info, spec, p)

@@ -1,26 +1,28 @@
 """CUDA C++ text for split barriers and for the extra instructions of fences.
 
-Interface for the CUDA code generator (all functions return lists of lines):
+Each barrier memory names its lowering (`BarrierMemory.lowering`); `lowering(mem)`
+gives the `BarrierText` that writes its CUDA (all methods return lists of lines;
+`info` is the barrier's `BarrierInfo` from `analyze(p).barriers`, named for C; `p`
+is the C expression of the flattened barrier position, 0 for a scalar barrier):
 
-    infos = barrier_usage(proc)                  # spork_lab.analysis.barriers: Sym -> BarrierInfo (checked)
-    prelude_lines()                              # once per .cu file, before the kernels
-  Per CudaMbarrier barrier `info` (device side; `p` is the C expression of the flattened
-  barrier position, 0 for a scalar barrier):
-    mbarrier_shared_lines(info)                  # __shared__ arrays, at kernel scope
-    mbarrier_init_lines(info)                    # kernel start, every thread executes it (has __syncthreads)
-    mbarrier_counter_lines(info)                 # per-thread phase counters, at kernel scope
-    mbarrier_scope_begin_lines(info)             # where the barrier is allocated (each task)
-    mbarrier_scope_end_lines(info)               # where its scope ends: drains the ring's last lag phases
-  Statements (`spec` = sync_spec_of(stmt)):
-    arrive_lines(info, spec, p, use=u, ranks=r) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms
-        (mbarrier arrives: `u` is the statement's BarrierUse (arrival election, expect-tx bytes),
-        `r` = (lo, hi) the CTA ranks a multicast arrive `>> bar[:]` lands on)
-    mbarrier_address(info, p)                    # `&bar[slot]` of the phase the next Arrive closes (TMA loads)
-    fence_prologue_lines(spec), fence_epilogue_lines(spec)     # around the codegen's own collective barrier
-  Per CudaEvent barrier (host side; `stream` is the C expression of the stream; `record_error`,
-  if given, names a C function `void f(int)` that receives each CUDA call's error code):
-    event_decl_lines(info, record_error), event_destroy_lines(info),
-    arrive_lines/await_lines with stream=..., record_error=...
+    prelude_lines()                              # device helpers, once per .cu file when some
+                                                 # lowering has `device_helpers`
+    text = lowering(info.mem)
+    text.kernel_scope_lines(info)                # at kernel scope, every thread, before warp-specialized paths
+    text.scope_begin_lines(info)                 # where the barrier is allocated (each task)
+    text.scope_end_lines(info)                   # where its scope ends
+    text.decl_lines(info, record_error)          # host barriers: where allocated in CPU code
+    text.destroy_lines(info)                     #   and where their block ends
+    text.arrive_lines(info, spec, p, stream=..., record_error=..., use=..., ranks=...)  # Arrive / ReverseArrive
+        (`use`: the statement's BarrierUse: arrival election, expect-tx bytes; `ranks` = (lo, hi): the CTAs
+        a multicast arrive `>> bar[lo:hi]` lands on)
+    text.await_lines(info, spec, p, stream=..., record_error=...)   # Await / ReverseAwait
+  Fences (`spec` = sync_spec_of(stmt)), around the codegen's own collective barrier:
+    fence_prologue_lines(spec), fence_epilogue_lines(spec)
+
+Host barriers (events) take `stream`, the C expression of the stream, and
+`record_error`, if given, names a C function `void f(int)` that receives each
+CUDA call's error code.
 
 Fence lowering: the code generator emits, for Fence(L1, L2) executed by a
 collective, `fence_prologue_lines` (completes outstanding async instructions of
@@ -29,14 +31,16 @@ the collective barrier (__syncwarp / named barrier / __syncthreads /
 cluster barrier), then `fence_epilogue_lines` (fence.proxy.async when L2
 reaches the async proxy, wgmma.fence when L2 feeds wgmma).
 
-Arrivals: a collective of whole warps arrives once per warp (`__syncwarp`, then
-lane 0), others once per thread; cp.async arrives once per thread. An Arrive
-closing a phase of TMA loads is `mbarrier.arrive.expect_tx` with the phase's
-bytes; a multicast arrive arrives on the barrier of every CTA of its slice
-(mapa + `mbarrier.arrive.shared::cluster`). In clusters, barriers live per CTA
-(dimensions indexed by the CTA's rank are not stored), and the init is
-followed by a cluster barrier so no CTA signals a barrier its peer has not
-initialised yet.
+Mbarrier arrivals: a collective of whole warps arrives once per warp
+(`__syncwarp`, then lane 0), others once per thread; cp.async arrives once per
+thread. An Arrive closing a phase of TMA loads is `mbarrier.arrive.expect_tx`
+with the phase's bytes (`mbarrier_address` gives the loads the slot of that
+phase); a multicast arrive arrives on the barrier of every CTA of its slice
+(mapa + `mbarrier.arrive.shared::cluster`). In clusters each CTA keeps its own
+barriers, and the init is followed by a cluster barrier so no CTA signals a
+barrier its peer has not initialised yet. An await is followed by
+`fence.proxy.async` only when its queue's arrives order generic-proxy accesses
+and its second sync-tl reaches the async proxy.
 
 Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
 ring per position; the reverse array likewise). Each thread counts the arrives
@@ -55,7 +59,6 @@ from ..analysis.barriers import BarrierInfo
 from ..core import timelines as tl
 from ..core.sync_stmts import SyncSpec
 from ..errors import CodegenError
-from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
 
 
 def prelude_lines() -> list:
@@ -96,125 +99,6 @@ def prelude_lines() -> list:
     ]
 
 
-# ---- mbarriers ----
-
-
-def _arrays(info: BarrierInfo):
-    """(suffix, depth, arrivals) of the forward and (if used) reverse mbarrier arrays."""
-    out = [("f", info.forward_depth, info.forward_arrivals)]
-    if info.reverse_depth:
-        out.append(("r", info.reverse_depth, info.reverse_arrivals))
-    return out
-
-
-def mbarrier_shared_lines(info: BarrierInfo) -> list:
-    return [
-        f"__shared__ unsigned long long {info.name}_{d}[{info.positions * depth}];"
-        for d, depth, _ in _arrays(info)
-    ]
-
-
-def mbarrier_init_lines(info: BarrierInfo, cluster: int = 1) -> list:
-    """Thread 0 initialises every mbarrier with its arrival count; the CTA (cluster) waits until it is visible."""
-    lines = ["if (threadIdx.x == 0) {"]
-    for d, depth, count in _arrays(info):
-        n = info.positions * depth
-        lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{info.name}_{d}[i], {count}u);")
-    lines += [
-        "#if __CUDA_ARCH__ >= 900",
-        '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
-        "#endif",
-        "}",
-        'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
-        if cluster > 1 else "__syncthreads();",
-    ]
-    return lines
-
-
-def mbarrier_counter_lines(info: BarrierInfo) -> list:
-    """Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position."""
-    n = info.positions
-    return [
-        f"unsigned {info.name}_{d}{c}[{n}] = {{0}};" for d, _, _ in _arrays(info) for c in ("a", "w", "b")
-    ]
-
-
-def mbarrier_scope_begin_lines(info: BarrierInfo) -> list:
-    """A new scope of the barrier: awaits pair with arrives from here on."""
-    return [
-        f"for (int i = 0; i < {info.positions}; ++i) {info.name}_{d}b[i] = {info.name}_{d}w[i];"
-        for d, _, _ in _arrays(info)
-    ]
-
-
-def mbarrier_scope_end_lines(info: BarrierInfo) -> list:
-    """Awaiting threads complete the phases their first `lag` awaits skipped, so counters stay in step."""
-    lines = []
-    for d, depth, _ in _arrays(info):
-        lag = info.reverse_lag if d == "r" else info.forward_lag
-        if lag == 0:
-            continue
-        lines += [
-            f"for (int i = 0; i < {info.positions}; ++i) {{",
-            f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
-            f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
-            f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
-            f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
-            "}",
-        ]
-    return lines
-
-
-def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
-    """Address of the mbarrier of the phase the next (Reverse)Arrive on position p closes."""
-    d, depth = ("r", info.reverse_depth) if reverse else ("f", info.forward_depth)
-    return f"&{info.name}_{d}[({p}) * {depth} + {info.name}_{d}a[{p}] % {depth}u]"
-
-
-def _mbar_arrive(info: BarrierInfo, spec: SyncSpec, p: str, use=None, ranks=None) -> list:
-    d = "r" if spec.is_reverse else "f"
-    cnt = f"{info.name}_{d}a[{p}]"
-    bar = mbarrier_address(info, p, spec.is_reverse)
-    if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
-        # completes once this thread's earlier cp.async have landed: every thread arrives
-        return [f"spork_mbar_arrive_cp_async({bar}); ++{cnt};"]
-    if ranks is not None:
-        call = f"for (unsigned c = {ranks[0]}; c < {ranks[1]}; ++c) spork_mbar_arrive_remote({bar}, c);"
-    elif use is not None and use.tx_bytes:
-        call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
-    else:
-        call = f"spork_mbar_arrive({bar});"
-    if use is not None and use.thread_count and use.thread_count % 32 == 0:
-        return ["__syncwarp();", f"if (threadIdx.x % 32 == 0) {{ {call} }}", f"++{cnt};"]
-    return [f"{call} ++{cnt};"]
-
-
-def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
-    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
-    lag = ~spec.N
-    w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
-    wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
-    if lag == 0:  # pairs with this thread's latest arrive count, never skipped
-        lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
-    else:
-        lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
-    return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, _arrive_tls(info, spec.is_reverse))
-
-
-def _arrive_tls(info: BarrierInfo, reverse: bool) -> frozenset:
-    """Instr-tls the arrives of a queue order (what its awaits may need a proxy fence for)."""
-    return frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(reverse) if u.spec.is_arrive))
-
-
-# ---- commit groups ----
-
-_COMMIT = {
-    "cp.async": ("cp.async.commit_group;", "cp.async.wait_group {N};"),
-    "wgmma": ("wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned {N};"),
-    "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
-}
-
-
 def _asm(text: str) -> str:
     return f'asm volatile("{text}" ::: "memory");'
 
@@ -228,48 +112,179 @@ def _proxy_fence_after(second_tl: tl.SyncTl, first_tls: frozenset = None) -> lis
     return [_asm("fence.proxy.async;")] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
 
 
-# ---- events (host) ----
+def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
+    """`&bar[slot]` of the phase the next (Reverse)Arrive on position p closes (what TMA loads complete on)."""
+    d, depth = ("r", info.reverse_depth) if reverse else ("f", info.forward_depth)
+    return f"&{info.name}_{d}[({p}) * {depth} + {info.name}_{d}a[{p}] % {depth}u]"
 
 
-def _event_call(call: str, record_error: str) -> str:
-    return f"{record_error}((int) {call});" if record_error else f"{call};"
+_CLUSTER_SYNC = 'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
 
 
-def event_decl_lines(info: BarrierInfo, record_error: str = "") -> list:
-    create = _event_call(f"cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming)", record_error)
-    return [f"cudaEvent_t {info.name}[{info.positions}];", f"for (int i = 0; i < {info.positions}; ++i) {create}"]
+class BarrierText:
+    """The CUDA text of one barrier mechanism; by default a mechanism needs no text outside its statements."""
+
+    device_helpers = False  # its lines call prelude_lines()' helpers
+
+    def kernel_scope_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def scope_begin_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def scope_end_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def decl_lines(self, info: BarrierInfo, record_error: str = "") -> list:
+        return []
+
+    def destroy_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
+        raise NotImplementedError
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        raise NotImplementedError
 
 
-def event_destroy_lines(info: BarrierInfo) -> list:
-    return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
+class MbarrierText(BarrierText):
+    """Shared-memory mbarrier rings with phase parity, and reverse rings (see the module docstring)."""
+
+    device_helpers = True
+
+    @staticmethod
+    def _arrays(info: BarrierInfo):
+        """(suffix, depth, arrivals) of the forward and (if used) reverse mbarrier arrays."""
+        out = [("f", info.forward_depth, info.forward_arrivals)]
+        if info.reverse_depth:
+            out.append(("r", info.reverse_depth, info.reverse_arrivals))
+        return out
+
+    def kernel_scope_lines(self, info: BarrierInfo) -> list:
+        """__shared__ arrays, their initialisation (thread 0, then the CTA waits), per-thread counters."""
+        arrays = self._arrays(info)
+        lines = [f"__shared__ unsigned long long {info.name}_{d}[{info.positions * depth}];" for d, depth, _ in arrays]
+        lines.append("if (threadIdx.x == 0) {")
+        for d, depth, count in arrays:
+            n = info.positions * depth
+            lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{info.name}_{d}[i], {count}u);")
+        lines += [
+            "#if __CUDA_ARCH__ >= 900",
+            '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+            "#endif",
+            "}",
+            _CLUSTER_SYNC if info.cluster_dim > 1 else "__syncthreads();",
+        ]
+        # Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position.
+        lines += [f"unsigned {info.name}_{d}{c}[{info.positions}] = {{0}};" for d, _, _ in arrays for c in ("a", "w", "b")]
+        return lines
+
+    def scope_begin_lines(self, info: BarrierInfo) -> list:
+        """A new scope of the barrier: awaits pair with arrives from here on."""
+        return [
+            f"for (int i = 0; i < {info.positions}; ++i) {info.name}_{d}b[i] = {info.name}_{d}w[i];"
+            for d, _, _ in self._arrays(info)
+        ]
+
+    def scope_end_lines(self, info: BarrierInfo) -> list:
+        """Awaiting threads complete the phases their first `lag` awaits skipped, so counters stay in step."""
+        lines = []
+        for d, depth, _ in self._arrays(info):
+            lag = info.reverse_lag if d == "r" else info.forward_lag
+            if lag == 0:
+                continue
+            lines += [
+                f"for (int i = 0; i < {info.positions}; ++i) {{",
+                f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
+                f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
+                f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
+                f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
+                "}",
+            ]
+        return lines
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
+        cnt = f"{info.name}_{'r' if spec.is_reverse else 'f'}a[{p}]"
+        bar = mbarrier_address(info, p, spec.is_reverse)
+        if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
+            # completes once this thread's earlier cp.async have landed: every thread arrives
+            return [f"spork_mbar_arrive_cp_async({bar}); ++{cnt};"]
+        if ranks is not None:
+            call = f"for (unsigned c = {ranks[0]}; c < {ranks[1]}; ++c) spork_mbar_arrive_remote({bar}, c);"
+        elif use is not None and use.tx_bytes:
+            call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
+        else:
+            call = f"spork_mbar_arrive({bar});"
+        if use is not None and use.thread_count and use.thread_count % 32 == 0:
+            return ["__syncwarp();", f"if (threadIdx.x % 32 == 0) {{ {call} }}", f"++{cnt};"]
+        return [f"{call} ++{cnt};"]
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+        lag = ~spec.N
+        w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
+        wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
+        if lag == 0:  # pairs with this thread's latest arrive count, never skipped
+            lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
+        else:
+            lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
+        arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
+        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, arrives)
 
 
-# ---- statements ----
+class CommitGroupText(BarrierText):
+    """cp.async / wgmma / cp.async.bulk commit_group and wait_group N (the flavour the analysis chose)."""
+
+    _COMMIT = {
+        "cp.async": ("cp.async.commit_group;", "cp.async.wait_group {N};"),
+        "wgmma": ("wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned {N};"),
+        "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
+    }
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
+        return [_asm(self._COMMIT[info.flavour][0])]
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        return [_asm(self._COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
 
 
-def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
-                 use=None, ranks=None) -> list:
-    """Arrive / ReverseArrive on barrier position `p` (a C expression)."""
-    if info.mem is CudaMbarrier:
-        return _mbar_arrive(info, spec, p, use, ranks)
-    if info.mem is CudaCommitGroup:
-        return [_asm(_COMMIT[info.flavour][0])]
-    if info.mem is CudaEvent:
-        return [_event_call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
-    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+class EventText(BarrierText):
+    """CUDA events, host side: record on the library's stream; the stream or the CPU waits."""
 
+    @staticmethod
+    def _call(call: str, record_error: str) -> str:
+        return f"{record_error}((int) {call});" if record_error else f"{call};"
 
-def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
-    """Await / ReverseAwait on barrier position `p` (a C expression)."""
-    if info.mem is CudaMbarrier:
-        return _mbar_await(info, spec, p)
-    if info.mem is CudaCommitGroup:
-        return [_asm(_COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
-    if info.mem is CudaEvent:
+    def decl_lines(self, info: BarrierInfo, record_error: str = "") -> list:
+        create = self._call(f"cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming)", record_error)
+        return [f"cudaEvent_t {info.name}[{info.positions}];", f"for (int i = 0; i < {info.positions}; ++i) {create}"]
+
+    def destroy_lines(self, info: BarrierInfo) -> list:
+        return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
+        return [self._call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
         if tl.cpu_in_order_instr in spec.second_tl.instr_tls:  # the CPU waits; else only the stream
-            return [_event_call(f"cudaEventSynchronize({info.name}[{p}])", record_error)]
-        return [_event_call(f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0)", record_error)]
-    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+            return [self._call(f"cudaEventSynchronize({info.name}[{p}])", record_error)]
+        return [self._call(f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0)", record_error)]
+
+
+LOWERINGS = {"mbarrier": MbarrierText(), "commit_group": CommitGroupText(), "event": EventText()}
+
+
+def lowering(mem: type) -> BarrierText:
+    """The CUDA text of barriers in memory `mem` (named by its `lowering` hook)."""
+    text = LOWERINGS.get(mem.lowering)
+    if text is None:
+        raise CodegenError(f"no CUDA lowering for barriers @ {mem.name()} (lowering {mem.lowering!r})")
+    return text
 
 
 def fence_prologue_lines(spec: SyncSpec) -> list:

@@ -456,7 +456,7 @@ class _GpuSyntaxRewriter:
             self.err(s, f"{user_name} does not complete on a barrier, so it takes no `>> bar[...]`; only TMA loads "
                         "(Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) do")
         bar, mem, _, shape = self.barrier_arg(binop.right, f"{user_name}(...) >>", slices=True)
-        if mem.__name__ != "CudaMbarrier":
+        if not mem.takes_trailing_loads:
             self.err(binop.right, f"{user_name} completes on a barrier @ CudaMbarrier, not @ {mem.name()}")
         proc = trailing_proc(concrete, mem, shape)
         self.generated_procs[str(proc.name())] = proc
