@@ -354,9 +354,7 @@ class CudaCompiler(Compiler):
                 self.add_line(line)
 
     def _setmaxnreg(self, regs: int):
-        ctx = self._ctx
-        cap = min(255, 65536 // (ctx.threads_per_cta * ctx.blocks_per_sm)) // 8 * 8
-        op = "inc" if regs >= cap else "dec"
+        op = "inc" if regs >= self._ctx.register_cap else "dec"
         self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
         self.add_line(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
         self.add_line("#endif")

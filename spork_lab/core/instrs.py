@@ -31,6 +31,7 @@ class InstrInfo:
     trailing_barrier: bool = False  # completes on an mbarrier: written `instr(...) >> bar[...]`
     tx_bytes: int = 0  # trailing-barrier instrs: bytes each destination CTA's mbarrier receives
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
+    tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
 
 
 @dataclass(frozen=True)

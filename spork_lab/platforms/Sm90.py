@@ -244,7 +244,7 @@ def _make_tma_load(dt: str, layout: str, multicast: bool):
         register_instr(
             p.name(),
             InstrInfo(tma_to_smem_async_instr, cuda_thread, lower=lower, trailing_barrier=True,
-                      tx_bytes=rows * cols * esize, multicast=multicast),
+                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",)),
         )
         return p
 
@@ -275,7 +275,7 @@ def _make_tma_store(dt: str, reduce: bool):
                         f'"l"(&{call.args["dst"].buffer}), "r"(spork_sm90_smem({call.args["src"].ptr})), '
                         f'"r"({c0}), "r"({c1})')
 
-        register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower))
+        register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower, tensor_map_params=("dst",)))
         return p
 
     return make
