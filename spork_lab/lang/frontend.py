@@ -449,8 +449,8 @@ class _GpuSyntaxRewriter:
         elif hasattr(target, "_loopir_proc") and not call.keywords:
             concrete, user_name = target, str(target.name())
         else:
-            self.err(s, f"`>> bar[...]` follows Arrive(...), ReverseArrive(...) or an instr that completes on a barrier, "
-                        f"not `{pyast.unparse(call)}`")
+            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...) (or an instr that completes on a barrier, "
+                        f"a TMA load), not `{pyast.unparse(call)}`")
         info = instr_info_by_name(str(concrete.name()))
         if info is None or not info.trailing_barrier:
             self.err(s, f"{user_name} does not complete on a barrier, so it takes no `>> bar[...]`; only TMA loads "
@@ -536,8 +536,8 @@ class _GpuSyntaxRewriter:
         call = binop.left
         syntax = self.lookup(call.func) if isinstance(call, pyast.Call) else None
         if not (isinstance(syntax, SyncSyntax) and syntax.kind in ("Arrive", "ReverseArrive")):
-            self.err(s, f"`>>` only follows Arrive(...), ReverseArrive(...) or an instr that completes on a barrier, "
-                        f"not `{pyast.unparse(call)}`")
+            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...) (or an instr that completes on a barrier, "
+                        f"a TMA load), not `{pyast.unparse(call)}`")
         kind = syntax.kind
         if call.keywords or len(call.args) != 2:
             self.err(call, f"{kind} takes 2 arguments: write {kind}{syntax.params}")
