@@ -28,6 +28,7 @@ from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
 from ..platforms.Sm90 import TENSOR_MAP_DTYPES
+from ._c_exprs import FaithfulExprs
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
 from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
@@ -225,7 +226,7 @@ def _free_syms(e, out: set) -> set:
     return out
 
 
-class CudaCompiler(Compiler):
+class CudaCompiler(FaithfulExprs, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
