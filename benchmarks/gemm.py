@@ -119,6 +119,7 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES))
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None, help="also write this run's rows here")
+    parser.add_argument("--no-save", action="store_true", help="leave results/gemm.json alone (profiling runs)")
     a = parser.parse_args()
     rows = []
     for dtype in a.dtypes.split(","):
@@ -129,7 +130,8 @@ def main() -> int:
                 print(f"{kernel:40} {dtype:5} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
                       f"{r['cublas_tflops']:7.1f} ({r['tflops'] / r['cublas_tflops']:.3f}x), max rel err {r['max_rel_err']:.1e}",
                       flush=True)
-    save(rows)
+    if not a.no_save:
+        save(rows)
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
