@@ -116,3 +116,28 @@ def test_setmaxnreg_budget_must_fit_the_register_file():
 def test_sync_check_refuses_what_it_does_not_model():
     with pytest.raises(sl.SyncError, match=r"does not model `Sm90_copy_tensor_to_smem_swizzled_2f32\(\.\.\.\) >> bar`.*refuses it"):
         sl.sync_check(sm90_tma_wgmma, M=64, N=128, K=32)
+
+
+def _producer_wait(cu: str) -> str:
+    """The producer's ReverseAwait on the ring and what follows it up to its first TMA load."""
+    at = cu.index("spork_mbar_wait(&ring_r")
+    return cu[at : cu.index("cp.async.bulk.tensor", at)]
+
+
+def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do(monkeypatch):
+    """The consumers release a stage that only wgmma (async proxy) read: the producer's next TMA
+    write needs no fence.proxy.async. Once a releasing thread also writes shared memory with
+    ordinary stores, the await is followed by the fence."""
+    from sm90_gemm import _SOURCE, make_gemm
+
+    assert "fence.proxy.async" not in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))
+    arrive = "                                ReverseArrive(cuda_in_order, 1) >> ring[:]\n"
+    ring = "                    ring: barrier[CL] @ CudaMbarrier\n"
+    assert arrive in _SOURCE and ring in _SOURCE
+    src = _SOURCE.replace(ring, ring + "                    flag: f32[CL, 8] @ CudaSmemLinear\n").replace(
+        arrive,
+        "                                for t in cuda_threads(0, 1):\n"
+        "                                    flag[cta, 0] = 1.0\n" + arrive,
+    )
+    monkeypatch.setattr(sys.modules["sm90_gemm"], "_SOURCE", src)
+    assert "fence.proxy.async" in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))

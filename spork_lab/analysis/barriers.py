@@ -36,6 +36,7 @@ that many times.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Optional
@@ -46,7 +47,7 @@ from ..core import timelines as tl
 from ..core.blocks import CudaAsync
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import walk_stmts
+from ..core.ir import numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
@@ -103,6 +104,8 @@ class BarrierInfo:
     flavour: Optional[str] = None  # commit groups: "cp.async", "wgmma", "cp.async.bulk"
     scope_threads: int = 1  # commit groups: threads sharing one hardware queue
     trailing: tuple = ()  # BarrierUse of instrs completing on the barrier (TMA loads), spec None
+    generic_smem: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access shared
+    #   memory through the generic proxy (in-order or cp.async)? If not, its awaits need no proxy fence
     cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
     cluster_dim: int = 1  # of the device function it lives in
 
@@ -150,11 +153,73 @@ def run(ctx) -> Mapping:
                           if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads)
                           and s.loop_mode.unit == cuda_cta_in_cluster})
     walk.block(ctx.proc.body)
+    generic = _generic_smem_threads(ctx.proc, scopes)
     return MappingProxyType({
-        sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or ()),
+        sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or (),
+                              generic_smem=tuple(_arrivers(walk.uses[sym], r, scopes) & generic != set() for r in (False, True))),
                       tuple(walk.uses[sym]))
         for sym, info in walk.allocs.items()
     })
+
+
+def _all_threads(tiling) -> set:
+    """Every natural thread index a tiling's collectives hold (over all its iterator values)."""
+    names = [n for n, _ in tiling.iters]
+    out = set()
+    for values in itertools.product(*(range(c) for _, c in tiling.iters)):
+        for lo, hi in tiling.threads(dict(zip(names, values))):
+            out.update(range(lo, hi))
+    return out
+
+
+def _arrivers(uses: list, reverse: bool, scopes) -> set:
+    """Threads that arrive on one queue of a barrier."""
+    out = set()
+    for u in uses:
+        if u.spec.is_arrive and u.spec.is_reverse == reverse:
+            tiling = scopes.info(u.stmt).tiling
+            out |= _all_threads(tiling) if tiling is not None else {-1}
+    return out
+
+
+def _generic_smem_threads(proc, scopes) -> set:
+    """Threads that access shared memory through the generic proxy (in-order or cp.async), anywhere in `proc`.
+
+    What an arrive on an mbarrier can order before an await whose side continues in the async proxy
+    (TMA, wgmma): only if some arriving thread is among them does the await need fence.proxy.async.
+    Window aliases of shared memory count as shared memory.
+    """
+    smem = set()
+    out = set()
+    for s in walk_stmts(proc.body):
+        if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster:
+            smem.add(s.name)
+        elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in smem:
+            smem.add(s.name)
+        info = scopes.info(s)
+        if info.tiling is None or info.instr_tl not in _GENERIC_TLS:
+            continue
+        if isinstance(s, LoopIR.Call):
+            gpu = instr_info(s)
+            if sync_spec_of(s) is not None or (gpu is not None and gpu.instr_tl not in _GENERIC_TLS):
+                continue
+        if smem & _buffers(s):
+            out |= _all_threads(info.tiling)
+    return out
+
+
+_GENERIC_TLS = (tl.cuda_in_order_instr, tl.Sm80_cp_async_instr)
+
+
+def _buffers(s) -> set:
+    """Buffers a statement reads or writes (its own accesses and its arguments)."""
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        reads: list = []
+        numeric_reads(s.rhs, reads)
+        return {s.name} | {r.name for r in reads}
+    if isinstance(s, LoopIR.Call):
+        return {a.name for a in s.args if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr))}
+    return set()
 
 
 class _Walk:

@@ -39,8 +39,11 @@ phase); a multicast arrive arrives on the barrier of every CTA of its slice
 (mapa + `mbarrier.arrive.shared::cluster`). In clusters each CTA keeps its own
 barriers, and the init is followed by a cluster barrier so no CTA signals a
 barrier its peer has not initialised yet. An await is followed by
-`fence.proxy.async` only when its queue's arrives order generic-proxy accesses
-and its second sync-tl reaches the async proxy.
+`fence.proxy.async` only when its second sync-tl reaches the async proxy and
+its queue's arrives order generic-proxy accesses made by threads that access
+shared memory through the generic proxy somewhere in the kernel
+(`BarrierInfo.generic_smem`; e.g. a GEMM's consumers release a stage after
+their wgmma read it, and the producer's next TMA load needs no proxy fence).
 
 Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
 ring per position; the reverse array likewise). Each thread counts the arrives
@@ -232,6 +235,8 @@ class MbarrierText(BarrierText):
         else:
             lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
         arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
+        if not info.generic_smem[spec.is_reverse]:
+            arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access to shared memory
         return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, arrives)
 
 
