@@ -101,14 +101,21 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
 '''
 
 
-def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
-    """The GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task, S stages, a cluster of CL, groups of G."""
+def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8) -> tuple:
+    """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
+    S stages, a cluster of CL, groups of G (the mutation test edits the text before parsing it)."""
     t, w, ks = DTYPES[dt]
-    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w)
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
     bk = 128 // (4 if dt == "tf32" else 2)  # one 128-byte swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
               "WARPS": WARPS}
-    return sl.parse_source(src.strip("\n"), filename=__file__, func_locals=consts)
+    return src, consts
+
+
+def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+    """The GEMM proc (see gemm_source); statements point at this file's lines."""
+    src, consts = gemm_source(dt, BN, S, CL, G)
+    return sl.parse_source(src, filename=__file__, func_locals=consts)
 
 
 PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs

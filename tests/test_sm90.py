@@ -124,20 +124,21 @@ def _producer_wait(cu: str) -> str:
     return cu[at : cu.index("cp.async.bulk.tensor", at)]
 
 
-def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do(monkeypatch):
+def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do():
     """The consumers release a stage that only wgmma (async proxy) read: the producer's next TMA
     write needs no fence.proxy.async. Once a releasing thread also writes shared memory with
     ordinary stores, the await is followed by the fence."""
-    from sm90_gemm import _SOURCE, make_gemm
+    from sm90_gemm import gemm_source, make_gemm
 
     assert "fence.proxy.async" not in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))
+    src, consts = gemm_source("tf32", CL=2, G=1)
     arrive = "                                ReverseArrive(cuda_in_order, 1) >> ring[:]\n"
     ring = "                    ring: barrier[CL] @ CudaMbarrier\n"
-    assert arrive in _SOURCE and ring in _SOURCE
-    src = _SOURCE.replace(ring, ring + "                    flag: f32[CL, 8] @ CudaSmemLinear\n").replace(
+    assert arrive in src and ring in src
+    src = src.replace(ring, ring + "                    flag: f32[CL, 8] @ CudaSmemLinear\n").replace(
         arrive,
         "                                for t in cuda_threads(0, 1):\n"
         "                                    flag[cta, 0] = 1.0\n" + arrive,
     )
-    monkeypatch.setattr(sys.modules["sm90_gemm"], "_SOURCE", src)
-    assert "fence.proxy.async" in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))
+    written = sl.parse_source(src, func_locals=consts)
+    assert "fence.proxy.async" in _producer_wait(_cu(written))
