@@ -114,18 +114,23 @@ def run_one(index: int, build_only: bool) -> str:
     return "correct" if np.allclose(got, want, **TOLERANCE) else f"WRONG (max err {np.nanmax(np.abs(got - want)):.2g})"
 
 
-def run_on_gpu(indices: list, timeout_s: float) -> dict:
-    """{index: outcome}: all built in parallel first (nvcc is slow), then run one at a time, each in its own
-    process under a time limit (a mutant may deadlock; its process dies with its context)."""
-    me = [sys.executable, __file__]
-    builds = [subprocess.Popen([*me, "--build-one", str(i)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-              for i in indices]
+def build_all(indices: list) -> None:
+    """Build procs in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
+    builds = [subprocess.Popen([sys.executable, __file__, "--build-one", str(i)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for i in indices]
     for b in builds:
         b.wait()
+
+
+def run_on_gpu(indices: list, timeout_s: float) -> dict:
+    """{index: outcome}: all built first, then run one at a time, each in its own process under a time limit
+    (a mutant may deadlock; its process dies with its context)."""
+    build_all(indices)
     out = {}
     for i in indices:
         try:
-            res = subprocess.run([*me, "--run-one", str(i)], capture_output=True, text=True, timeout=timeout_s)
+            res = subprocess.run([sys.executable, __file__, "--run-one", str(i)], capture_output=True, text=True,
+                                 timeout=timeout_s)
             lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
             out[i] = lines[-1][:160]
         except subprocess.TimeoutExpired:
@@ -139,6 +144,7 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="build and run every survivor on the local GPU")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per survivor's run on the GPU")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_sm90_results.md"))
+    parser.add_argument("--prebuild", action="store_true", help="only build every survivor (no GPU needed)")
     parser.add_argument("--run-one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--build-one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -153,9 +159,12 @@ def main() -> int:
     for m in mutants:
         check(m)
     elapsed = time.perf_counter() - start
+    procs = [baseline, *mutants]
+    survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
+    if args.prebuild:
+        build_all(survivors)
+        return 0
     if args.gpu:
-        procs = [baseline, *mutants]
-        survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
         for i, outcome in run_on_gpu(survivors, args.timeout).items():
             procs[i].gpu = outcome
 

@@ -18,14 +18,16 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$WHL"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 SPORK_LAB_CACHE=/tmp/spork_cache
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
+[[ $STEPS == *2* ]] && { python3 benchmarks/mutation_test_sm90.py --prebuild > "$OUT/prebuild_log.txt" 2>&1 & }
 if [[ $STEPS == *1* ]]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
   SMI=$!
-  timeout 300 python3 benchmarks/sm90_sweep.py --out "$OUT" --dtypes "$DTYPES" --variants "$VARIANTS" --hand "$HAND" 2>&1 | tee "$OUT/sweep.txt"
+  timeout 200 python3 benchmarks/sm90_sweep.py --out "$OUT" --dtypes "$DTYPES" --variants "$VARIANTS" --hand "$HAND" 2>&1 | tee "$OUT/sweep.txt"
   kill $SMI
 fi
 if [[ $STEPS == *2* ]]; then
-  timeout 240 python3 benchmarks/mutation_test_sm90.py --gpu --timeout 20 --out "$OUT/mutation_sm90.md" > "$OUT/mutation_log.txt" 2>&1
+  wait  # the prebuild
+  timeout 200 python3 benchmarks/mutation_test_sm90.py --gpu --timeout 15 --out "$OUT/mutation_sm90.md" > "$OUT/mutation_log.txt" 2>&1
   grep -E "Kill rate|proc [0-9]+:" "$OUT/mutation_log.txt"
 fi
 if [[ $STEPS == *3* ]]; then

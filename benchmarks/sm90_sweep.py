@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-CHECK = [(512, 768, 256), (1024, 1536, 512), (2048, 512, 1024)]
+CHECK = [(2048, 768, 256), (2048, 2560, 512), (4096, 512, 1024)]  # M: a multiple of 128 * CL * G = 2048
 TIMED = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]
 HAND_CONFIG = {"tf32": (0, 16), "f16": (5, 8), "bf16": (10, 16)}  # (config index, group) best in run 1
 MAX_ERR = {"tf32": 2e-3, "f16": 1e-4, "bf16": 1e-4}
