@@ -1,10 +1,12 @@
-"""The compiled engine against the Python interpreter (the reference): same verdict, same hazards, same timeline.
+"""Both sync engines on every program we have: the same report, and the compiled engine never falls back.
 
-Every proc of procs_sync.py and of the sync examples is translated (none may
-fall back to the interpreter) and run by both engines. The compiled run's raw
-hazards (kind, buffer ordinal, element, in order) must equal the
-interpreter's first run; for hazard-free programs the whole report must be
-equal, barrier timeline included.
+The programs: every proc of procs_sync.py and of the examples, the benchmark's
+CTA-tiled GEMM, and every single-sync-statement mutant of the examples (so
+both verdicts and every hazard kind are covered). Each runs at the smallest
+sizes its assertions allow with at least two tasks or iterations. Both
+engines read the same lowered Program (sync/program.py), so this checks the
+two executors of one meaning, op for op: reports (hazards, both accesses,
+barrier timelines) must be equal, and errors must be the same error.
 """
 
 from __future__ import annotations
@@ -13,97 +15,149 @@ import importlib
 import sys
 from pathlib import Path
 
-import procs_sync as P
+import procs_sync
 import pytest
+from conftest import EXAMPLES_DIR
+from exo.API import Procedure
 
-from spork_lab.analysis import analyze
 from spork_lab.errors import SporkError, SyncError
-from spork_lab.sync import engine as E
-from spork_lab.sync.checker import _Machine, sync_check
-from spork_lab.sync.threads import ThreadMap
+from spork_lab.sync import cprint, engine as E, program as P, reference
+from spork_lab.sync.checker import _size_values, program_of, sync_check
+from spork_lab.sync.mutants import sync_cursors, without_syncs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(EXAMPLES_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
-
-CASES = [
-    (P.reverse_tiles, {"n": 768}),
-    (P.reverse_tiles_no_fence1, {"n": 512}),
-    (P.reverse_tiles_no_fence2, {"n": 512}),
-    (P.reverse_tiles_shared_tile, {"n": 512}),
-    (P.cp_async_double_buffer, {"n": 640}),
-    (P.cp_async_double_buffer_no_await, {"n": 512}),
-    (P.cp_async_cross_thread, {"n": 128}),
-    (P.ring_copy, {"n": 256}),
-    (P.ring_copy_no_forward, {"n": 256}),
-    (P.ring_copy_no_reverse, {"n": 256}),
-    (P.ring_copy_lag3, {"n": 256}),
-    (P.ring_copy_deadlock, {"n": 128}),
-    (P.warp_sums, {}),
-    (P.warp_sums_no_fence, {}),
-] + [
-    (getattr(importlib.import_module(module), name), sizes)
-    for module, name, sizes in [
-        ("sync_ring", "ring_copy", {"n": 512}),
-        ("reverse_tiles", "reverse_tiles", {"n": 1024}),
-        ("block_reduce", "block_reduce", {"n": 768}),
-        ("warp_specialized_copy", "warp_specialized_copy", {"n": 1024}),
-        ("cp_async_double_buffer", "cp_async_double_buffer", {"n": 2048}),
-        ("mbarrier_ring_tasks", "mbarrier_ring_tasks", {"n": 768}),
-        ("event_two_stage", "event_two_stage", {"n": 512}),
-    ]
-]
+_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
 
 
-def _ids(case):
-    p, sizes = case
-    return f"{p.name()}-{'-'.join(map(str, sizes.values()))}"
+def _kernels(module) -> dict:
+    """The procs of a module that run device code (name -> proc)."""
+    return {
+        v.name(): v
+        for v in vars(module).values()
+        if isinstance(v, Procedure) and v._loopir_proc.instr is None and "CudaDeviceFunction" in str(v)
+    }
 
 
-def _both(p, sizes):
-    ir = p._loopir_proc
-    infos, tmap = analyze(ir).barriers, ThreadMap(ir)
-    compiled = E.engine_for(ir, infos, tmap)
-    assert isinstance(compiled, E.Engine), f"not compiled: {compiled}"
-    run = compiled.run(sizes, 50, 100000)
-    reference = _Machine(ir, sizes, infos, tmap, watch=None, max_hazards=50)
-    reference.run()
-    return run, reference
+def _allowed(p, sizes: dict) -> bool:
+    try:
+        _size_values(p._loopir_proc, sizes)
+    except SyncError:
+        return False
+    return True
 
 
-@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
-def test_engines_agree(case):
-    p, sizes = case
-    run, reference = _both(p, sizes)
-    assert run.status in (E.SC_OK, E.SC_FULL)
-    assert [_KINDS[k] for k, _, _, _ in run.hazards] == [h.kind for h in reference.hazards]
-    assert [(o, e) for _, o, e, _ in run.hazards if o >= 0] == reference.hazard_elements
-    compiled = sync_check(p, **sizes)
-    python = sync_check(p, engine="python", **sizes)
-    assert compiled.to_json() == python.to_json()
+def _sizes(p) -> dict:
+    """The smallest sizes the assertions allow (each found with the others large), the last one doubled:
+    two tasks or two iterations of the innermost sequential loop."""
+    names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
+    big = {n: _CANDIDATES[-1] for n in names}
+    sizes = {n: next(v for v in _CANDIDATES if _allowed(p, {**big, n: v})) for n in names}
+    assert _allowed(p, sizes), f"no sizes for {p.name()}"
+    if names and _allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
+        sizes[names[-1]] *= 2
+    return sizes
 
 
-def test_the_cases_cover_both_verdicts():
-    verdicts = {bool(_both(p, sizes)[0].hazards) for p, sizes in CASES}
-    assert verdicts == {True, False}
+def _programs() -> list:
+    from bench_sync_check import gemm
+
+    found = {"gemm": gemm, **{f"procs_sync.{name}": p for name, p in _kernels(procs_sync).items()}}
+    for f in sorted(EXAMPLES_DIR.glob("*.py")):
+        for name, p in _kernels(importlib.import_module(f.stem)).items():
+            found[name] = p
+            for i in range(len(sync_cursors(p))):
+                found[f"{name}_without_sync{i}"] = without_syncs(p, [i])
+    return sorted(found.items())
 
 
-def test_first_hazard_of_a_failing_ring_is_found_by_the_compiled_run():
-    run, _ = _both(P.ring_copy_no_reverse, {"n": 256})
-    kind, ordinal, element, _ = run.hazards[0]
-    assert (_KINDS[kind], ordinal, element) == ("WAR", 2, 0)  # buf (after src, dst), element [0, 0]
+PROGRAMS = _programs()
 
 
-def test_mbarrier_thread_errors_come_from_the_interpreter():
-    with pytest.raises(SyncError, match="same threads"):
-        sync_check(P.err_mbarrier_other_threads, n=1)
+def _without_engine(report) -> dict:
+    data = report.to_json()
+    del data["engine"], data["engine_note"]
+    return data
+
+
+def _outcome(p, sizes, engine):
+    try:
+        return sync_check(p, engine=engine, max_events=300, **sizes)
+    except SporkError as e:
+        return e
+
+
+@pytest.mark.parametrize("name, p", PROGRAMS, ids=[name for name, _ in PROGRAMS])
+def test_both_engines_give_the_same_report(name, p):
+    sizes = _sizes(p)
+    compiled, python = _outcome(p, sizes, "compiled"), _outcome(p, sizes, "python")
+    if isinstance(python, SporkError):
+        assert type(compiled) is type(python) and str(compiled) == str(python)
+        return
+    assert compiled.engine == "compiled" and compiled.engine_note == "", compiled.engine_note
+    assert python.engine == "python" and python.engine_note == ""
+    assert _without_engine(compiled) == _without_engine(python)
+
+
+def test_the_programs_cover_every_verdict_and_hazard_kind():
+    kinds, verdicts, errors = set(), set(), 0
+    for _, p in PROGRAMS:
+        outcome = _outcome(p, _sizes(p), "compiled")
+        if isinstance(outcome, SporkError):
+            errors += 1
+            continue
+        verdicts.add(outcome.ok)
+        kinds |= {h.kind for h in outcome.hazards}
+    assert verdicts == {True, False} and errors > 0
+    assert kinds >= {"RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT"}, kinds
+
+
+def test_every_op_type_has_a_meaning_in_both_engines():
+    executed = set(reference._Run.dispatch) | {P.Access, P.For, P.EndFor, P.Let, P.If, P.Else, P.EndIf}
+    assert executed == set(P.OPS)
+    assert set(cprint._Printer.PRINT) == set(P.OPS)
+
+
+def test_hazards_name_both_accesses_in_both_engines():
+    for engine in ("compiled", "python"):
+        h = sync_check(procs_sync.ring_copy_no_reverse, n=256, engine=engine).hazards[0]
+        assert (h.kind, h.buffer, h.index) == ("WAR", "buf", (0, 0))
+        assert "buf[it % 2, t] = src" in h.access.stmt.text and "dst[it * 32 + t] = buf" in h.other.stmt.text
+
+
+def test_mbarrier_thread_errors_are_the_same_in_both_engines():
+    for engine in ("compiled", "python"):
+        with pytest.raises(SyncError, match="same threads") as e:
+            sync_check(procs_sync.err_mbarrier_other_threads, n=1, engine=engine)
+        assert e.value.lineno == procs_sync.line_of(procs_sync.err_mbarrier_other_threads, "Arrive(cuda_in_order, 1) >> bar")
 
 
 def test_timeline_is_capped_and_says_so():
-    report = sync_check(P.ring_copy, n=256, max_events=5)
+    report = sync_check(procs_sync.ring_copy, n=256, max_events=5)
     assert len(report.barrier_timeline) == 5 and report.timeline_truncated
     assert report.to_json()["timeline_truncated"] is True
-    assert not sync_check(P.ring_copy, n=256).timeline_truncated
+    assert not sync_check(procs_sync.ring_copy, n=256).timeline_truncated
+
+
+def test_hazards_past_the_cap_stop_the_run_in_both_engines():
+    p = without_syncs(procs_sync.ring_copy, [0, 1, 2, 3])
+    assert len(sync_check(p, n=256).hazards) > 1
+    capped = [sync_check(p, n=256, max_hazards=1, engine=engine) for engine in ("compiled", "python")]
+    assert all(len(r.hazards) == 1 and r.truncated for r in capped)
+    assert _without_engine(capped[0]) == _without_engine(capped[1])
+
+
+def test_without_gcc_the_reference_runs_and_the_report_says_why(monkeypatch):
+    import spork_lab.sync.checker as C
+
+    monkeypatch.setattr(E, "_compiler", None)
+    monkeypatch.setenv("CC", "")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(C, "_programs", type(C._programs)())  # no compiled engine cached from earlier tests
+    report = sync_check(procs_sync.ring_copy, n=128)
+    assert report.ok and report.engine == "python" and "no gcc was found" in report.engine_note
+    assert "python engine" in str(report)
 
 
 def test_missing_compiler_is_a_clear_error(monkeypatch):
@@ -120,3 +174,8 @@ def test_compiled_checker_is_cached_on_disk(tmp_path, monkeypatch):
     assert first.parent == tmp_path / "sync" and first.exists()
     mtime = first.stat().st_mtime_ns
     assert E._build("sc_test", "int answer(void) { return 42; }", []) == first and first.stat().st_mtime_ns == mtime
+
+
+def test_the_program_is_lowered_once_per_proc():
+    p = procs_sync.reverse_tiles
+    assert program_of(p._loopir_proc) is program_of(p._loopir_proc)

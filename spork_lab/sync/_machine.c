@@ -1,9 +1,10 @@
 /* The abstract machine of SYNC_MODEL.md, compiled: the state and the rules.
  *
- * _emit.py turns a scheduled proc into C code that calls these functions in
- * the proc's sequential order; sync_check runs it at concrete sizes. The rules
- * are those of checker.py (the Python reference interpreter, which stays the
- * source of the detailed reports); this file only makes them fast:
+ * cprint.py prints a Program (sync/program.py: the proc lowered once for both
+ * engines) as C code that calls these functions op by op; sync_check runs it at
+ * concrete sizes. The rules are those of reference.py (the Python reference
+ * engine), and a run returns exactly what the reference returns for the same
+ * Program (hazards, barrier events, errors); this file only makes them fast:
  *
  * - A thread set is a bitset over the threads of one task's top-level
  *   collective ("mask", nw 64-bit words); signature sets V_A and V_S are one
@@ -13,9 +14,10 @@
  *   Elements hold a write record id and a read set (a hash-consed list of
  *   record ids). A sync changes each distinct live record of the running task
  *   once, in place; a record that becomes equal to another is forwarded to it.
- * - Hazards are recorded once per (kind, buffer name, statement), in order,
- *   with the element, so that the Python interpreter can re-run to name the
- *   other access. Barrier events are logged up to a cap.
+ * - Hazards are recorded once per (kind, buffer name, statement), in order.
+ *   A second run watches the elements of the first run's hazards, keeping
+ *   their access history, to name the other access of each. Barrier events
+ *   are logged up to a cap.
  */
 #include "_machine.h"
 
@@ -58,16 +60,28 @@ typedef struct {
 } Node;
 
 typedef struct {
-    uint32_t *w;          /* write record per element */
+    uint32_t *w;          /* write record per element (NULL: no live buffer in this slot) */
     uint32_t *r;          /* read-set list head per element */
     int64_t n, ordinal, task;
-    int32_t owner, dev;
+    int32_t owner, dev, ndim;
+    int64_t dims[SC_MAXDIM];
 } Buf;
 
 typedef struct {
     int64_t narr, awaits, upto;
-    int32_t arr_mask, await_mask; /* mbarriers: the threads of the first arrive / await (-1: none yet) */
+    int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet) */
+    Acc *arrives;                 /* who made each arrive of this scope (for DEADLOCK and COUNT reports) */
+    int64_t caparr;
 } Queue;
+
+/* The access history of a watched element (second run): the last write and the reads since. */
+typedef struct {
+    int64_t ordinal, element;
+    int32_t wrec, nreads, capreads, pad;
+    Acc write;
+    int32_t *rrec;
+    Acc *reads;
+} History;
 
 /* The last new-access record per (pair, mask): valid while its stamp and task match. */
 typedef struct {
@@ -78,6 +92,7 @@ typedef struct {
 
 struct Machine {
     int status;
+    const Tables *T;
     int nw, rw;                   /* words per thread set; words per record */
     int nmasks;
     const uint64_t *masks;        /* nmasks x nw */
@@ -107,19 +122,19 @@ struct Machine {
     int nq;
     const QueueParams *qp;
     Queue *qs;
+    /* the second run: watched elements and their histories */
+    int nwatch;
+    History *hist;
     /* results */
-    int64_t *haz;                 /* rows: kind, buffer ordinal, element, statement */
+    HazardRow *haz;
     int nh, maxh, truncated;
     int64_t *seen;                /* (kind, name, statement) already reported */
     int nseen, capseen;
-    int64_t *ev;                  /* rows of EV: site, queue, index, slot, parity, mask, task, iv offset, iv count */
+    EventRow *ev;
     int64_t nev, maxev, evtotal;
-    int64_t *iv;
-    int64_t niv, capiv;
+    ErrorRow err;
     uint64_t *tmp;                /* nw scratch words */
 };
-
-#define EV 9
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
     if (need <= *cap) return p;
@@ -478,14 +493,26 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
     return 2 * (uint32_t)id;
 }
 
-/* ---- hazards and events ---- */
+/* ---- reports: who, hazards, events, histories ---- */
 
-static void hazard(Machine *M, int kind, int64_t name, int64_t stmt, int64_t ordinal, int64_t elem) {
+static void fill_acc(Machine *M, Acc *a, int site, int mask, int64_t task, const int64_t *iv) {
+    a->site = site;
+    a->mask = mask;
+    a->task = mask ? task : -1;
+    int niv = site >= 0 ? M->T->sites[site].niv : 0;
+    memcpy(a->iv, iv, sizeof(int64_t) * niv);
+    memset(a->iv + niv, 0, sizeof(int64_t) * (SC_MAXIV - niv));
+}
+
+/* A new hazard row, or NULL if (kind, name, statement) was reported already (or the run is full). */
+static HazardRow *hazard(Machine *M, int kind, int64_t name, int site) {
+    int64_t stmt = M->T->sites[site].stmt;
     for (int i = 0; i < M->nseen; i++)
-        if (M->seen[3 * i] == kind && M->seen[3 * i + 1] == name && M->seen[3 * i + 2] == stmt) return;
+        if (M->seen[3 * i] == kind && M->seen[3 * i + 1] == name && M->seen[3 * i + 2] == stmt) return NULL;
     if (M->nseen == M->capseen) {
         M->capseen = M->capseen ? M->capseen * 2 : 16;
         M->seen = realloc(M->seen, sizeof(int64_t) * 3 * M->capseen);
+        if (!M->seen) abort();
     }
     M->seen[3 * M->nseen] = kind;
     M->seen[3 * M->nseen + 1] = name;
@@ -495,58 +522,149 @@ static void hazard(Machine *M, int kind, int64_t name, int64_t stmt, int64_t ord
         /* Past max_hazards nothing more is reported: stop here. */
         M->truncated = 1;
         M->status = SC_FULL;
-        return;
+        return NULL;
     }
-    int64_t *h = M->haz + 4 * M->nh++;
-    h[0] = kind;
-    h[1] = ordinal;
-    h[2] = elem;
-    h[3] = stmt;
+    HazardRow *h = &M->haz[M->nh++];
+    memset(h, 0, sizeof(HazardRow));
+    h->kind = kind;
+    h->slot = -1;
+    h->ordinal = h->element = -1;
+    h->queue = -1;
+    return h;
 }
 
-static void event(Machine *M, int site, int q, int64_t index, int64_t slot, int64_t parity, int mask,
-                  const int64_t *iv, int niv) {
+static History *history(Machine *M, int64_t ordinal, int64_t e) {
+    for (int i = 0; i < M->nwatch; i++)
+        if (M->hist[i].ordinal == ordinal && M->hist[i].element == e) return &M->hist[i];
+    return NULL;
+}
+
+/* A RAW/WAR/WAW/FREE hazard on element e of slot's buffer, `rec` the failing record ('w' or 'r'). */
+static void buffer_hazard(Machine *M, int kind, int slot, int64_t e, int32_t rec, int which, int site,
+                          const Acc *acc) {
+    Buf *b = &M->bufs[slot];
+    HazardRow *h = hazard(M, kind, M->sp[slot].name, site);
+    if (!h) return;
+    h->slot = slot;
+    h->ordinal = b->ordinal;
+    h->element = e;
+    h->ndim = b->ndim;
+    int64_t x = e;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        h->index[d] = x % b->dims[d];
+        x /= b->dims[d];
+    }
+    h->acc = *acc;
+    History *hi = history(M, b->ordinal, e);
+    if (!hi) return;
+    if (which == 'w' && hi->wrec) {
+        h->other = hi->write;
+        h->has_other = 1;
+    } else if (which == 'r') {
+        for (int i = 0; i < hi->nreads; i++)
+            if (rec_find(M, hi->rrec[i]) == rec) {
+                h->other = hi->reads[i];
+                h->has_other = 1;
+                break;
+            }
+    }
+}
+
+/* A DEADLOCK or COUNT hazard on a queue. */
+static void queue_hazard(Machine *M, int kind, int site, int q, const Acc *acc, const Acc *other, int np,
+                         const int64_t *params) {
+    HazardRow *h = hazard(M, kind, -1, site);
+    if (!h) return;
+    h->acc = *acc;
+    if (other) {
+        h->other = *other;
+        h->has_other = 1;
+    }
+    h->queue = q;
+    h->nparams = np;
+    memcpy(h->params, params, sizeof(int64_t) * np);
+}
+
+/* Watched element: remember this access (a write replaces the history, a read joins it). */
+static void note_history(Machine *M, History *hi, int32_t rec, int write, const Acc *acc) {
+    if (write) {
+        if (hi->wrec) rec_decref(M, hi->wrec);
+        rec_incref(M, rec);
+        hi->wrec = rec;
+        hi->write = *acc;
+        for (int i = 0; i < hi->nreads; i++) rec_decref(M, hi->rrec[i]);
+        hi->nreads = 0;
+        return;
+    }
+    for (int i = 0; i < hi->nreads; i++)
+        if (hi->rrec[i] == rec) {
+            hi->reads[i] = *acc; /* the same reader again: its latest access, in its first place */
+            return;
+        }
+    if (hi->nreads == hi->capreads) {
+        hi->capreads = hi->capreads ? 2 * hi->capreads : 8;
+        hi->rrec = realloc(hi->rrec, sizeof(int32_t) * hi->capreads);
+        hi->reads = realloc(hi->reads, sizeof(Acc) * hi->capreads);
+        if (!hi->rrec || !hi->reads) abort();
+    }
+    rec_incref(M, rec);
+    hi->rrec[hi->nreads] = rec;
+    hi->reads[hi->nreads++] = *acc;
+}
+
+static void event(Machine *M, int q, int64_t index, int64_t slot, int64_t parity, const Acc *acc) {
     M->evtotal++;
     if (M->nev >= M->maxev) return; /* the timeline is capped; sync_check says so */
-    M->iv = grow(M->iv, &M->capiv, M->niv + niv, sizeof(int64_t));
-    int64_t *e = M->ev + M->nev * EV;
-    e[0] = site;
-    e[1] = q;
-    e[2] = index;
-    e[3] = slot;
-    e[4] = parity;
-    e[5] = mask;
-    e[6] = mask ? M->task : -1;
-    e[7] = M->niv;
-    e[8] = niv;
-    memcpy(M->iv + M->niv, iv, sizeof(int64_t) * niv);
-    M->niv += niv;
-    M->nev++;
+    EventRow *e = &M->ev[M->nev++];
+    e->queue = q;
+    e->pad = 0;
+    e->index = index;
+    e->slot = slot;
+    e->parity = parity;
+    e->acc = *acc;
+}
+
+static void fail(Machine *M, int code, int queue, const Acc *acc) {
+    M->status = SC_ERROR;
+    M->err.code = code;
+    M->err.queue = queue;
+    M->err.has_acc = acc != NULL;
+    if (acc) M->err.acc = *acc;
 }
 
 /* ---- the interface ---- */
 
-Machine *sc_new(int nw, int nmasks, const uint64_t *masks, const int32_t *po_mask, int nslots,
-                const SlotParams *slots, int nqueues, const QueueParams *queues, int max_hazards, int max_events) {
+enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS };
+
+Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));
-    M->nw = nw;
-    M->rw = (2 * NP + MAXMARK) * nw;
-    M->nmasks = nmasks;
-    M->masks = masks;
-    memcpy(M->po, po_mask, sizeof(M->po));
-    M->nslots = nslots;
-    M->sp = slots;
-    M->bufs = calloc(nslots ? nslots : 1, sizeof(Buf));
-    M->nq = nqueues;
-    M->qp = queues;
-    M->qs = calloc(nqueues ? nqueues : 1, sizeof(Queue));
-    for (int i = 0; i < nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
-    M->fresh = calloc((size_t)2 * NP * nmasks, sizeof(Fresh));
+    if (!M) abort();
+    M->T = T;
+    M->nw = T->nw;
+    M->rw = (2 * NP + MAXMARK) * T->nw;
+    M->nmasks = T->nmasks;
+    M->masks = T->masks;
+    memcpy(M->po, T->po, sizeof(M->po));
+    M->nslots = T->nslots;
+    M->sp = T->slots;
+    M->bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
+    M->nq = T->nqueues;
+    M->qp = T->queues;
+    M->qs = calloc(T->nqueues ? T->nqueues : 1, sizeof(Queue));
+    for (int i = 0; i < T->nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
+    M->fresh = calloc((size_t)2 * NP * M->nmasks, sizeof(Fresh));
+    M->nwatch = nwatch;
+    M->hist = calloc(nwatch ? nwatch : 1, sizeof(History));
+    for (int i = 0; i < nwatch; i++) {
+        M->hist[i].ordinal = watch[2 * i];
+        M->hist[i].element = watch[2 * i + 1];
+    }
     M->maxh = max_hazards;
-    M->haz = calloc((size_t)4 * (max_hazards + 1), sizeof(int64_t));
+    M->haz = calloc((size_t)max_hazards + 1, sizeof(HazardRow));
     M->maxev = max_events;
-    M->ev = calloc((size_t)EV * (max_events + 1), sizeof(int64_t));
-    M->tmp = calloc(nw, sizeof(uint64_t));
+    M->ev = calloc((size_t)max_events + 1, sizeof(EventRow));
+    M->tmp = calloc(M->nw, sizeof(uint64_t));
+    if (!M->bufs || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp) abort();
     M->task = -1;
     rec_alloc(M); /* id 0: scratch */
     memset(R(M, 0), 0, sizeof(Rec));
@@ -562,25 +680,45 @@ void sc_delete(Machine *M) {
         free(M->bufs[i].w);
         free(M->bufs[i].r);
     }
-    free(M->bufs); free(M->qs); free(M->fresh); free(M->haz); free(M->seen); free(M->ev); free(M->iv);
+    for (int i = 0; i < M->nq; i++) free(M->qs[i].arrives);
+    for (int i = 0; i < M->nwatch; i++) {
+        free(M->hist[i].rrec);
+        free(M->hist[i].reads);
+    }
+    free(M->bufs); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
     free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
     free(M->nodes); free(M->freenode); free(M->nbuck);
     free(M);
 }
 
 const int *sc_status(Machine *M) { return &M->status; }
-void sc_fail(Machine *M, int status) { M->status = status; }
+
+void sc_fail(Machine *M, int code, int site, const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
+    Acc a;
+    fill_acc(M, &a, site, 0, M->task, iv);
+    fail(M, code, -1, site >= 0 ? &a : NULL);
+}
 
 /* An argument or Alloc: fresh elements with no records. `owner_mask` is the allocating collective. */
-void sc_buffer(Machine *M, int slot, int64_t n, int owner_mask, int dev) {
+void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     Buf *b = &M->bufs[slot];
-    if (n < 0) { M->status = SC_ERROR; return; }
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] < 0) { fail(M, ERR_SHAPE, -1, NULL); return; }
+        n *= dims[d];
+    }
+    if (ndim > SC_MAXDIM) { M->status = SC_UNSUPPORTED; return; }
     b->w = calloc(n ? n : 1, sizeof(uint32_t));
     b->r = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!b->w || !b->r) abort();
     b->n = n;
+    b->ndim = ndim;
+    memcpy(b->dims, dims, sizeof(int64_t) * ndim);
     b->ordinal = M->ordinal++;
     b->owner = owner_mask;
-    b->dev = dev;
+    b->dev = device;
     b->task = M->task;
 }
 
@@ -607,14 +745,22 @@ static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
 }
 
 /* End of an allocation's scope: the free is checked like a write by the owners, then the memory is gone. */
-void sc_release(Machine *M, int slot, int stmt) {
+void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     Buf *b = &M->bufs[slot];
     if (b->dev) {
+        Acc a;
+        fill_acc(M, &a, site, b->owner, b->task, iv);
         for (int64_t e = 0; e < b->n; e++) {
-            int bad = b->w[e] && !free_ok(M, b, slot, rec_find(M, b->w[e]));
+            int32_t bad = 0, which = 'w';
+            if (b->w[e] && !free_ok(M, b, slot, rec_find(M, b->w[e]))) bad = rec_find(M, b->w[e]);
             for (uint32_t v = b->r[e]; v && !bad; v = rs_next(M, v))
-                bad = !free_ok(M, b, slot, rec_find(M, rs_rec(M, v)));
-            if (bad) hazard(M, K_FREE, M->sp[slot].name, stmt, b->ordinal, e);
+                if (!free_ok(M, b, slot, rec_find(M, rs_rec(M, v)))) {
+                    bad = rec_find(M, rs_rec(M, v));
+                    which = 'r';
+                }
+            if (bad) buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
+            if (M->status) break;
         }
     }
     clear_buffer(M, b);
@@ -625,9 +771,16 @@ void sc_release(Machine *M, int slot, int stmt) {
 }
 
 /* A read or write of element e of a buffer slot by the threads of `mask` on pair bit `pair`. */
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write, int unordered) {
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, int unordered, int site,
+               const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     Buf *b = &M->bufs[slot];
-    if ((uint64_t)e >= (uint64_t)b->n) { M->status = SC_ERROR; return; }
+    if ((uint64_t)e >= (uint64_t)b->n) {
+        Acc a;
+        fill_acc(M, &a, site, mask, M->task, iv);
+        fail(M, ERR_INDEX, -1, &a);
+        return;
+    }
     const uint64_t *tm = mask_bits(M, mask);
     uint32_t w0 = b->w[e];
     if (w0) {
@@ -637,18 +790,31 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, in
             b->w[e] = w;
             rec_decref(M, w0);
         }
-        if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw))
-            hazard(M, write ? K_WAW : K_RAW, M->sp[slot].name, stmt, b->ordinal, e);
+        if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw)) {
+            Acc a;
+            fill_acc(M, &a, site, mask, M->task, iv);
+            buffer_hazard(M, write ? K_WAW : K_RAW, slot, e, w, 'w', site, &a);
+        }
     }
     if (write)
         for (uint32_t v = b->r[e]; v; v = rs_next(M, v)) {
             int32_t r = rec_find(M, rs_rec(M, v));
             if (R(M, r)->task != M->task || !subset(tm, VS(M, r, pair), M->nw)) {
-                hazard(M, K_WAR, M->sp[slot].name, stmt, b->ordinal, e);
+                Acc a;
+                fill_acc(M, &a, site, mask, M->task, iv);
+                buffer_hazard(M, K_WAR, slot, e, r, 'r', site, &a);
                 break;
             }
         }
     int32_t rec = fresh_record(M, mask, pair, unordered);
+    if (M->nwatch) {
+        History *hi = history(M, b->ordinal, e);
+        if (hi) {
+            Acc a;
+            fill_acc(M, &a, site, mask, M->task, iv);
+            note_history(M, hi, rec, write, &a);
+        }
+    }
     if (write) {
         if ((int32_t)b->w[e] != rec) {
             rec_incref(M, rec);
@@ -687,6 +853,7 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
 
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
@@ -745,27 +912,40 @@ static void remove_mark(Machine *M, int32_t r, int i) {
     memset(MT(M, r, x->nmarks), 0, sizeof(uint64_t) * M->nw);
 }
 
-/* mbarriers count phases per thread: every arrive (await) of a queue must be by the same threads. */
-static int same_threads(Machine *M, int32_t *first, int mask) {
-    if (!mask) return 1;
+/* Pairing by lag counts phases per thread: every arrive (await) of a queue must be by the same threads. */
+static int same_threads(Machine *M, int q, int32_t *first, int mask, int code, const Acc *acc) {
+    if (!M->qp[q].same_threads || !mask) return 1;
     if (*first < 0) *first = mask;
     if (*first == mask) return 1;
-    M->status = SC_ERROR; /* checker.py raises the SyncError with its message */
+    fail(M, code, q, acc);
     return 0;
 }
 
-void sc_arrive(Machine *M, int q, int mask, uint32_t m1, int stmt, int site, const int64_t *iv, int niv) {
+void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
+    int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
-    if (P->mbarrier && !same_threads(M, &Q->arr_mask, mask)) return;
+    Acc a;
+    fill_acc(M, &a, site, mask, M->task, iv);
+    if (!same_threads(M, q, &Q->arr_mask, mask, ERR_ARRIVE_THREADS, &a)) return;
+    if (Q->narr == Q->caparr) {
+        Q->caparr = Q->caparr ? 2 * Q->caparr : 16;
+        Q->arrives = realloc(Q->arrives, sizeof(Acc) * Q->caparr);
+        if (!Q->arrives) abort();
+    }
+    Q->arrives[Q->narr] = a;
     int64_t n = ++Q->narr, slot = -1, parity = -1;
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
         parity = ((n - 1) / P->depth) & 1;
         int64_t reuse = n - P->depth; /* the arrive whose ring slot this one takes over */
-        if (reuse >= 1 && Q->upto < reuse) hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+        if (reuse >= 1 && Q->upto < reuse) {
+            const int64_t params[5] = {0, n, slot, P->depth, reuse};
+            queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
+        }
     }
-    event(M, site, q, n, slot, parity, mask, iv, niv);
+    event(M, q, n, slot, parity, &a);
     if (!mask) return; /* CPU code: nothing to mark */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
@@ -793,20 +973,24 @@ static void widen(Machine *M, const uint64_t *in, uint64_t *out, int scope) {
     }
 }
 
-void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int stmt, int site,
-              const int64_t *iv, int niv) {
+void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int site, const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
+    int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
-    if (P->mbarrier && !same_threads(M, &Q->await_mask, mask)) return;
+    Acc a;
+    fill_acc(M, &a, site, mask, M->task, iv);
+    if (!same_threads(M, q, &Q->await_mask, mask, ERR_AWAIT_THREADS, &a)) return;
     Q->awaits++;
     int64_t k = P->lag >= 0 ? Q->awaits - P->lag : Q->narr - N, slot = -1, parity = -1;
     if (P->depth > 0 && k >= 1) {
         slot = (k - 1) % P->depth;
         parity = ((k - 1) / P->depth) & 1;
     }
-    event(M, site, q, k, slot, parity, mask, iv, niv);
+    event(M, q, k, slot, parity, &a);
     if (k > Q->narr) { /* the paired arrive is in the future: the GPU waits forever */
-        hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+        const int64_t params[3] = {1, k, Q->narr};
+        queue_hazard(M, K_DEADLOCK, site, q, &a, NULL, 3, params);
         return;
     }
     if (k < 1) return;
@@ -844,12 +1028,17 @@ void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N
 }
 
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
-void sc_end_barrier(Machine *M, int q0, int nq, int stmt) {
+void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
+    (void)iv;
     for (int q = q0; q < q0 + nq; q++) {
         const QueueParams *P = &M->qp[q];
         Queue *Q = &M->qs[q];
         int64_t slack = P->lag >= 0 ? P->lag : 0;
-        if (Q->narr - Q->upto > slack) hazard(M, K_COUNT, -1, stmt, -1, -1);
+        if (Q->narr - Q->upto > slack) {
+            const int64_t params[2] = {Q->narr - Q->upto, slack};
+            queue_hazard(M, K_COUNT, site, q, &Q->arrives[Q->upto], NULL, 2, params);
+        }
         for (int32_t r = M->live_head, nx; r; r = nx) {
             nx = R(M, r)->next;
             int i = mark_index(M, r, q);
@@ -865,11 +1054,13 @@ void sc_end_barrier(Machine *M, int q0, int nq, int stmt) {
 
 /* A task is its own top-level collective: its records are synced only while it runs. */
 void sc_task_begin(Machine *M) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     M->task = M->ntasks++;
     M->live_head = 0;
 }
 
 void sc_task_end(Machine *M) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
         /* A mark outliving the task means a barrier scope around several tasks: not compiled. */
@@ -880,10 +1071,11 @@ void sc_task_end(Machine *M) {
     M->task = -1;
 }
 
-/* A device-function boundary is a full barrier: the argument buffers forget their records. */
+/* A device-function boundary is a full barrier: every live buffer forgets its records. */
 void sc_device_boundary(Machine *M) {
+    if (M->status) return; /* a run that is full or failed does nothing more */
     for (int i = 0; i < M->nslots; i++)
-        if (M->sp[i].is_arg && M->bufs[i].w) clear_buffer(M, &M->bufs[i]);
+        if (M->bufs[i].w) clear_buffer(M, &M->bufs[i]);
     for (uint32_t b = 0; b < M->nrbuck; b++) {
         for (int32_t r = M->rbuck[b]; r; r = R(M, r)->hnext) R(M, r)->intable = 0;
         M->rbuck[b] = 0;
@@ -894,10 +1086,9 @@ void sc_device_boundary(Machine *M) {
 /* ---- results, read by sync_check through ctypes ---- */
 
 int sc_n_hazards(Machine *M) { return M->nh; }
-const int64_t *sc_hazards(Machine *M) { return M->haz; }
+const HazardRow *sc_hazards(Machine *M) { return M->haz; }
 int sc_truncated(Machine *M) { return M->truncated; }
 int64_t sc_n_events(Machine *M) { return M->nev; }
 int64_t sc_events_total(Machine *M) { return M->evtotal; }
-const int64_t *sc_events(Machine *M) { return M->ev; }
-int64_t sc_n_iters(Machine *M) { return M->niv; }
-const int64_t *sc_iters(Machine *M) { return M->iv; }
+const EventRow *sc_events(Machine *M) { return M->ev; }
+const ErrorRow *sc_error(Machine *M) { return &M->err; }
