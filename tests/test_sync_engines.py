@@ -126,6 +126,12 @@ def test_hazards_name_both_accesses_in_both_engines():
         assert "buf[it % 2, t] = src" in h.access.stmt.text and "dst[it * 32 + t] = buf" in h.other.stmt.text
 
 
+def test_a_war_names_the_most_recent_reader_in_both_engines():
+    for engine in ("compiled", "python"):
+        (h,) = sync_check(procs_sync.war_after_many_readers, engine=engine).hazards
+        assert (h.kind, h.buffer, h.access.threads, h.other.threads) == ("WAR", "tile", ((63, 64),), ((62, 63),))
+
+
 def test_mbarrier_thread_errors_are_the_same_in_both_engines():
     for engine in ("compiled", "python"):
         with pytest.raises(SyncError, match="same threads") as e:

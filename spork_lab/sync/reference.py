@@ -266,7 +266,7 @@ class _Run:
             if not _covers(w, threads, bit):
                 self.hazard(P.WAW if op.write else P.RAW, buf, e, op.site, mask, w, "w")
         if op.write:
-            for r in buf.r[e]:
+            for r in reversed(buf.r[e]):  # the most recent reader first
                 r = _find(r)
                 if not _covers(r, threads, bit):
                     self.hazard(P.WAR, buf, e, op.site, mask, r, "r")
@@ -336,7 +336,7 @@ class _Run:
             shared = self.p.slots[op.slot].shared
             acc = P.RawAccess(op.site, buf.owner, buf.task, self.access(op.site, 0).iv)
             for e in range(buf.n):
-                recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in buf.r[e]]
+                recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in reversed(buf.r[e])]
                 for which, rec in recs:
                     rec = _find(rec)
                     if shared:  # reused by the next task or block: a write by the whole owning collective
