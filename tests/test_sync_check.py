@@ -172,7 +172,7 @@ def _accesses(p, line: int, buffer: str, write: bool) -> list:
     return program, [
         op for op in program.ops
         if isinstance(op, prog.Access) and program.stmt_of(op.site).line == line
-        and program.slots[op.slot].name == buffer and op.write == write
+        and program.slots[op.slot].name == buffer and bool(op.mode & prog.WRITE) == write
     ]
 
 
@@ -196,7 +196,7 @@ def test_lowered_elements_match_the_index_arithmetic():
     V[loops["task"]], V[loops["tid"]] = 2, 7
     evaluate = Reference(program).expr
     assert evaluate(read.element)(V) == 255 - 7 and evaluate(write.element)(V) == 2 * 256 + 7
-    assert isinstance(read.mask, prog.Table) and not read.write
+    assert isinstance(read.mask, prog.Table) and read.mode == prog.READ
 
 
 def test_tiled_gemm_benchmark_proc_passes():

@@ -57,15 +57,9 @@ typedef struct {
     int32_t rec;
     uint32_t next; /* a read set (see rs_rec) */
     int32_t refs, hnext;
+    int64_t task;   /* the task of `rec`: a list holds the running task's readers first */
+    uint64_t bloom; /* one bit per record of the list (see rec_bit): most "is it a member?" need no walk */
 } Node;
-
-typedef struct {
-    uint32_t *w;          /* write record per element (NULL: no live buffer in this slot) */
-    uint32_t *r;          /* read-set list head per element */
-    int64_t n, ordinal, task;
-    int32_t owner, dev, ndim;
-    int64_t dims[SC_MAXDIM];
-} Buf;
 
 typedef struct {
     int64_t narr, awaits, upto;
@@ -91,7 +85,7 @@ typedef struct {
 } Fresh;
 
 struct Machine {
-    int status;
+    SC_State st;                  /* first: what the generated code's fast path reads (_machine.h) */
     const Tables *T;
     int nw, rw;                   /* words per thread set; words per record */
     int nmasks;
@@ -117,7 +111,6 @@ struct Machine {
     /* buffers and queues */
     int nslots;
     const SlotParams *sp;
-    Buf *bufs;
     int64_t ordinal;
     int nq;
     const QueueParams *qp;
@@ -288,8 +281,11 @@ static void live_push(Machine *M, int32_t r) {
 
 static inline void rec_incref(Machine *M, int32_t r) { M->ref[r].refs++; }
 
+static inline void new_epoch(Machine *M);
+
 /* Give a value slot back. */
 static void slot_release(Machine *M, int32_t r) {
+    new_epoch(M);
     R(M, r)->stamp = ++M->clock;
     M->freerec[M->nfree++] = M->ref[r].slot;
     M->ref[r].slot = -1;
@@ -304,6 +300,7 @@ static void rec_decref(Machine *M, int32_t r) {
             slot_release(M, r);
         }
         M->freeref[M->nfreeref++] = r;
+        new_epoch(M);
         r = f;
     }
 }
@@ -386,6 +383,7 @@ static void begin_update(Machine *M, int32_t r) { rtable_remove(M, r); }
 /* After changing record r in place: re-intern it, forwarding it to an equal record if there is one. */
 static void end_update(Machine *M, int32_t r) {
     Rec *x = R(M, r);
+    new_epoch(M);
     x->stamp = ++M->clock;
     x->hash = rec_hash(M, r);
     int32_t o = rtable_find(M, r);
@@ -453,8 +451,28 @@ static void rs_decref(Machine *M, uint32_t v) {
         v = M->nodes[id].next;
         ntable_remove(M, id);
         M->freenode[M->nfreenode++] = id;
+        new_epoch(M);
         rec_decref(M, rec);
     }
+}
+
+static inline uint64_t rec_bit(int32_t rec) { return 1ull << ((uint32_t)rec * 0x9E3779B1u >> 26); }
+
+static inline uint64_t rs_bloom(Machine *M, uint32_t v) {
+    return !v ? 0 : (v & 1) ? rec_bit((int32_t)(v >> 1)) : M->nodes[v >> 1].bloom;
+}
+
+/* Is record `rec` (of the running task) a member of read set v? The running task's readers come first
+ * (lists grow at the head, and tasks run one after the other), so the walk stops at an older task's. */
+static int rs_has(Machine *M, uint32_t v, int32_t rec) {
+    if (!(rs_bloom(M, v) & rec_bit(rec))) return 0;
+    for (; v; v = rs_next(M, v)) {
+        if (v & 1) return (int32_t)(v >> 1) == rec;
+        const Node *n = &M->nodes[v >> 1];
+        if (n->rec == rec) return 1;
+        if (n->task != M->task) return 0;
+    }
+    return 0;
 }
 
 static void rs_incref(Machine *M, uint32_t v) {
@@ -486,7 +504,7 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
         }
         id = M->nnode++;
     }
-    M->nodes[id] = (Node){rec, next, 1, 0};
+    M->nodes[id] = (Node){rec, next, 1, 0, R(M, rec)->task, rs_bloom(M, next) | rec_bit(rec)};
     rec_incref(M, rec);
     rs_incref(M, next);
     ntable_insert(M, id);
@@ -521,7 +539,7 @@ static HazardRow *hazard(Machine *M, int kind, int64_t name, int site) {
     if (M->nh >= M->maxh) {
         /* Past max_hazards nothing more is reported: stop here. */
         M->truncated = 1;
-        M->status = SC_FULL;
+        M->st.status = SC_FULL;
         return NULL;
     }
     HazardRow *h = &M->haz[M->nh++];
@@ -542,7 +560,7 @@ static History *history(Machine *M, int64_t ordinal, int64_t e) {
 /* A RAW/WAR/WAW/FREE hazard on element e of slot's buffer, `rec` the failing record ('w' or 'r'). */
 static void buffer_hazard(Machine *M, int kind, int slot, int64_t e, int32_t rec, int which, int site,
                           const Acc *acc) {
-    Buf *b = &M->bufs[slot];
+    Buf *b = &M->st.bufs[slot];
     HazardRow *h = hazard(M, kind, M->sp[slot].name, site);
     if (!h) return;
     h->slot = slot;
@@ -625,7 +643,7 @@ static void event(Machine *M, int q, int64_t index, int64_t slot, int64_t parity
 }
 
 static void fail(Machine *M, int code, int queue, const Acc *acc) {
-    M->status = SC_ERROR;
+    M->st.status = SC_ERROR;
     M->err.code = code;
     M->err.queue = queue;
     M->err.has_acc = acc != NULL;
@@ -636,7 +654,7 @@ static void fail(Machine *M, int code, int queue, const Acc *acc) {
 
 enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS };
 
-Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
+Machine *sc_new(const Tables *T, int naccess, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));
     if (!M) abort();
     M->T = T;
@@ -647,7 +665,9 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     memcpy(M->po, T->po, sizeof(M->po));
     M->nslots = T->nslots;
     M->sp = T->slots;
-    M->bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
+    M->st.bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
+    M->st.ac = calloc(naccess ? naccess : 1, sizeof(AccessCache)); /* epoch 0: never valid */
+    M->st.epoch = 1;
     M->nq = T->nqueues;
     M->qp = T->queues;
     M->qs = calloc(T->nqueues ? T->nqueues : 1, sizeof(Queue));
@@ -664,7 +684,7 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     M->maxev = max_events;
     M->ev = calloc((size_t)max_events + 1, sizeof(EventRow));
     M->tmp = calloc(M->nw, sizeof(uint64_t));
-    if (!M->bufs || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp) abort();
+    if (!M->st.bufs || !M->st.ac || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp) abort();
     M->task = -1;
     rec_alloc(M); /* id 0: scratch */
     memset(R(M, 0), 0, sizeof(Rec));
@@ -677,24 +697,26 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
 
 void sc_delete(Machine *M) {
     for (int i = 0; i < M->nslots; i++) {
-        free(M->bufs[i].w);
-        free(M->bufs[i].r);
+        free(M->st.bufs[i].el);
     }
     for (int i = 0; i < M->nq; i++) free(M->qs[i].arrives);
     for (int i = 0; i < M->nwatch; i++) {
         free(M->hist[i].rrec);
         free(M->hist[i].reads);
     }
-    free(M->bufs); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
+    free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
     free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
     free(M->nodes); free(M->freenode); free(M->nbuck);
     free(M);
 }
 
-const int *sc_status(Machine *M) { return &M->status; }
+const int *sc_status(Machine *M) { return &M->st.status; }
+
+/* Something the fast path's cached transitions depend on changed (a record's value, an id freed). */
+static inline void new_epoch(Machine *M) { M->st.epoch++; }
 
 void sc_fail(Machine *M, int code, int site, const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     Acc a;
     fill_acc(M, &a, site, 0, M->task, iv);
     fail(M, code, -1, site >= 0 ? &a : NULL);
@@ -702,17 +724,17 @@ void sc_fail(Machine *M, int code, int site, const int64_t *iv) {
 
 /* An argument or Alloc: fresh elements with no records. `owner_mask` is the allocating collective. */
 void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
-    Buf *b = &M->bufs[slot];
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Buf *b = &M->st.bufs[slot];
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (dims[d] < 0) { fail(M, ERR_SHAPE, -1, NULL); return; }
         n *= dims[d];
     }
-    if (ndim > SC_MAXDIM) { M->status = SC_UNSUPPORTED; return; }
-    b->w = calloc(n ? n : 1, sizeof(uint32_t));
-    b->r = calloc(n ? n : 1, sizeof(uint32_t));
-    if (!b->w || !b->r) abort();
+    if (ndim > SC_MAXDIM) { M->st.status = SC_UNSUPPORTED; return; }
+    b->el = calloc(n ? n : 1, sizeof(Elem));
+    if (!b->el) abort();
+    new_epoch(M);
     b->n = n;
     b->ndim = ndim;
     memcpy(b->dims, dims, sizeof(int64_t) * ndim);
@@ -724,9 +746,9 @@ void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mas
 
 static void clear_buffer(Machine *M, Buf *b) {
     for (int64_t e = 0; e < b->n; e++) {
-        if (b->w[e]) rec_decref(M, b->w[e]);
-        rs_decref(M, b->r[e]);
-        b->w[e] = b->r[e] = 0;
+        if (b->el[e].w) rec_decref(M, b->el[e].w);
+        rs_decref(M, b->el[e].r);
+        b->el[e].w = b->el[e].r = 0;
     }
 }
 
@@ -744,50 +766,52 @@ static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
     return 1;
 }
 
+static int free_ok_seen(Machine *M, Buf *b, int slot, int32_t r, int32_t *seen) {
+    int32_t *hit = &seen[(uint32_t)r * 0x9E3779B1u >> 26];
+    if (*hit == r) return 1;
+    if (!free_ok(M, b, slot, r)) return 0;
+    *hit = r;
+    return 1;
+}
+
 /* End of an allocation's scope: the free is checked like a write by the owners, then the memory is gone. */
 void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
-    Buf *b = &M->bufs[slot];
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Buf *b = &M->st.bufs[slot];
     if (b->dev) {
         Acc a;
         fill_acc(M, &a, site, b->owner, b->task, iv);
+        int32_t seen[64] = {0}; /* records already found all right (elements share a few records) */
         for (int64_t e = 0; e < b->n; e++) {
             int32_t bad = 0, which = 'w';
-            if (b->w[e] && !free_ok(M, b, slot, rec_find(M, b->w[e]))) bad = rec_find(M, b->w[e]);
-            for (uint32_t v = b->r[e]; v && !bad; v = rs_next(M, v))
-                if (!free_ok(M, b, slot, rec_find(M, rs_rec(M, v)))) {
+            if (b->el[e].w && !free_ok_seen(M, b, slot, rec_find(M, b->el[e].w), seen)) bad = rec_find(M, b->el[e].w);
+            for (uint32_t v = b->el[e].r; v && !bad; v = rs_next(M, v))
+                if (!free_ok_seen(M, b, slot, rec_find(M, rs_rec(M, v)), seen)) {
                     bad = rec_find(M, rs_rec(M, v));
                     which = 'r';
                 }
             if (bad) buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
-            if (M->status) break;
+            if (M->st.status) break;
         }
     }
     clear_buffer(M, b);
-    free(b->w);
-    free(b->r);
-    b->w = b->r = NULL;
+    free(b->el);
+    b->el = NULL;
     b->n = 0;
 }
 
-/* A read or write of element e of a buffer slot by the threads of `mask` on pair bit `pair`. */
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, int unordered, int site,
-               const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
-    Buf *b = &M->bufs[slot];
-    if ((uint64_t)e >= (uint64_t)b->n) {
-        Acc a;
-        fill_acc(M, &a, site, mask, M->task, iv);
-        fail(M, ERR_INDEX, -1, &a);
-        return;
-    }
+/* One read or write of element x (number e of slot's buffer) by the threads of `mask` on pair bit
+ * `pair`: check its records, then record the access (its record `rec`). */
+static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int pair, int write, int32_t rec,
+                        int site, const int64_t *iv) {
+    Buf *b = &M->st.bufs[slot];
     const uint64_t *tm = mask_bits(M, mask);
-    uint32_t w0 = b->w[e];
+    uint32_t w0 = x->w;
     if (w0) {
         int32_t w = rec_find(M, w0);
         if (w != (int32_t)w0) { /* follow the forward once and for all */
             rec_incref(M, w);
-            b->w[e] = w;
+            x->w = w;
             rec_decref(M, w0);
         }
         if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw)) {
@@ -797,7 +821,7 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, i
         }
     }
     if (write)
-        for (uint32_t v = b->r[e]; v; v = rs_next(M, v)) {
+        for (uint32_t v = x->r; v; v = rs_next(M, v)) {
             int32_t r = rec_find(M, rs_rec(M, v));
             if (R(M, r)->task != M->task || !subset(tm, VS(M, r, pair), M->nw)) {
                 Acc a;
@@ -806,7 +830,6 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, i
                 break;
             }
         }
-    int32_t rec = fresh_record(M, mask, pair, unordered);
     if (M->nwatch) {
         History *hi = history(M, b->ordinal, e);
         if (hi) {
@@ -816,19 +839,65 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, i
         }
     }
     if (write) {
-        if ((int32_t)b->w[e] != rec) {
+        if ((int32_t)x->w != rec) {
             rec_incref(M, rec);
-            if (b->w[e]) rec_decref(M, b->w[e]);
-            b->w[e] = rec;
+            if (x->w) rec_decref(M, x->w);
+            x->w = rec;
         }
-        rs_decref(M, b->r[e]);
-        b->r[e] = 0;
+        rs_decref(M, x->r);
+        x->r = 0;
+    } else if (!rs_has(M, x->r, rec)) {
+        uint32_t head = rs_cons(M, rec, x->r);
+        rs_decref(M, x->r);
+        x->r = head;
+    }
+}
+
+/* An access of element e of a buffer slot (mode 1: read, 2: write, 3: update, a read then a write). */
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int mode, int unordered, int site,
+               const int64_t *iv, AccessCache *cache) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Buf *b = &M->st.bufs[slot];
+    if ((uint64_t)e >= (uint64_t)b->n) {
+        Acc a;
+        fill_acc(M, &a, site, mask, M->task, iv);
+        fail(M, ERR_INDEX, -1, &a);
+        return;
+    }
+    Elem *x = &b->el[e];
+    const uint64_t in = sc_elem_word(x);
+    /* What this access does to an element depends only on the element's state, the access (its op and
+     * collective), the records' values and the ids in use (all fixed within an epoch): apply a transition
+     * it made before (a hazard it met is reported once per statement anyway). Not in the second run,
+     * which records histories. */
+    Transition *t = &cache->t[(uint32_t)((in * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
+    if (!M->nwatch && t->epoch == M->st.epoch && t->mask == mask && t->in == in) {
+        Elem out = {(uint32_t)t->out, (uint32_t)(t->out >> 32)};
+        if (out.w != x->w) {
+            if (out.w) rec_incref(M, out.w);
+            if (x->w) rec_decref(M, x->w);
+        }
+        if (out.r != x->r) {
+            rs_incref(M, out.r);
+            rs_decref(M, x->r);
+        }
+        *x = out;
     } else {
-        for (uint32_t v = b->r[e]; v; v = rs_next(M, v))
-            if (rs_rec(M, v) == rec) return;
-        uint32_t head = rs_cons(M, rec, b->r[e]);
-        rs_decref(M, b->r[e]);
-        b->r[e] = head;
+        const uint32_t epoch = M->st.epoch;
+        int32_t rec = fresh_record(M, mask, pair, unordered);
+        if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv);
+        if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv);
+        if (M->nwatch) return;
+        if (M->st.epoch == epoch) /* else an id of `in` may be free now, and reused later */
+            *t = (Transition){in, sc_elem_word(x), epoch, mask};
+    }
+    /* The same access again, on the element as it is now, would change nothing and report nothing new
+     * (a hazard it finds is this one again): a read, or a write whose record its threads see in program
+     * order. Remember that, until something it depends on changes (the epoch). */
+    if (mode == 1 || (!unordered && (M->po[pair] >> pair & 1))) {
+        cache->epoch = M->st.epoch;
+        cache->mask = mask;
+        cache->wr = sc_elem_word(x);
     }
 }
 
@@ -853,7 +922,7 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
 
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
@@ -885,7 +954,7 @@ static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *th
         end_update(M, r);
         return;
     }
-    if (x->nmarks == MAXMARK) { M->status = SC_UNSUPPORTED; return; }
+    if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return; }
     begin_update(M, r);
     int at = x->nmarks;
     while (at > 0 && x->mq[at - 1] > q) {
@@ -922,7 +991,7 @@ static int same_threads(Machine *M, int q, int32_t *first, int mask, int code, c
 }
 
 void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
@@ -974,7 +1043,7 @@ static void widen(Machine *M, const uint64_t *in, uint64_t *out, int scope) {
 }
 
 void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int site, const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
@@ -1029,7 +1098,7 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
 
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
 void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     (void)iv;
     for (int q = q0; q < q0 + nq; q++) {
         const QueueParams *P = &M->qp[q];
@@ -1054,17 +1123,19 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
 
 /* A task is its own top-level collective: its records are synced only while it runs. */
 void sc_task_begin(Machine *M) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     M->task = M->ntasks++;
     M->live_head = 0;
 }
 
 void sc_task_end(Machine *M) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
         /* A mark outliving the task means a barrier scope around several tasks: not compiled. */
-        if (R(M, r)->nmarks) M->status = SC_UNSUPPORTED;
+        if (R(M, r)->nmarks) M->st.status = SC_UNSUPPORTED;
         R(M, r)->live = 0;
     }
     M->live_head = 0;
@@ -1073,9 +1144,10 @@ void sc_task_end(Machine *M) {
 
 /* A device-function boundary is a full barrier: every live buffer forgets its records. */
 void sc_device_boundary(Machine *M) {
-    if (M->status) return; /* a run that is full or failed does nothing more */
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     for (int i = 0; i < M->nslots; i++)
-        if (M->bufs[i].w) clear_buffer(M, &M->bufs[i]);
+        if (M->st.bufs[i].el) clear_buffer(M, &M->st.bufs[i]);
     for (uint32_t b = 0; b < M->nrbuck; b++) {
         for (int32_t r = M->rbuck[b]; r; r = R(M, r)->hnext) R(M, r)->intable = 0;
         M->rbuck[b] = 0;

@@ -9,11 +9,51 @@
 
 typedef struct Machine Machine;
 
+/* An element of a buffer: its write record and its read set (ids; 0: none). */
+typedef struct {
+    uint32_t w, r;
+} Elem;
+
+static inline uint64_t sc_elem_word(const Elem *x) { return (uint64_t)x->w | (uint64_t)x->r << 32; }
+
+typedef struct {
+    Elem *el;                  /* per element (NULL: no live buffer in this slot) */
+    int64_t n, ordinal, task;
+    int32_t owner, dev, ndim, pad;
+    int64_t dims[8];
+} Buf;
+
+#define SC_TRANSITIONS 8
+
+/* What one access op did to an element (in state -> out state), valid in its epoch. */
+typedef struct {
+    uint64_t in, out;
+    uint32_t epoch;
+    int32_t mask;
+} Transition;
+
+/* One access op's caches: the last element state on which repeating it changes nothing (read by the
+ * inline fast path below), and its recent transitions (read by the machine). */
+typedef struct {
+    uint64_t wr;
+    uint32_t epoch;
+    int32_t mask;
+    Transition t[SC_TRANSITIONS];
+} AccessCache;
+
+/* The start of a Machine: what the generated code's fast path of an access reads. */
+typedef struct {
+    int status;
+    uint32_t epoch;
+    Buf *bufs;
+    AccessCache *ac;
+} SC_State;
+
 /* Status of a run: anything but SC_OK stops the generated code. */
 enum { SC_OK = 0, SC_UNSUPPORTED = 1, SC_ERROR = 2, SC_FULL = 3 };
 
 #define SC_MAXIV 16  /* loop values a report shows per site */
-#define SC_MAXDIM 8  /* dimensions of a reported element index */
+#define SC_MAXDIM 8  /* dimensions of a reported element index (Buf.dims) */
 
 /* A queue's rule (analysis.barriers.QueueRule). */
 typedef struct {
@@ -76,14 +116,25 @@ typedef struct {
     Acc acc;
 } ErrorRow;
 
-Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch);
+Machine *sc_new(const Tables *T, int naccess, int max_hazards, int max_events, int nwatch, const int64_t *watch);
 void sc_delete(Machine *M);
 const int *sc_status(Machine *M);
 
 void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device);
 void sc_free(Machine *M, int slot, int site, const int64_t *iv);
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int write, int unordered, int site,
-               const int64_t *iv);
+void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int mode, int unordered, int site,
+               const int64_t *iv, AccessCache *cache);
+
+/* An access op (number k of the program): nothing to do when its cache says the element is in a state
+ * that running it again leaves unchanged; else the machine does it (and may fill the cache). */
+static inline void sc_access_op(SC_State *S, int k, int slot, int64_t e, int mask, int pair, int mode, int unordered,
+                                int site, const int64_t *iv) {
+    const Buf *b = &S->bufs[slot];
+    AccessCache *c = &S->ac[k];
+    if ((uint64_t)e < (uint64_t)b->n && c->epoch == S->epoch && c->mask == mask && sc_elem_word(&b->el[e]) == c->wr)
+        return;
+    sc_access((Machine *)S, slot, e, mask, pair, mode, unordered, site, iv, c);
+}
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s);
 void sc_arrive(Machine *M, int64_t q, int mask, uint32_t m1, int site, const int64_t *iv);
 void sc_await(Machine *M, int64_t q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int site, const int64_t *iv);

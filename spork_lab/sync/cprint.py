@@ -3,7 +3,10 @@
 One C statement per op, in order: For/EndFor become C loops (the bounds
 evaluated once, the run's status checked at every iteration), expressions C
 expressions (floor division and modulo through helpers that stop the run on a
-division by zero), every other op a call of the runtime (`_machine.h`). The
+division by zero), every other op a call of the runtime (`_machine.h`). An
+access first tries its fast path (`sc_access_op`): when the element is in the
+state its last run left it in and nothing it depends on has changed since,
+running it again would change nothing, and the call is skipped. The
 static tables (thread masks as bitsets, tilings, queue rules, buffer slots,
 sites) are C arrays. The printer knows no LoopIR: what the lowering produces,
 it prints.
@@ -38,6 +41,7 @@ class _Printer:
         self.p = program
         self.out: list = []
         self.depth = 1
+        self.n_access = 0  # access ops so far: each has its AccessCache
 
     def line(self, text: str) -> None:
         self.out.append("    " * self.depth + text)
@@ -98,8 +102,9 @@ class _Printer:
         self.line(f"sc_free(M, {op.slot}, {op.site}, {self.iv(op.site)});")
 
     def access(self, op: P.Access) -> None:
-        self.line(f"sc_access(M, {op.slot}, {c_expr(op.element)}, {c_expr(op.mask)}, {op.pair}, {int(op.write)}, "
-                  f"{int(op.unordered)}, {op.site}, {self.iv(op.site)});")
+        self.line(f"sc_access_op(S, {self.n_access}, {op.slot}, {c_expr(op.element)}, {c_expr(op.mask)}, {op.pair}, "
+                  f"{op.mode}, {int(op.unordered)}, {op.site}, {self.iv(op.site)});")
+        self.n_access += 1
 
     def fence(self, op: P.Fence) -> None:
         self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u);")
@@ -189,13 +194,14 @@ def c_source(program: P.Program) -> str:
             "",
             "static void run(Machine *M, const int64_t *sz) {",
             "    const int *ST = sc_status(M);",
+            "    SC_State *const S = (SC_State *)M;",
             *variables,
             *(f"    v{var} = sz[{k}];" for k, (_, var) in enumerate(program.sizes)),
             *printer.out,
             "}",
             "",
             "Machine *sc_run(const int64_t *sz, int max_hazards, int max_events, int nwatch, const int64_t *watch) {",
-            "    Machine *M = sc_new(&TABLES, max_hazards, max_events, nwatch, watch);",
+            f"    Machine *M = sc_new(&TABLES, {printer.n_access}, max_hazards, max_events, nwatch, watch);",
             "    run(M, sz);",
             "    return M;",
             "}",

@@ -13,6 +13,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -110,11 +111,11 @@ def runtime() -> tuple:
         for fn, res in [
             ("sc_status", ctypes.POINTER(ctypes.c_int)),
             ("sc_n_hazards", ctypes.c_int),
-            ("sc_hazards", ctypes.POINTER(_HazardRow)),
+            ("sc_hazards", ctypes.c_void_p),
             ("sc_truncated", ctypes.c_int),
             ("sc_n_events", ctypes.c_int64),
             ("sc_events_total", ctypes.c_int64),
-            ("sc_events", ctypes.POINTER(_EventRow)),
+            ("sc_events", ctypes.c_void_p),
             ("sc_error", ctypes.POINTER(_ErrorRow)),
         ]:
             getattr(lib, fn).restype = res
@@ -128,6 +129,23 @@ def runtime() -> tuple:
 def _acc(program: P.Program, a: _Acc) -> P.RawAccess:
     niv = len(program.sites[a.site].loops) if a.site >= 0 else 0
     return P.RawAccess(a.site, a.mask, a.task, tuple(a.iv[:niv]))
+
+
+# The rows as plain numbers (struct formats matching _machine.h), read in bulk: faster than ctypes fields.
+_ACC = f"iiq{MAXIV}q"
+_EVENT = struct.Struct(f"<iiqqq{_ACC}")
+_HAZARD = struct.Struct(f"<iiqqii{MAXDIM}q{_ACC}{_ACC}ii5q")
+assert _EVENT.size == ctypes.sizeof(_EventRow) and _HAZARD.size == ctypes.sizeof(_HazardRow)
+
+
+def _rows(layout: struct.Struct, pointer, count: int):
+    return layout.iter_unpack(ctypes.string_at(pointer, count * layout.size)) if count else ()
+
+
+def _unpack_acc(program: P.Program, fields) -> P.RawAccess:
+    site, mask, task = fields[0], fields[1], fields[2]
+    niv = len(program.sites[site].loops) if site >= 0 else 0
+    return P.RawAccess(site, mask, task, tuple(fields[3 : 3 + niv]))
 
 
 class Compiled:
@@ -159,19 +177,21 @@ class Compiled:
             if status == SC_ERROR:
                 e = lib.sc_error(m)[0]
                 error = (e.code, _acc(self.program, e.acc) if e.has_acc else None, e.queue)
-            rows = lib.sc_hazards(m)
             hazards = []
-            for i in range(lib.sc_n_hazards(m)):
-                h = rows[i]
+            acc_words = 3 + MAXIV
+            for row in _rows(_HAZARD, lib.sc_hazards(m), lib.sc_n_hazards(m)):
+                kind, slot, ordinal, element, ndim, has_other = row[:6]
+                at = 6 + MAXDIM
+                acc, other = row[at : at + acc_words], row[at + acc_words : at + 2 * acc_words]
+                queue, nparams = row[at + 2 * acc_words : at + 2 * acc_words + 2]
+                params = row[at + 2 * acc_words + 2 :]
                 hazards.append(
-                    P.RawHazard(h.kind, h.slot, h.ordinal, h.element, tuple(h.index[: h.ndim]),
-                                _acc(self.program, h.acc), _acc(self.program, h.other) if h.has_other else None,
-                                h.queue, tuple(h.params[: h.nparams]))
+                    P.RawHazard(kind, slot, ordinal, element, tuple(row[6 : 6 + ndim]), _unpack_acc(self.program, acc),
+                                _unpack_acc(self.program, other) if has_other else None, queue, tuple(params[:nparams]))
                 )
-            events_rows = lib.sc_events(m)
             events = [
-                P.RawEvent(e.queue, e.index, e.slot, e.parity, _acc(self.program, e.acc))
-                for e in (events_rows[i] for i in range(lib.sc_n_events(m)))
+                P.RawEvent(row[0], row[2], row[3], row[4], _unpack_acc(self.program, row[5:]))
+                for row in _rows(_EVENT, lib.sc_events(m), lib.sc_n_events(m))
             ]
             return P.RawRun(hazards, bool(lib.sc_truncated(m)), events, lib.sc_events_total(m), error)
         finally:

@@ -287,10 +287,10 @@ class _Lowering:
 
     def assign(self, s, ctx: _Ctx, env: dict) -> None:
         mask, site = self.mask(ctx), self.site(ctx.in_instr or s, ctx)
-        for sym, idx, write in statement_accesses(s):
+        for sym, idx, mode in statement_accesses(s):
             view = env[sym]
             pair = tl.pair_bit(ctx.instr_tl, view.usage)
-            self.emit(P.Access(view.slot, self.element(view, idx, env), mask, pair, write, view.unordered, site))
+            self.emit(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site))
 
     def loop(self, s, ctx: _Ctx, env: dict) -> None:
         mode = s.loop_mode
@@ -376,7 +376,7 @@ class _Lowering:
         """An instr is one instruction of its collective: each element it touches is read once and written
         once, all reads before all writes (see `instr_accesses`)."""
         mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
-        for sym, idx, write, loops in accesses:
+        for sym, idx, mode, loops in accesses:
             inner = dict(env)
             starts = []
             for loop in loops:
@@ -385,7 +385,7 @@ class _Lowering:
                 inner[loop.iter] = P.Var(v)
             view = env[sym]
             pair = tl.pair_bit(ctx.instr_tl, view.usage)
-            self.emit(P.Access(view.slot, self.element(view, idx, inner), mask, pair, write, view.unordered, site))
+            self.emit(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site))
             for start, v, loop in reversed(starts):
                 end = self.emit(P.EndFor(start))
                 self.ops[start] = P.For(v, self.expr(loop.lo, env), self.expr(loop.hi, env), end)
@@ -435,20 +435,18 @@ class _Lowering:
 
 
 def statement_accesses(s) -> list:
-    """The accesses of an Assign/Reduce in execution order, (buffer Sym, index, write): the reads of the
-    right-hand side, then (Reduce) the target's read, then its write."""
+    """The accesses of an Assign/Reduce in execution order, (buffer Sym, index, mode): the reads of the
+    right-hand side, then the target's write (Assign) or update (Reduce: its read, then its write)."""
     reads: list = []
     numeric_reads(s.rhs, reads)
-    accesses = [(r.name, r.idx, False) for r in reads]
-    if isinstance(s, LoopIR.Reduce):
-        accesses.append((s.name, s.idx, False))
-    accesses.append((s.name, s.idx, True))
-    return accesses
+    target = P.UPDATE if isinstance(s, LoopIR.Reduce) else P.WRITE
+    return [(r.name, r.idx, P.READ) for r in reads] + [(s.name, s.idx, target)]
 
 
 def instr_accesses(body: list) -> Optional[list]:
-    """The accesses an instr's body states, one per distinct (buffer, index): (sym, idx, write, loops), the
-    reads in order of first appearance, then the writes; `loops` are the body loops the index depends on.
+    """The accesses an instr's body states, one per distinct (buffer, index): (sym, idx, mode, loops), the
+    elements it only reads in order of first appearance, then those it writes (or reads and writes:
+    updates); `loops` are the body loops the index depends on.
 
     An instr is a single instruction of its collective (SYNC_MODEL.md: a collective access), so its body's
     loops say which elements it touches, not an order: an mma's accumulator element is read and written
@@ -465,11 +463,14 @@ def instr_accesses(body: list) -> Optional[list]:
                 if not walk(s.body, loops + (s,)):
                     return False
             elif isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-                for sym, idx, write in statement_accesses(s):
-                    key = (sym, tuple(str(i) for i in idx), write)
-                    if key not in found:
+                for sym, idx, mode in statement_accesses(s):
+                    key = (sym, tuple(str(i) for i in idx))
+                    if key in found:
+                        old = found[key]
+                        found[key] = (old[0], old[1], old[2] | mode, old[3])
+                    else:
                         used = {name for i in idx for name in _iterators(i)}
-                        found[key] = (sym, idx, write, tuple(lp for lp in loops if lp.iter in used))
+                        found[key] = (sym, idx, mode, tuple(lp for lp in loops if lp.iter in used))
             elif not isinstance(s, LoopIR.Pass):
                 return False
         return True
@@ -477,7 +478,7 @@ def instr_accesses(body: list) -> Optional[list]:
     if not walk(body, ()):
         return None
     values = list(found.values())
-    return [a for a in values if not a[2]] + [a for a in values if a[2]]
+    return [a for a in values if a[2] == P.READ] + [a for a in values if a[2] != P.READ]
 
 
 def _iterators(e) -> set:

@@ -180,11 +180,15 @@ class Free:
     site: int
 
 
+READ, WRITE, UPDATE = 1, 2, 3  # Access modes: bit 1 reads, bit 2 writes (an update reads, then writes)
+
+
 @dataclass(frozen=True)
 class Access:
-    """A read (or, with `write`, a write) of element `element` of `slot` by the threads of `mask` on
-    pair bit `pair` ((instr-tl, usage-tl)). A read needs the writer's record visible to every reader
-    (else RAW); a write needs it too (WAW) and every read record visible (WAR). The new record is
+    """Element `element` of `slot` accessed by the threads of `mask` on pair bit `pair` ((instr-tl,
+    usage-tl)): a read, a write, or an update (a read, then a write: a Reduce's target). A read needs the
+    writer's record visible to every reader (else RAW) and joins the element's read records; a write
+    needs it too (WAW) and every read record visible (WAR), and replaces them all. The new record is
     visible to its own threads on the pair's program order (`PROGRAM_ORDER`), or to none when the
     instr-tl is asynchronous or `unordered` (sync/access.py). CPU code makes no accesses."""
 
@@ -192,7 +196,7 @@ class Access:
     element: Expr
     mask: Expr
     pair: int
-    write: bool
+    mode: int  # READ, WRITE or UPDATE
     unordered: bool
     site: int
 

@@ -259,32 +259,39 @@ class _Run:
         if not 0 <= e < buf.n:
             raise _Stop(P.ERR_INDEX, self.access(op.site, mask))
         threads = self.threads(mask)
+        fresh = (threads, op.pair, op.unordered)
+        key = self.fresh.get(fresh)
+        if key is None:
+            ordered = P.PROGRAM_ORDER[op.pair] if not op.unordered else 0
+            key = self.fresh[fresh] = (ss.product(threads, 1 << op.pair), ss.product(threads, ordered))
+        if op.mode & P.READ:
+            self.step(op, buf, e, mask, threads, key, False)
+        if op.mode & P.WRITE:
+            self.step(op, buf, e, mask, threads, key, True)
+
+    def step(self, op: P.Access, buf: _Buffer, e: int, mask: int, threads: tuple, key: tuple, write: bool) -> None:
+        """One read or write: check the element's records, then record the access."""
         bit = 1 << op.pair
         w = buf.w[e]
         if w is not None:
             w = _find(w)
             if not _covers(w, threads, bit):
-                self.hazard(P.WAW if op.write else P.RAW, buf, e, op.site, mask, w, "w")
-        if op.write:
+                self.hazard(P.WAW if write else P.RAW, buf, e, op.site, mask, w, "w")
+        if write:
             for r in reversed(buf.r[e]):  # the most recent reader first
                 r = _find(r)
                 if not _covers(r, threads, bit):
                     self.hazard(P.WAR, buf, e, op.site, mask, r, "r")
                     break
-        fresh = (threads, op.pair, op.unordered)
-        key = self.fresh.get(fresh)
-        if key is None:
-            ordered = P.PROGRAM_ORDER[op.pair] if not op.unordered else 0
-            key = self.fresh[fresh] = (ss.product(threads, bit), ss.product(threads, ordered))
         rec = self.intern(key[0], key[1], ())
-        if op.write:
+        if write:
             buf.w[e], buf.r[e] = rec, ()
         elif rec not in buf.r[e]:
             buf.r[e] = buf.r[e] + (rec,)
         if (buf.ordinal, e) in self.watch:
             h = self.history.setdefault((buf.ordinal, e), [None, {}])
             acc = self.access(op.site, mask)
-            if op.write:
+            if write:
                 h[0], h[1] = (rec, acc), {}
             else:
                 h[1][rec] = acc
