@@ -185,3 +185,26 @@ def test_compiled_checker_is_cached_on_disk(tmp_path, monkeypatch):
 def test_the_program_is_lowered_once_per_proc():
     p = procs_sync.reverse_tiles
     assert program_of(p._loopir_proc) is program_of(p._loopir_proc)
+
+
+def test_hoisted_reads_keep_every_verdict_and_hazard(monkeypatch):
+    """The lowering moves loop-invariant leading reads in front of their loop; without that every program
+    gets the same hazards (kind, buffer, statements), so the move is only an optimisation."""
+    import spork_lab.sync.checker as C
+    from spork_lab.sync import lower
+
+    def summary(report):
+        return report.ok, sorted((h.kind, h.buffer, h.access.stmt.line, h.other and h.other.stmt.line)
+                                 for h in report.hazards)
+
+    hoisted = {name: _outcome(p, _sizes(p), "compiled") for name, p in PROGRAMS}
+    assert any(isinstance(op, P.For) and isinstance(program_of(p._loopir_proc).ops[i - 1], P.Access)
+               for name, p in PROGRAMS if name == "gemm" for i, op in enumerate(program_of(p._loopir_proc).ops))
+    monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
+    monkeypatch.setattr(C, "_programs", type(C._programs)())
+    for name, p in PROGRAMS:
+        plain = _outcome(p, _sizes(p), "compiled")
+        if isinstance(plain, SporkError):
+            assert str(plain) == str(hoisted[name])
+        else:
+            assert summary(plain) == summary(hoisted[name]), name

@@ -127,7 +127,7 @@ void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int mode, in
 
 /* An access op (number k of the program): nothing to do when its cache says the element is in a state
  * that running it again leaves unchanged; else the machine does it (and may fill the cache). */
-static inline void sc_access_op(SC_State *S, int k, int slot, int64_t e, int mask, int pair, int mode, int unordered,
+static inline __attribute__((always_inline)) void sc_access_op(SC_State *S, int k, int slot, int64_t e, int mask, int pair, int mode, int unordered,
                                 int site, const int64_t *iv) {
     const Buf *b = &S->bufs[slot];
     AccessCache *c = &S->ac[k];

@@ -316,6 +316,48 @@ class _Lowering:
             self.emit(P.TaskEnd())
         end = self.emit(P.EndFor(start))
         self.ops[start] = P.For(v, self.expr(s.lo, env), self.expr(s.hi, env), end)
+        self.hoist_reads(start, name, v)
+
+    def hoist_reads(self, start: int, name: str, v: int) -> None:
+        """Move the loop's leading reads that do not change with its iterations in front of it.
+
+        Reading an element again, by the same collective on the same pair, with no sync statement in
+        between and no write to its buffer, changes nothing and reports nothing new (SYNC_MODEL: reads
+        only add the reader's record, which is there already). So a read whose element and collective
+        do not depend on the loop happens once, where its first iteration made it; its report then shows
+        no value for this loop's iterator. Only for loops that run at least once (constant bounds).
+        """
+        loop = self.ops[start]
+        if not (isinstance(loop.lo, P.Const) and isinstance(loop.hi, P.Const) and loop.lo.value < loop.hi.value):
+            return
+        body = self.ops[start + 1 : loop.end]
+        if not all(isinstance(op, (P.Access, P.For, P.EndFor, P.Let, P.If, P.Else, P.EndIf)) for op in body):
+            return
+        defined = {v} | {op.var for op in body if isinstance(op, (P.For, P.Let))}
+        written = {op.slot for op in body if isinstance(op, P.Access) and op.mode & P.WRITE}
+        at = start
+        while True:
+            op = self.ops[at + 1]
+            if not (isinstance(op, P.Access) and op.mode == P.READ and op.slot not in written
+                    and not (_variables(op.element) | _variables(op.mask)) & defined):
+                break
+            site = self.sites[op.site]
+            loops = tuple(lp for lp in site.loops if lp != (name, v))
+            self.ops[at] = replace(op, site=self.resite(op.site, loops))
+            at += 1
+        if at != start:
+            self.ops[at] = loop
+            self.ops[loop.end] = P.EndFor(at)
+
+    def resite(self, site: int, loops: tuple) -> int:
+        """The site of the same statement showing other loops."""
+        old = self.sites[site]
+        key = (old.stmt, loops, old.instr_tl, old.task_threads)
+        found = self.site_ids.get(key)
+        if found is None:
+            found = self.site_ids[key] = len(self.sites)
+            self.sites.append(replace(old, loops=loops))
+        return found
 
     def body_tiling(self, s, ctx: _Ctx):
         return ctx.analysis.stmt_info(s.body[0]).tiling
@@ -489,4 +531,17 @@ def _iterators(e) -> set:
         return _iterators(e.lhs) | _iterators(e.rhs)
     if isinstance(e, LoopIR.USub):
         return _iterators(e.arg)
+    return set()
+
+
+def _variables(e: P.Expr) -> set:
+    """The variables an expression reads."""
+    if isinstance(e, P.Var):
+        return {e.var}
+    if isinstance(e, P.Bin):
+        return _variables(e.lhs) | _variables(e.rhs)
+    if isinstance(e, P.Neg):
+        return _variables(e.arg)
+    if isinstance(e, P.Table):
+        return _variables(e.index)
     return set()
