@@ -17,19 +17,16 @@ from pathlib import Path
 
 import procs_sync
 import pytest
-from conftest import EXAMPLES_DIR
+from conftest import EXAMPLES_DIR, check_sizes
 from exo.API import Procedure
 
 from spork_lab.errors import SporkError, SyncError
 from spork_lab.sync import cprint, engine as E, program as P, reference
-from spork_lab.sync.checker import _size_values, program_of, sync_check
+from spork_lab.sync.checker import program_of, sync_check
 from spork_lab.sync.mutants import sync_cursors, without_syncs
 
 sys.path.insert(0, str(EXAMPLES_DIR))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
-
 
 def _kernels(module) -> dict:
     """The procs of a module that run device code (name -> proc)."""
@@ -38,26 +35,6 @@ def _kernels(module) -> dict:
         for v in vars(module).values()
         if isinstance(v, Procedure) and v._loopir_proc.instr is None and "CudaDeviceFunction" in str(v)
     }
-
-
-def _allowed(p, sizes: dict) -> bool:
-    try:
-        _size_values(p._loopir_proc, sizes)
-    except SyncError:
-        return False
-    return True
-
-
-def _sizes(p) -> dict:
-    """The smallest sizes the assertions allow (each found with the others large), the last one doubled:
-    two tasks or two iterations of the innermost sequential loop."""
-    names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
-    big = {n: _CANDIDATES[-1] for n in names}
-    sizes = {n: next(v for v in _CANDIDATES if _allowed(p, {**big, n: v})) for n in names}
-    assert _allowed(p, sizes), f"no sizes for {p.name()}"
-    if names and _allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
-        sizes[names[-1]] *= 2
-    return sizes
 
 
 def _programs() -> list:
@@ -90,7 +67,7 @@ def _outcome(p, sizes, engine):
 
 @pytest.mark.parametrize("name, p", PROGRAMS, ids=[name for name, _ in PROGRAMS])
 def test_both_engines_give_the_same_report(name, p):
-    sizes = _sizes(p)
+    sizes = check_sizes(p)
     compiled, python = _outcome(p, sizes, "compiled"), _outcome(p, sizes, "python")
     if isinstance(python, SporkError):
         assert type(compiled) is type(python) and str(compiled) == str(python)
@@ -103,7 +80,7 @@ def test_both_engines_give_the_same_report(name, p):
 def test_the_programs_cover_every_verdict_and_hazard_kind():
     kinds, verdicts, errors = set(), set(), 0
     for _, p in PROGRAMS:
-        outcome = _outcome(p, _sizes(p), "compiled")
+        outcome = _outcome(p, check_sizes(p), "compiled")
         if isinstance(outcome, SporkError):
             errors += 1
             continue
@@ -197,13 +174,13 @@ def test_hoisted_reads_keep_every_verdict_and_hazard(monkeypatch):
         return report.ok, sorted((h.kind, h.buffer, h.access.stmt.line, h.other and h.other.stmt.line)
                                  for h in report.hazards)
 
-    hoisted = {name: _outcome(p, _sizes(p), "compiled") for name, p in PROGRAMS}
+    hoisted = {name: _outcome(p, check_sizes(p), "compiled") for name, p in PROGRAMS}
     assert any(isinstance(op, P.For) and isinstance(program_of(p._loopir_proc).ops[i - 1], P.Access)
                for name, p in PROGRAMS if name == "gemm" for i, op in enumerate(program_of(p._loopir_proc).ops))
     monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
     monkeypatch.setattr(C, "_programs", type(C._programs)())
     for name, p in PROGRAMS:
-        plain = _outcome(p, _sizes(p), "compiled")
+        plain = _outcome(p, check_sizes(p), "compiled")
         if isinstance(plain, SporkError):
             assert str(plain) == str(hoisted[name])
         else:
