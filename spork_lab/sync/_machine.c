@@ -26,6 +26,7 @@
 
 #define NP 9      /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
 #define MAXMARK 8 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
+#define NCACHE 65536 /* read-set nodes remembered for sharing */
 
 enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT };
 enum { P_IN_ORDER = 1 }; /* timelines.pair_bit(cuda_in_order_instr) */
@@ -56,7 +57,7 @@ typedef struct {
 typedef struct {
     int32_t rec;
     uint32_t next; /* a read set (see rs_rec) */
-    int32_t refs, hnext;
+    int32_t refs, pad;
     int64_t task;   /* the task of `rec`: a list holds the running task's readers first */
     uint64_t bloom; /* one bit per record of the list (see rec_bit): most "is it a member?" need no walk */
 } Node;
@@ -106,8 +107,7 @@ struct Machine {
     /* read-set nodes, hash-consed on (rec, next) */
     Node *nodes;
     int32_t nnode, capnode, *freenode, nfreenode;
-    int32_t *nbuck;
-    uint32_t nnbuck, nntable;
+    int32_t ncache[NCACHE];       /* recent nodes by (record, rest): see "read sets" */
     /* buffers and queues */
     int nslots;
     const SlotParams *sp;
@@ -399,44 +399,15 @@ static void end_update(Machine *M, int32_t r) {
 
 /* ---- read sets ----
  * A read set is 0 (empty), an odd value 2r+1 (the one record r: most elements have one reader), or an
- * even value 2n: list node n, hash-consed on (record, rest of the set). */
+ * even value 2n: list node n (a record, and the rest of the set). Lists are shared through a cache of
+ * recent nodes by (record, rest): elements read by the same threads in the same order mostly share one
+ * list, but nothing depends on it (two equal lists are two equal read sets). */
 
 static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->nodes[v >> 1].rec; }
 static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->nodes[v >> 1].next; }
 
-static void ntable_insert(Machine *M, int32_t id);
-
-static void ntable_grow(Machine *M) {
-    uint32_t old = M->nnbuck;
-    int32_t *ob = M->nbuck;
-    M->nnbuck = old ? old * 2 : 1024;
-    M->nbuck = calloc(M->nnbuck, sizeof(int32_t));
-    M->nntable = 0;
-    for (uint32_t b = 0; b < old; b++)
-        for (int32_t n = ob[b], nx; n; n = nx) {
-            nx = M->nodes[n].hnext;
-            ntable_insert(M, n);
-        }
-    free(ob);
-}
-
 static inline uint32_t node_hash(int32_t rec, uint32_t next) {
-    return (uint32_t)((((uint64_t)(uint32_t)rec * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)next * 0xC2B2AE3D27D4EB4Full)) >> 7);
-}
-
-static void ntable_insert(Machine *M, int32_t id) {
-    if (M->nntable >= M->nnbuck) ntable_grow(M);
-    uint32_t b = node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1);
-    M->nodes[id].hnext = M->nbuck[b];
-    M->nbuck[b] = id;
-    M->nntable++;
-}
-
-static void ntable_remove(Machine *M, int32_t id) {
-    int32_t *p = &M->nbuck[node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1)];
-    while (*p != id) p = &M->nodes[*p].hnext;
-    *p = M->nodes[id].hnext;
-    M->nntable--;
+    return (uint32_t)mix((uint64_t)(uint32_t)rec << 32 | next, 0x9E3779B97F4A7C15ull);
 }
 
 static void rs_decref(Machine *M, uint32_t v) {
@@ -449,7 +420,6 @@ static void rs_decref(Machine *M, uint32_t v) {
         if (--M->nodes[id].refs) return;
         int32_t rec = M->nodes[id].rec;
         v = M->nodes[id].next;
-        ntable_remove(M, id);
         M->freenode[M->nfreenode++] = id;
         new_epoch(M);
         rec_decref(M, rec);
@@ -486,12 +456,12 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
         rec_incref(M, rec);
         return 2 * (uint32_t)rec + 1;
     }
-    if (M->nnbuck)
-        for (int32_t n = M->nbuck[node_hash(rec, next) & (M->nnbuck - 1)]; n; n = M->nodes[n].hnext)
-            if (M->nodes[n].rec == rec && M->nodes[n].next == next) {
-                M->nodes[n].refs++;
-                return 2 * (uint32_t)n;
-            }
+    int32_t *cached = &M->ncache[node_hash(rec, next) % NCACHE];
+    const Node *c = &M->nodes[*cached];
+    if (*cached && c->refs > 0 && c->rec == rec && c->next == next) {
+        M->nodes[*cached].refs++;
+        return 2 * (uint32_t)*cached;
+    }
     int32_t id;
     if (M->nfreenode) {
         id = M->freenode[--M->nfreenode];
@@ -507,7 +477,7 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
     M->nodes[id] = (Node){rec, next, 1, 0, R(M, rec)->task, rs_bloom(M, next) | rec_bit(rec)};
     rec_incref(M, rec);
     rs_incref(M, next);
-    ntable_insert(M, id);
+    *cached = id;
     return 2 * (uint32_t)id;
 }
 
@@ -654,7 +624,7 @@ static void fail(Machine *M, int code, int queue, const Acc *acc) {
 
 enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS };
 
-Machine *sc_new(const Tables *T, int naccess, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
+Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));
     if (!M) abort();
     M->T = T;
@@ -666,7 +636,8 @@ Machine *sc_new(const Tables *T, int naccess, int max_hazards, int max_events, i
     M->nslots = T->nslots;
     M->sp = T->slots;
     M->st.bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
-    M->st.ac = calloc(naccess ? naccess : 1, sizeof(AccessCache)); /* epoch 0: never valid */
+    M->st.ac = calloc(T->naccess ? T->naccess : 1, sizeof(AccessCache)); /* epoch 0: never valid */
+    for (int k = 0; k < T->naccess; k++) M->st.ac[k].op = T->access[k];
     M->st.epoch = 1;
     M->nq = T->nqueues;
     M->qp = T->queues;
@@ -706,7 +677,7 @@ void sc_delete(Machine *M) {
     }
     free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
     free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
-    free(M->nodes); free(M->freenode); free(M->nbuck);
+    free(M->nodes); free(M->freenode);
     free(M);
 }
 
@@ -781,8 +752,12 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
     if (b->dev) {
         Acc a;
         fill_acc(M, &a, site, b->owner, b->task, iv);
-        int32_t seen[64] = {0}; /* records already found all right (elements share a few records) */
-        for (int64_t e = 0; e < b->n; e++) {
+        int32_t seen[64] = {0};  /* records already found all right (elements share a few records) */
+        uint64_t fine[64] = {0}; /* element states already found all right */
+        for (int64_t e = 0; e < b->n && !M->st.status; e++) {
+            const uint64_t word = sc_elem_word(&b->el[e]);
+            uint64_t *known = &fine[(word * 0x9E3779B97F4A7C15ull) >> 58];
+            if (!word || *known == word) continue;
             int32_t bad = 0, which = 'w';
             if (b->el[e].w && !free_ok_seen(M, b, slot, rec_find(M, b->el[e].w), seen)) bad = rec_find(M, b->el[e].w);
             for (uint32_t v = b->el[e].r; v && !bad; v = rs_next(M, v))
@@ -790,8 +765,10 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
                     bad = rec_find(M, rs_rec(M, v));
                     which = 'r';
                 }
-            if (bad) buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
-            if (M->st.status) break;
+            if (bad)
+                buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
+            else
+                *known = word;
         }
     }
     clear_buffer(M, b);
@@ -847,16 +824,27 @@ static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int 
         rs_decref(M, x->r);
         x->r = 0;
     } else if (!rs_has(M, x->r, rec)) {
-        uint32_t head = rs_cons(M, rec, x->r);
-        rs_decref(M, x->r);
+        uint32_t rest = x->r;
+        if (rest && !(rest & 1) && M->nodes[rest >> 1].task != M->task && M->nodes[rest >> 1].next) {
+            /* Readers of earlier tasks can only fail a later writer's check (WAR), the newest first: keep
+             * that one (elements of global memory would otherwise keep every task's reader). */
+            int32_t newest = M->nodes[rest >> 1].rec;
+            rec_incref(M, newest);
+            rs_decref(M, rest);
+            x->r = rest = 2 * (uint32_t)newest + 1;
+        }
+        uint32_t head = rs_cons(M, rec, rest);
+        rs_decref(M, rest);
         x->r = head;
     }
 }
 
 /* An access of element e of a buffer slot (mode 1: read, 2: write, 3: update, a read then a write). */
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int mode, int unordered, int site,
-               const int64_t *iv, AccessCache *cache) {
+void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
+    AccessCache *cache = &M->st.ac[k];
+    const int slot = cache->op.slot, pair = cache->op.pair, mode = cache->op.mode, unordered = cache->op.unordered,
+              site = cache->op.site;
     Buf *b = &M->st.bufs[slot];
     if ((uint64_t)e >= (uint64_t)b->n) {
         Acc a;

@@ -32,12 +32,18 @@ typedef struct {
     int32_t mask;
 } Transition;
 
-/* One access op's caches: the last element state on which repeating it changes nothing (read by the
- * inline fast path below), and its recent transitions (read by the machine). */
+/* An access op of the program (program.Access): what does not change from one run of it to the next. */
+typedef struct {
+    int32_t slot, pair, mode, unordered, site; /* mode 1: read, 2: write, 3: update (read, then write) */
+} AccessParams;
+
+/* One access op: its caches (the last element state on which repeating it changes nothing, read by the
+ * inline fast path below; its recent transitions, read by the machine) and its parameters. */
 typedef struct {
     uint64_t wr;
     uint32_t epoch;
     int32_t mask;
+    AccessParams op;
     Transition t[SC_TRANSITIONS];
 } AccessCache;
 
@@ -85,6 +91,8 @@ typedef struct {
     const QueueParams *queues;
     int nsites;
     const SiteParams *sites;
+    int naccess;
+    const AccessParams *access;
 } Tables;
 
 /* Who did something: a site, a collective (mask of a task), the site's loop values. */
@@ -116,24 +124,20 @@ typedef struct {
     Acc acc;
 } ErrorRow;
 
-Machine *sc_new(const Tables *T, int naccess, int max_hazards, int max_events, int nwatch, const int64_t *watch);
+Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch);
 void sc_delete(Machine *M);
 const int *sc_status(Machine *M);
 
 void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device);
 void sc_free(Machine *M, int slot, int site, const int64_t *iv);
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int mode, int unordered, int site,
-               const int64_t *iv, AccessCache *cache);
+void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv);
 
-/* An access op (number k of the program): nothing to do when its cache says the element is in a state
- * that running it again leaves unchanged; else the machine does it (and may fill the cache). */
-static inline __attribute__((always_inline)) void sc_access_op(SC_State *S, int k, int slot, int64_t e, int mask, int pair, int mode, int unordered,
-                                int site, const int64_t *iv) {
+/* Whether access op number k can skip element e: its cache says the element is in a state that running
+ * the access again by the threads of `mask` leaves unchanged (else the machine does it: sc_access). */
+static inline __attribute__((always_inline)) int sc_unchanged(const SC_State *S, int k, int slot, int64_t e, int mask) {
     const Buf *b = &S->bufs[slot];
-    AccessCache *c = &S->ac[k];
-    if ((uint64_t)e < (uint64_t)b->n && c->epoch == S->epoch && c->mask == mask && sc_elem_word(&b->el[e]) == c->wr)
-        return;
-    sc_access((Machine *)S, slot, e, mask, pair, mode, unordered, site, iv, c);
+    const AccessCache *c = &S->ac[k];
+    return (uint64_t)e < (uint64_t)b->n && c->epoch == S->epoch && c->mask == mask && sc_elem_word(&b->el[e]) == c->wr;
 }
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s);
 void sc_arrive(Machine *M, int64_t q, int mask, uint32_t m1, int site, const int64_t *iv);

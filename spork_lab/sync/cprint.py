@@ -4,7 +4,7 @@ One C statement per op, in order: For/EndFor become C loops (the bounds
 evaluated once, the run's status checked at every iteration), expressions C
 expressions (floor division and modulo through helpers that stop the run on a
 division by zero), every other op a call of the runtime (`_machine.h`). An
-access first tries its fast path (`sc_access_op`): when the element is in the
+access first asks its cache (`sc_unchanged`): when the element is in the
 state its last run left it in and nothing it depends on has changed since,
 running it again would change nothing, and the call is skipped. The
 static tables (thread masks as bitsets, tilings, queue rules, buffer slots,
@@ -41,7 +41,7 @@ class _Printer:
         self.p = program
         self.out: list = []
         self.depth = 1
-        self.n_access = 0  # access ops so far: each has its AccessCache
+        self.access_ops: list = []  # the access ops so far: each has its AccessCache
 
     def line(self, text: str) -> None:
         self.out.append("    " * self.depth + text)
@@ -102,9 +102,10 @@ class _Printer:
         self.line(f"sc_free(M, {op.slot}, {op.site}, {self.iv(op.site)});")
 
     def access(self, op: P.Access) -> None:
-        self.line(f"sc_access_op(S, {self.n_access}, {op.slot}, {c_expr(op.element)}, {c_expr(op.mask)}, {op.pair}, "
-                  f"{op.mode}, {int(op.unordered)}, {op.site}, {self.iv(op.site)});")
-        self.n_access += 1
+        k = len(self.access_ops)
+        self.access_ops.append(op)
+        self.line(f"{{ const int64_t e = {c_expr(op.element)}; const int m = {c_expr(op.mask)};")
+        self.line(f"  if (!sc_unchanged(S, {k}, {op.slot}, e, m)) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
 
     def fence(self, op: P.Fence) -> None:
         self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u);")
@@ -165,6 +166,7 @@ def c_source(program: P.Program) -> str:
         queues.append(f"{{{-1 if r.lag is None else r.lag}, {r.depth}, {r.max_wait_n}, {r.scope}, {int(r.same_threads)}}}")
     slots = [f"{{{s.name_id}, {int(s.shared)}}}" for s in program.slots]
     sites = [f"{{{s.stmt}, {len(s.loops)}}}" for s in program.sites]
+    access = [f"{{{a.slot}, {a.pair}, {a.mode}, {int(a.unordered)}, {a.site}}}" for a in printer.access_ops]
     tables = [f"static const int32_t TABLE_{k}[] = {{{', '.join(map(str, t))}}};" for k, t in enumerate(program.tables)]
     variables = [f"    int64_t {', '.join(f'v{k} = 0' for k in range(program.n_vars))};"] if program.n_vars else []
     return "\n".join(
@@ -188,9 +190,10 @@ def c_source(program: P.Program) -> str:
             f"static const QueueParams QUEUES[] = {{{', '.join(queues) or '{0}'}}};",
             f"static const SlotParams SLOTS[] = {{{', '.join(slots) or '{0}'}}};",
             f"static const SiteParams SITES[] = {{{', '.join(sites) or '{0}'}}};",
+            f"static const AccessParams ACCESS[] = {{{', '.join(access) or '{0}'}}};",
             *tables,
             f"static const Tables TABLES = {{{nw}, {len(program.masks)}, MASKS, PO, {len(program.slots)}, SLOTS, "
-            f"{len(program.queues)}, QUEUES, {len(program.sites)}, SITES}};",
+            f"{len(program.queues)}, QUEUES, {len(program.sites)}, SITES, {len(access)}, ACCESS}};",
             "",
             "static void run(Machine *M, const int64_t *sz) {",
             "    const int *ST = sc_status(M);",
@@ -201,7 +204,7 @@ def c_source(program: P.Program) -> str:
             "}",
             "",
             "Machine *sc_run(const int64_t *sz, int max_hazards, int max_events, int nwatch, const int64_t *watch) {",
-            f"    Machine *M = sc_new(&TABLES, {printer.n_access}, max_hazards, max_events, nwatch, watch);",
+            "    Machine *M = sc_new(&TABLES, max_hazards, max_events, nwatch, watch);",
             "    run(M, sz);",
             "    return M;",
             "}",
