@@ -55,14 +55,6 @@ typedef struct {
 } Rec;
 
 typedef struct {
-    int32_t rec;
-    uint32_t next; /* a read set (see rs_rec) */
-    int32_t refs, pad;
-    int64_t task;   /* the task of `rec`: a list holds the running task's readers first */
-    uint64_t bloom; /* one bit per record of the list (see rec_bit): most "is it a member?" need no walk */
-} Node;
-
-typedef struct {
     int64_t narr, awaits, upto;
     int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet) */
     Acc *arrives;                 /* who made each arrive of this scope (for DEADLOCK and COUNT reports) */
@@ -105,7 +97,6 @@ struct Machine {
     int64_t task, ntasks;
     Fresh *fresh;                 /* [unordered][pair][mask] */
     /* read-set nodes, hash-consed on (rec, next) */
-    Node *nodes;
     int32_t nnode, capnode, *freenode, nfreenode;
     int32_t ncache[NCACHE];       /* recent nodes by (record, rest): see "read sets" */
     /* buffers and queues */
@@ -403,8 +394,8 @@ static void end_update(Machine *M, int32_t r) {
  * recent nodes by (record, rest): elements read by the same threads in the same order mostly share one
  * list, but nothing depends on it (two equal lists are two equal read sets). */
 
-static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->nodes[v >> 1].rec; }
-static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->nodes[v >> 1].next; }
+static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->st.nodes[v >> 1].rec; }
+static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->st.nodes[v >> 1].next; }
 
 static inline uint32_t node_hash(int32_t rec, uint32_t next) {
     return (uint32_t)mix((uint64_t)(uint32_t)rec << 32 | next, 0x9E3779B97F4A7C15ull);
@@ -417,9 +408,9 @@ static void rs_decref(Machine *M, uint32_t v) {
             return;
         }
         int32_t id = (int32_t)(v >> 1);
-        if (--M->nodes[id].refs) return;
-        int32_t rec = M->nodes[id].rec;
-        v = M->nodes[id].next;
+        if (--M->st.nodes[id].refs) return;
+        int32_t rec = M->st.nodes[id].rec;
+        v = M->st.nodes[id].next;
         M->freenode[M->nfreenode++] = id;
         new_epoch(M);
         rec_decref(M, rec);
@@ -429,7 +420,7 @@ static void rs_decref(Machine *M, uint32_t v) {
 static inline uint64_t rec_bit(int32_t rec) { return 1ull << ((uint32_t)rec * 0x9E3779B1u >> 26); }
 
 static inline uint64_t rs_bloom(Machine *M, uint32_t v) {
-    return !v ? 0 : (v & 1) ? rec_bit((int32_t)(v >> 1)) : M->nodes[v >> 1].bloom;
+    return !v ? 0 : (v & 1) ? rec_bit((int32_t)(v >> 1)) : M->st.nodes[v >> 1].bloom;
 }
 
 /* Is record `rec` (of the running task) a member of read set v? The running task's readers come first
@@ -438,16 +429,18 @@ static int rs_has(Machine *M, uint32_t v, int32_t rec) {
     if (!(rs_bloom(M, v) & rec_bit(rec))) return 0;
     for (; v; v = rs_next(M, v)) {
         if (v & 1) return (int32_t)(v >> 1) == rec;
-        const Node *n = &M->nodes[v >> 1];
+        const Node *n = &M->st.nodes[v >> 1];
         if (n->rec == rec) return 1;
         if (n->task != M->task) return 0;
     }
     return 0;
 }
 
+void sc_release_set(Machine *M, uint32_t v) { rs_decref(M, v); }
+
 static void rs_incref(Machine *M, uint32_t v) {
     if (v & 1) rec_incref(M, (int32_t)(v >> 1));
-    else if (v) M->nodes[v >> 1].refs++;
+    else if (v) M->st.nodes[v >> 1].refs++;
 }
 
 /* The read set `next` with record `rec` added (a reference taken for the caller). */
@@ -457,9 +450,9 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
         return 2 * (uint32_t)rec + 1;
     }
     int32_t *cached = &M->ncache[node_hash(rec, next) % NCACHE];
-    const Node *c = &M->nodes[*cached];
+    const Node *c = &M->st.nodes[*cached];
     if (*cached && c->refs > 0 && c->rec == rec && c->next == next) {
-        M->nodes[*cached].refs++;
+        M->st.nodes[*cached].refs++;
         return 2 * (uint32_t)*cached;
     }
     int32_t id;
@@ -468,13 +461,13 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
     } else {
         if (M->nnode == M->capnode) {
             M->capnode = M->capnode ? M->capnode * 2 : 1024;
-            M->nodes = realloc(M->nodes, sizeof(Node) * M->capnode);
+            M->st.nodes = realloc(M->st.nodes, sizeof(Node) * M->capnode);
             M->freenode = realloc(M->freenode, sizeof(int32_t) * M->capnode);
-            if (!M->nodes || !M->freenode) abort();
+            if (!M->st.nodes || !M->freenode) abort();
         }
         id = M->nnode++;
     }
-    M->nodes[id] = (Node){rec, next, 1, 0, R(M, rec)->task, rs_bloom(M, next) | rec_bit(rec)};
+    M->st.nodes[id] = (Node){rec, next, 1, 0, R(M, rec)->task, rs_bloom(M, next) | rec_bit(rec)};
     rec_incref(M, rec);
     rs_incref(M, next);
     *cached = id;
@@ -660,7 +653,7 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     rec_alloc(M); /* id 0: scratch */
     memset(R(M, 0), 0, sizeof(Rec));
     M->capnode = 1024;
-    M->nodes = calloc(M->capnode, sizeof(Node));
+    M->st.nodes = calloc(M->capnode, sizeof(Node));
     M->freenode = calloc(M->capnode, sizeof(int32_t));
     M->nnode = 1; /* node id 0: the empty read set */
     return M;
@@ -677,7 +670,7 @@ void sc_delete(Machine *M) {
     }
     free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
     free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
-    free(M->nodes); free(M->freenode);
+    free(M->st.nodes); free(M->freenode);
     free(M);
 }
 
@@ -825,10 +818,10 @@ static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int 
         x->r = 0;
     } else if (!rs_has(M, x->r, rec)) {
         uint32_t rest = x->r;
-        if (rest && !(rest & 1) && M->nodes[rest >> 1].task != M->task && M->nodes[rest >> 1].next) {
+        if (rest && !(rest & 1) && M->st.nodes[rest >> 1].task != M->task && M->st.nodes[rest >> 1].next) {
             /* Readers of earlier tasks can only fail a later writer's check (WAR), the newest first: keep
              * that one (elements of global memory would otherwise keep every task's reader). */
-            int32_t newest = M->nodes[rest >> 1].rec;
+            int32_t newest = M->st.nodes[rest >> 1].rec;
             rec_incref(M, newest);
             rs_decref(M, rest);
             x->r = rest = 2 * (uint32_t)newest + 1;
@@ -854,12 +847,13 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
     }
     Elem *x = &b->el[e];
     const uint64_t in = sc_elem_word(x);
+    const uint32_t epoch = M->st.epoch;
     /* What this access does to an element depends only on the element's state, the access (its op and
      * collective), the records' values and the ids in use (all fixed within an epoch): apply a transition
      * it made before (a hazard it met is reported once per statement anyway). Not in the second run,
      * which records histories. */
     Transition *t = &cache->t[(uint32_t)((in * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
-    if (!M->nwatch && t->epoch == M->st.epoch && t->mask == mask && t->in == in) {
+    if (!M->nwatch && t->epoch == epoch && t->mask == mask && t->in == in) {
         Elem out = {(uint32_t)t->out, (uint32_t)(t->out >> 32)};
         if (out.w != x->w) {
             if (out.w) rec_incref(M, out.w);
@@ -871,7 +865,6 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
         }
         *x = out;
     } else {
-        const uint32_t epoch = M->st.epoch;
         int32_t rec = fresh_record(M, mask, pair, unordered);
         if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv);
         if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv);
@@ -881,11 +874,17 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
     }
     /* The same access again, on the element as it is now, would change nothing and report nothing new
      * (a hazard it finds is this one again): a read, or a write whose record its threads see in program
-     * order. Remember that, until something it depends on changes (the epoch). */
+     * order. Remember that, until something it depends on changes (the epoch); and, for the inline path,
+     * a read that only moved the element from one read-set list to another. */
     if (mode == 1 || (!unordered && (M->po[pair] >> pair & 1))) {
+        const uint32_t from = (uint32_t)(in >> 32), to = x->r;
+        const int moved = mode == 1 && M->st.epoch == epoch && (uint32_t)in == x->w && from && !(from & 1) && to &&
+                          !(to & 1);
         cache->epoch = M->st.epoch;
         cache->mask = mask;
         cache->wr = sc_elem_word(x);
+        cache->tin = moved ? in : 0;
+        cache->tout = moved ? cache->wr : 0;
     }
 }
 

@@ -43,9 +43,19 @@ typedef struct {
     uint64_t wr;
     uint32_t epoch;
     int32_t mask;
+    uint64_t tin, tout; /* a read that moved an element from list tin.r to list tout.r (0: none) */
     AccessParams op;
     Transition t[SC_TRANSITIONS];
 } AccessCache;
+
+/* A read-set list node: a record and the rest of the set (see _machine.c, "read sets"). */
+typedef struct {
+    int32_t rec;
+    uint32_t next;
+    int32_t refs, pad;
+    int64_t task;   /* the task of `rec`: a list holds the running task's readers first */
+    uint64_t bloom; /* one bit per record of the list (see rec_bit): most "is it a member?" need no walk */
+} Node;
 
 /* The start of a Machine: what the generated code's fast path of an access reads. */
 typedef struct {
@@ -53,6 +63,7 @@ typedef struct {
     uint32_t epoch;
     Buf *bufs;
     AccessCache *ac;
+    Node *nodes;
 } SC_State;
 
 /* Status of a run: anything but SC_OK stops the generated code. */
@@ -132,12 +143,29 @@ void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mas
 void sc_free(Machine *M, int slot, int site, const int64_t *iv);
 void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv);
 
-/* Whether access op number k can skip element e: its cache says the element is in a state that running
- * the access again by the threads of `mask` leaves unchanged (else the machine does it: sc_access). */
-static inline __attribute__((always_inline)) int sc_unchanged(const SC_State *S, int k, int slot, int64_t e, int mask) {
+void sc_release_set(Machine *M, uint32_t v);
+
+/* Whether access op number k is done with element e without the machine: its cache says the element is
+ * in a state that running the access again by the threads of `mask` leaves unchanged, or in the state
+ * its last read moved from one read-set list to another (then it moves this element the same way).
+ * Else the machine does the access (sc_access). */
+static inline __attribute__((always_inline)) int sc_done(SC_State *S, int k, int slot, int64_t e, int mask) {
     const Buf *b = &S->bufs[slot];
-    const AccessCache *c = &S->ac[k];
-    return (uint64_t)e < (uint64_t)b->n && c->epoch == S->epoch && c->mask == mask && sc_elem_word(&b->el[e]) == c->wr;
+    AccessCache *c = &S->ac[k];
+    if (!((uint64_t)e < (uint64_t)b->n && c->epoch == S->epoch && c->mask == mask)) return 0;
+    Elem *x = &b->el[e];
+    const uint64_t word = sc_elem_word(x);
+    if (word == c->wr) return 1;
+    if (word != c->tin || !word) return 0;
+    const uint32_t from = (uint32_t)(c->tin >> 32), to = (uint32_t)(c->tout >> 32);
+    S->nodes[to >> 1].refs++;
+    x->r = to;
+    c->wr = c->tout; /* reading it again changes nothing */
+    if (--S->nodes[from >> 1].refs == 0) { /* the last element on that list: the machine frees it */
+        S->nodes[from >> 1].refs = 1;
+        sc_release_set((Machine *)S, from);
+    }
+    return 1;
 }
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s);
 void sc_arrive(Machine *M, int64_t q, int mask, uint32_t m1, int site, const int64_t *iv);

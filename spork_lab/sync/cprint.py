@@ -4,7 +4,7 @@ One C statement per op, in order: For/EndFor become C loops (the bounds
 evaluated once, the run's status checked at every iteration), expressions C
 expressions (floor division and modulo through helpers that stop the run on a
 division by zero), every other op a call of the runtime (`_machine.h`). An
-access first asks its cache (`sc_unchanged`): when the element is in the
+access first asks its cache (`sc_done`): when the element is in the
 state its last run left it in and nothing it depends on has changed since,
 running it again would change nothing, and the call is skipped. The
 static tables (thread masks as bitsets, tilings, queue rules, buffer slots,
@@ -105,7 +105,7 @@ class _Printer:
         k = len(self.access_ops)
         self.access_ops.append(op)
         self.line(f"{{ const int64_t e = {c_expr(op.element)}; const int m = {c_expr(op.mask)};")
-        self.line(f"  if (!sc_unchanged(S, {k}, {op.slot}, e, m)) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
+        self.line(f"  if (!sc_done(S, {k}, {op.slot}, e, m)) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
 
     def fence(self, op: P.Fence) -> None:
         self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u);")
