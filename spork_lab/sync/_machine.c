@@ -854,7 +854,7 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
      * which records histories. */
     Transition *t = &cache->t[(uint32_t)((in * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
     if (!M->nwatch && t->epoch == epoch && t->mask == mask && t->in == in) {
-        Elem out = {(uint32_t)t->out, (uint32_t)(t->out >> 32)};
+        Elem out = {.word = t->out};
         if (out.w != x->w) {
             if (out.w) rec_incref(M, out.w);
             if (x->w) rec_decref(M, x->w);

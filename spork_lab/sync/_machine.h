@@ -9,12 +9,16 @@
 
 typedef struct Machine Machine;
 
-/* An element of a buffer: its write record and its read set (ids; 0: none). */
-typedef struct {
-    uint32_t w, r;
+/* An element of a buffer: its write record and its read set (ids; 0: none); `word` is both at once
+ * (w in the low half), which is what the caches compare. */
+typedef union {
+    struct {
+        uint32_t w, r;
+    };
+    uint64_t word;
 } Elem;
 
-static inline uint64_t sc_elem_word(const Elem *x) { return (uint64_t)x->w | (uint64_t)x->r << 32; }
+static inline uint64_t sc_elem_word(const Elem *x) { return x->word; }
 
 typedef struct {
     Elem *el;                  /* per element (NULL: no live buffer in this slot) */
@@ -41,7 +45,7 @@ typedef struct {
  * inline fast path below; its recent transitions, read by the machine) and its parameters. */
 typedef struct {
     uint64_t wr;
-    uint32_t epoch;
+    uint32_t epoch;     /* wr, tin and tout hold in this epoch, for this collective: */
     int32_t mask;
     uint64_t tin, tout; /* a read that moved an element from list tin.r to list tout.r (0: none) */
     AccessParams op;
