@@ -662,6 +662,7 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
 void sc_delete(Machine *M) {
     for (int i = 0; i < M->nslots; i++) {
         free(M->st.bufs[i].el);
+        free(M->st.bufs[i].shard_owner);
     }
     for (int i = 0; i < M->nq; i++) free(M->qs[i].arrives);
     for (int i = 0; i < M->nwatch; i++) {
@@ -687,7 +688,8 @@ void sc_fail(Machine *M, int code, int site, const int64_t *iv) {
 }
 
 /* An argument or Alloc: fresh elements with no records. `owner_mask` is the allocating collective. */
-void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device) {
+void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device, int64_t shard_size,
+              int nshards, const int32_t *shard_owners) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     Buf *b = &M->st.bufs[slot];
     int64_t n = 1;
@@ -705,6 +707,13 @@ void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mas
     b->ordinal = M->ordinal++;
     b->owner = owner_mask;
     b->dev = device;
+    b->shard_size = shard_size;
+    b->shard_owner = NULL;
+    if (nshards) {
+        b->shard_owner = malloc(sizeof(int32_t) * nshards);
+        if (!b->shard_owner) abort();
+        memcpy(b->shard_owner, shard_owners, sizeof(int32_t) * nshards);
+    }
     b->task = M->task;
 }
 
@@ -717,8 +726,8 @@ static void clear_buffer(Machine *M, Buf *b) {
 }
 
 /* Is record r all right at the free of b? (a write by the whole owning collective, or a register reuse) */
-static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
-    const uint64_t *own = mask_bits(M, b->owner);
+static int free_ok(Machine *M, Buf *b, int slot, int32_t r, int owner) {
+    const uint64_t *own = mask_bits(M, owner);
     if (M->sp[slot].shared)
         return R(M, r)->task == b->task && subset(own, VS(M, r, P_IN_ORDER), M->nw);
     if (R(M, r)->task != b->task) return 1;
@@ -730,11 +739,12 @@ static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
     return 1;
 }
 
-static int free_ok_seen(Machine *M, Buf *b, int slot, int32_t r, int32_t *seen) {
-    int32_t *hit = &seen[(uint32_t)r * 0x9E3779B1u >> 26];
-    if (*hit == r) return 1;
-    if (!free_ok(M, b, slot, r)) return 0;
-    *hit = r;
+static int free_ok_seen(Machine *M, Buf *b, int slot, int32_t r, int owner, uint64_t *seen) {
+    const uint64_t key = (uint64_t)(uint32_t)r << 32 | (uint32_t)owner;
+    uint64_t *hit = &seen[(key * 0x9E3779B97F4A7C15ull) >> 58];
+    if (*hit == key) return 1;
+    if (!free_ok(M, b, slot, r, owner)) return 0;
+    *hit = key;
     return 1;
 }
 
@@ -743,30 +753,35 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     Buf *b = &M->st.bufs[slot];
     if (b->dev) {
-        Acc a;
-        fill_acc(M, &a, site, b->owner, b->task, iv);
-        int32_t seen[64] = {0};  /* records already found all right (elements share a few records) */
-        uint64_t fine[64] = {0}; /* element states already found all right */
+        uint64_t seen[64] = {0};  /* (record, owners) already found all right (elements share a few records) */
+        uint64_t fine[64] = {0};  /* (element state, owners) already found all right */
         for (int64_t e = 0; e < b->n && !M->st.status; e++) {
-            const uint64_t word = sc_elem_word(&b->el[e]);
-            uint64_t *known = &fine[(word * 0x9E3779B97F4A7C15ull) >> 58];
-            if (!word || *known == word) continue;
+            const int owner = b->shard_size ? b->shard_owner[e / b->shard_size] : b->owner;
+            if (owner < 0) continue; /* a shard no statement uses */
+            const uint64_t word = sc_elem_word(&b->el[e]), key = word ^ (uint64_t)(uint32_t)owner * 0x9E3779B97F4A7C15ull;
+            uint64_t *known = &fine[(key * 0x9E3779B97F4A7C15ull) >> 58];
+            if (!word || (key && *known == key)) continue;
             int32_t bad = 0, which = 'w';
-            if (b->el[e].w && !free_ok_seen(M, b, slot, rec_find(M, b->el[e].w), seen)) bad = rec_find(M, b->el[e].w);
+            if (b->el[e].w && !free_ok_seen(M, b, slot, rec_find(M, b->el[e].w), owner, seen)) bad = rec_find(M, b->el[e].w);
             for (uint32_t v = b->el[e].r; v && !bad; v = rs_next(M, v))
-                if (!free_ok_seen(M, b, slot, rec_find(M, rs_rec(M, v)), seen)) {
+                if (!free_ok_seen(M, b, slot, rec_find(M, rs_rec(M, v)), owner, seen)) {
                     bad = rec_find(M, rs_rec(M, v));
                     which = 'r';
                 }
-            if (bad)
+            if (bad) {
+                Acc a;
+                fill_acc(M, &a, site, owner, b->task, iv);
                 buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
-            else
-                *known = word;
+            } else if (key) {
+                *known = key;
+            }
         }
     }
     clear_buffer(M, b);
     free(b->el);
+    free(b->shard_owner);
     b->el = NULL;
+    b->shard_owner = NULL;
     b->n = 0;
 }
 

@@ -25,6 +25,8 @@ typedef struct {
     int64_t n, ordinal, task;
     int32_t owner, dev, ndim, pad;
     int64_t dims[8];
+    int64_t shard_size;        /* distributed shared memory: elements per shard (0: not split) */
+    int32_t *shard_owner;      /* per shard: the owners' mask (-1: a shard no statement uses) */
 } Buf;
 
 #define SC_TRANSITIONS 8
@@ -143,7 +145,8 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
 void sc_delete(Machine *M);
 const int *sc_status(Machine *M);
 
-void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device);
+void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device, int64_t shard_size,
+              int nshards, const int32_t *shard_owners);
 void sc_free(Machine *M, int slot, int site, const int64_t *iv);
 void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv);
 

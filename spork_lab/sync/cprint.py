@@ -96,7 +96,9 @@ class _Printer:
 
     def alloc(self, op: P.Alloc) -> None:
         dims = f"(const int64_t[]){{{', '.join(c_expr(d) for d in op.shape)}}}" if op.shape else "NULL"
-        self.line(f"sc_alloc(M, {op.slot}, {len(op.shape)}, {dims}, {c_expr(op.owner)}, {int(op.device)});")
+        owners = f"(const int32_t[]){{{', '.join(c_expr(o) for o in op.shard_owners)}}}" if op.shard_owners else "NULL"
+        self.line(f"sc_alloc(M, {op.slot}, {len(op.shape)}, {dims}, {c_expr(op.owner)}, {int(op.device)}, "
+                  f"{op.shard_size}, {len(op.shard_owners)}, {owners});")
 
     def free(self, op: P.Free) -> None:
         self.line(f"sc_free(M, {op.slot}, {op.site}, {self.iv(op.site)});")

@@ -14,6 +14,7 @@ both engines alike.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -28,7 +29,7 @@ from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import BarrierMemory, barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..errors import SyncError
 from . import program as P
-from .access import is_shared_memory, unordered_access
+from .access import distributed_shared, is_shared_memory, unordered_access
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class _Lowering:
         self.masks: list = [()]
         self.mask_ids: dict = {(): 0}
         self.tables: list = []
-        self.table_of: dict = {}  # id(tiling) -> (table id, ((iterator name, stride), ...)), or (None, mask id)
+        self.table_ids: dict = {}  # table contents -> table id
+        self.tiling_masks: dict = {}  # id(tiling) -> the mask of each of its collectives
         self.tilings: list = []  # held, so that the id() keys above stay valid
         self.slots: list = []
         self.mems: list = []  # the memory of each slot
@@ -145,37 +147,35 @@ class _Lowering:
         if ctx.dev is None:
             return P.Const(0)
         tiling = ctx.tiling
-        entry = self.table_of.get(id(tiling))
-        if entry is None:
-            entry = self.table_of[id(tiling)] = self.mask_table(tiling)
+        ids = self.tiling_masks.get(id(tiling))
+        if ids is None:
+            ids = self.tiling_masks[id(tiling)] = self.collectives(tiling)
             self.tilings.append(tiling)
-        table, dims = entry
-        if table is None:
-            return P.Const(dims)
-        cvars = dict(ctx.cuda)
-        index: P.Expr = P.Const(0)
-        for name, stride in dims:
-            index = P.add(index, P.mul(P.Var(cvars[name]), P.Const(stride)))
-        return P.Table(table, index)
+        return self.lookup(ids, tiling.iters, ctx)
 
-    def mask_table(self, tiling) -> tuple:
-        """All collectives of a tiling, indexed by its iterator values (row-major)."""
+    def collectives(self, tiling) -> list:
+        """The mask of every collective of a tiling, by its iterator values (row-major)."""
         self.max_threads = max(self.max_threads, tiling.blockDim * tiling.clusterDim)
-        counts = [c for _, c in tiling.iters]
-        strides, n = [], 1
-        for c in reversed(counts):
-            strides.append(n)
-            n *= c
-        strides.reverse()
-        ids = []
-        for lin in range(n):
-            values = {name: lin // s % c for (name, c), s in zip(tiling.iters, strides)}
-            intervals = tuple(tuple(r) for r in tiling.threads(values))
-            ids.append(P.mask_of_intervals(self.masks, self.mask_ids, intervals))
-        if len(ids) == 1:
-            return None, ids[0]
-        self.tables.append(tuple(ids))
-        return len(self.tables) - 1, tuple((name, s) for (name, _), s in zip(tiling.iters, strides))
+        names = [name for name, _ in tiling.iters]
+        return [
+            P.mask_of_intervals(self.masks, self.mask_ids, tuple(tuple(r) for r in tiling.threads(dict(zip(names, values)))))
+            for values in itertools.product(*(range(c) for _, c in tiling.iters))
+        ]
+
+    def lookup(self, ids: list, iters: tuple, ctx: _Ctx) -> P.Expr:
+        """Entry (row-major) of a table over the values of cuda_threads iterators `iters`, at their values."""
+        if len(set(ids)) == 1:
+            return P.Const(ids[0])
+        key = tuple(ids)
+        table = self.table_ids.get(key)
+        if table is None:
+            table = self.table_ids[key] = len(self.tables)
+            self.tables.append(key)
+        cvars, index, stride = dict(ctx.cuda), P.Const(0), 1
+        for name, count in reversed(iters):
+            index = P.add(P.mul(P.Var(cvars[name]), P.Const(stride)), index)
+            stride *= count
+        return P.Table(table, index)
 
     # ---- expressions ----
 
@@ -271,8 +271,30 @@ class _Lowering:
         for d in reversed(shape):
             strides.append(size)
             size = self.let(P.mul(size, d))
-        self.emit(P.Alloc(slot, tuple(shape), self.mask(ctx), ctx.dev is not None))
+        shard_size, owners = self.shards(decl, shape, ctx)
+        self.emit(P.Alloc(slot, tuple(shape), self.mask(ctx), ctx.dev is not None, shard_size, owners))
         return _View(slot, P.Const(0), tuple(reversed(strides)))
+
+    def shards(self, decl, shape: list, ctx: _Ctx) -> tuple:
+        """(elements per shard, each shard's owner mask) of distributed shared memory, else (0, ())."""
+        if ctx.dev is None or not distributed_shared(ctx.analysis, decl.name):
+            return 0, ()
+        dist = ctx.analysis.dist[decl.name]
+        counts = [d.value for d in shape[: dist.dims]]
+        size = 1
+        for d in shape[dist.dims :]:
+            size *= d.value
+        outer = ctx.tiling.iters  # the enclosing cuda_threads iterators choose the allocating collective
+        owners = []
+        for shard in itertools.product(*(range(n) for n in counts)):
+            ids = []
+            for values in itertools.product(*(range(c) for _, c in outer)):
+                runs = dist.owner_threads(shard, dict(zip((name for name, _ in outer), values)))
+                ids.append(-1 if runs is None else P.mask_of_intervals(self.masks, self.mask_ids,
+                                                                      tuple(tuple(r) for r in runs)))
+            owners.append(self.lookup(ids, outer, ctx))
+        return size, tuple(owners)
+
 
     def window(self, w, env: dict) -> _View:
         view = env[w.name]

@@ -162,19 +162,25 @@ class Alloc:
     """A fresh buffer in `slot` (a proc argument, or an allocation) with no records.
 
     `owner`: the mask of the allocating collective (0 on the CPU); `device`: allocated in device code.
+    Distributed shared memory (seed 000; e.g. shared memory of a cluster split per CTA) is split into
+    shards of `shard_size` consecutive elements, and each shard is reused after the free by its own
+    owners only: `shard_owners` holds each shard's owner mask (-1: a shard no statement uses).
     """
 
     slot: int
     shape: tuple  # of Expr
     owner: Expr
     device: bool
+    shard_size: int = 0  # 0: not split; the whole buffer is the owner's
+    shard_owners: tuple = ()  # of Expr
 
 
 @dataclass(frozen=True)
 class Free:
-    """The end of slot's scope. In device code the free is a write by the owners: every record must
-    be visible to them (shared memory: to the whole owning collective; registers: each owner's own
-    async accesses completed), else a FREE hazard; then the buffer is gone."""
+    """The end of slot's scope. In device code the free is a write by the owners (of the element's
+    shard, for distributed shared memory): every record must be visible to them (shared memory: to the
+    whole owning collective; registers: each owner's own async accesses completed), else a FREE hazard;
+    then the buffer is gone."""
 
     slot: int
     site: int

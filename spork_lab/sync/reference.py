@@ -70,10 +70,12 @@ def _covers(rec: _Record, threads: tuple, bit: int) -> bool:
 class _Buffer:
     """One allocation's elements: a write record and a tuple of read records each."""
 
-    __slots__ = ("slot", "shape", "n", "owner", "device", "task", "ordinal", "w", "r")
+    __slots__ = ("slot", "shape", "n", "owner", "device", "task", "ordinal", "w", "r", "shard_size", "shard_owners")
 
-    def __init__(self, slot: int, shape: tuple, owner: int, device: bool, task: int, ordinal: int):
+    def __init__(self, slot: int, shape: tuple, owner: int, device: bool, task: int, ordinal: int, shard_size: int,
+                 shard_owners: tuple):
         self.slot, self.shape, self.owner, self.device, self.task, self.ordinal = slot, shape, owner, device, task, ordinal
+        self.shard_size, self.shard_owners = shard_size, shard_owners
         n = 1
         for d in shape:
             n *= d
@@ -332,17 +334,22 @@ class _Run:
         if any(d < 0 for d in shape):
             raise _Stop(P.ERR_SHAPE, None)
         owner = self.ev(op.owner)
-        self.bufs[op.slot] = _Buffer(op.slot, shape, owner, op.device, self.task, self.ordinal)
+        shards = tuple(self.ev(s) for s in op.shard_owners)
+        self.bufs[op.slot] = _Buffer(op.slot, shape, owner, op.device, self.task, self.ordinal, op.shard_size, shards)
         self.ordinal += 1
 
     def free(self, op: P.Free) -> None:
         buf = self.bufs[op.slot]
         if buf.device:
-            owner = self.threads(buf.owner) if buf.task == self.task else ()
             bit = 1 << tl.pair_bit(tl.cuda_in_order_instr)
             shared = self.p.slots[op.slot].shared
-            acc = P.RawAccess(op.site, buf.owner, buf.task, self.access(op.site, 0).iv)
+            iv = self.access(op.site, 0).iv
             for e in range(buf.n):
+                mask = buf.shard_owners[e // buf.shard_size] if buf.shard_size else buf.owner
+                if mask < 0:
+                    continue  # a shard no statement uses
+                owner = self.threads(mask) if buf.task == self.task else ()
+                acc = P.RawAccess(op.site, mask, buf.task, iv)
                 recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in reversed(buf.r[e])]
                 for which, rec in recs:
                     rec = _find(rec)
