@@ -867,7 +867,7 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
      * collective), the records' values and the ids in use (all fixed within an epoch): apply a transition
      * it made before (a hazard it met is reported once per statement anyway). Not in the second run,
      * which records histories. */
-    Transition *t = &cache->t[(uint32_t)((in * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
+    Transition *t = &cache->t[(uint32_t)(((in ^ (uint64_t)(uint32_t)mask << 40) * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
     if (!M->nwatch && t->epoch == epoch && t->mask == mask && t->in == in) {
         Elem out = {.word = t->out};
         if (out.w != x->w) {

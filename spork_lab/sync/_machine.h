@@ -29,7 +29,7 @@ typedef struct {
     int32_t *shard_owner;      /* per shard: the owners' mask (-1: a shard no statement uses) */
 } Buf;
 
-#define SC_TRANSITIONS 8
+#define SC_TRANSITIONS 32
 
 /* What one access op did to an element (in state -> out state), valid in its epoch. */
 typedef struct {

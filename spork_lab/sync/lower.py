@@ -91,6 +91,7 @@ class _Lowering:
         self.stmts: list = []
         self.stmt_ids: dict = {}
         self.max_threads = 1
+        self.by_owner: set = set()  # indices of Access ops made by the collective that owns the buffer (registers)
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -107,7 +108,7 @@ class _Lowering:
         self.block(self.ir.body, ctx, env)
         return P.Program(
             proc=str(self.ir.name),
-            ops=tuple(self.ops),
+            ops=_without(self.ops, self.private_accesses()),
             n_vars=self.n_vars,
             sizes=tuple(sizes),
             masks=tuple(self.masks),
@@ -312,7 +313,36 @@ class _Lowering:
         for sym, idx, mode in statement_accesses(s):
             view = env[sym]
             pair = tl.pair_bit(ctx.instr_tl, view.usage)
-            self.emit(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site))
+            self.access(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site), ctx)
+
+    def access(self, op: P.Access, ctx: _Ctx) -> None:
+        unit = getattr(self.mems[op.slot], "native_unit", None)
+        if unit is not None and ctx.tiling is not None and ctx.tiling.matches(unit):
+            self.by_owner.add(len(self.ops))
+        self.emit(op)
+
+    def private_accesses(self) -> set:
+        """The accesses of register buffers that only their owners access, in program order.
+
+        Registers (a memory whose native unit is a thread, warp or warpgroup) accessed only by the
+        collective that owns them (the dist pass makes every use of a distributed register allocation its
+        shard's owner's), and only by in-order instructions, can never be part of a hazard: each such
+        access finds the owner's own in-order record, visible to it in program order, and leaves one; a
+        sync only widens that; the free of registers asks only that the owners' asynchronous accesses
+        completed. So the machine has nothing to record for them, and both engines skip them.
+        """
+        by_slot: dict = {}
+        for k, op in enumerate(self.ops):
+            if isinstance(op, P.Access):
+                by_slot.setdefault(op.slot, []).append(k)
+        private = set()
+        for slot, indices in by_slot.items():
+            if self.slots[slot].shared:
+                continue
+            if all(k in self.by_owner and not self.ops[k].unordered
+                   and P.PROGRAM_ORDER[self.ops[k].pair] >> self.ops[k].pair & 1 for k in indices):
+                private.update(indices)
+        return private
 
     def loop(self, s, ctx: _Ctx, env: dict) -> None:
         mode = s.loop_mode
@@ -449,7 +479,7 @@ class _Lowering:
                 inner[loop.iter] = P.Var(v)
             view = env[sym]
             pair = tl.pair_bit(ctx.instr_tl, view.usage)
-            self.emit(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site))
+            self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
             for start, v, loop in reversed(starts):
                 end = self.emit(P.EndFor(start))
                 self.ops[start] = P.For(v, self.expr(loop.lo, env), self.expr(loop.hi, env), end)
@@ -567,3 +597,32 @@ def _variables(e: P.Expr) -> set:
     if isinstance(e, P.Table):
         return _variables(e.index)
     return set()
+
+
+def _without(ops: list, drop: set) -> tuple:
+    """The ops without those at `drop`, and without the loops and branches left empty; jumps renumbered."""
+    keep = [k for k in range(len(ops)) if k not in drop]
+    while True:
+        empty = set()
+        for a, b in zip(keep, keep[1:]):
+            if isinstance(ops[a], P.For) and isinstance(ops[b], P.EndFor):
+                empty |= {a, b}
+            elif isinstance(ops[a], P.If) and isinstance(ops[b], P.EndIf):
+                empty |= {a, b}
+        if not empty:
+            break
+        keep = [k for k in keep if k not in empty]
+    new = {k: n for n, k in enumerate(keep)}
+    out = []
+    for k in keep:
+        op = ops[k]
+        if isinstance(op, P.For):
+            op = replace(op, end=new[op.end])
+        elif isinstance(op, P.EndFor):
+            op = replace(op, start=new[op.start])
+        elif isinstance(op, P.If):
+            op = replace(op, orelse=new[op.orelse])
+        elif isinstance(op, P.Else):
+            op = replace(op, end=new[op.end])
+        out.append(op)
+    return tuple(out)

@@ -196,14 +196,22 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
 
 
 def _events(program: P.Program, events: list) -> list:
-    out = []
+    """The barrier timeline (the same sites, masks and tasks come back often: their parts are shared)."""
+    out, threads, sites = [], {}, {}
     for e in events:
-        q = program.queues[e.queue]
-        acc = _access(program, e.access)
-        kind = program.sites[e.access.site].sync_kind
+        q, acc = program.queues[e.queue], e.access
+        site = sites.get(acc.site)
+        if site is None:
+            s = program.sites[acc.site]
+            site = sites[acc.site] = (s.sync_kind, program.stmt_of(acc.site), tuple(name for name, _ in s.loops))
+        key = (acc.mask, acc.task, acc.site)
+        who = threads.get(key)
+        if who is None:
+            who = threads[key] = program.threads(acc.mask, acc.task, acc.site)
         out.append(
-            BarrierEvent(q.barrier, q.position, "reverse" if q.reverse else "forward", kind, acc.stmt, acc.threads,
-                         acc.iters, e.index, None if e.slot < 0 else e.slot, None if e.parity < 0 else e.parity)
+            BarrierEvent(q.barrier, q.position, "reverse" if q.reverse else "forward", site[0], site[1], who,
+                         dict(zip(site[2], acc.iv)), e.index, None if e.slot < 0 else e.slot,
+                         None if e.parity < 0 else e.parity)
         )
     return out
 
