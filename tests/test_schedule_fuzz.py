@@ -47,7 +47,7 @@ from spork_lab.scheduling import (
     simplify,
     unroll_loop,
 )
-from spork_lab.sync.mutants import sync_cursors, without_syncs
+from spork_lab.sync.mutants import stmt_cursors, sync_cursors, without_syncs
 
 EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
 INTERNAL = (Path(spork_lab.__file__).parent, Path(exo.__file__).parent)  # no user's line is in these
@@ -68,25 +68,8 @@ def _starts() -> list:
 STARTS = _starts()
 
 
-def _stmts(p: Procedure) -> list:
-    """Cursors of every statement of p, in program order."""
-    found = []
-
-    def walk(block):
-        for c in block:
-            found.append(c)
-            node = c._impl._node
-            if isinstance(node, (LoopIR.For, LoopIR.If)):
-                walk(c.body())
-                if isinstance(node, LoopIR.If) and node.orelse:
-                    walk(c.orelse())
-
-    walk(p.body())
-    return found
-
-
 def _loops(p: Procedure, seq_only: bool) -> list:
-    return [c for c in _stmts(p) if isinstance(c._impl._node, LoopIR.For)
+    return [c for c in stmt_cursors(p) if isinstance(c._impl._node, LoopIR.For)
             and (not seq_only or isinstance(c._impl._node.loop_mode, LoopIR.Seq))]
 
 
@@ -147,7 +130,7 @@ def _set_mode(data, p):
 
 
 def _fence(data, p):
-    stmt = _pick(data, _stmts(p), "statement")
+    stmt = _pick(data, stmt_cursors(p), "statement")
     gap = stmt.before() if data.draw(st.sampled_from([True, False]), label="before") else stmt.after()
     return insert_fence(p, gap, cuda_in_order, cuda_in_order)
 
@@ -158,7 +141,7 @@ def _delete_sync(data, p):
 
 
 def _memory(data, p):
-    allocs = [c for c in _stmts(p) if isinstance(c._impl._node, LoopIR.Alloc) and not is_barrier_alloc(c._impl._node)]
+    allocs = [c for c in stmt_cursors(p) if isinstance(c._impl._node, LoopIR.Alloc) and not is_barrier_alloc(c._impl._node)]
     alloc = _pick(data, allocs, "allocation")
     return set_memory(p, alloc, data.draw(st.sampled_from([CudaSmemLinear, CudaRmem]), label="memory"))
 

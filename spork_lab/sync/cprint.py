@@ -16,24 +16,16 @@ from __future__ import annotations
 
 from . import program as P
 
-_C_OPS = {"+": "+", "-": "-", "*": "*", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "==": "==", "and": "&&", "or": "||"}
+# Expressions as C: floor division and modulo through helpers that stop the run on a division by zero.
+_C = {
+    "const": "INT64_C({})", "var": "v{}", "neg": "(-{})", "table": "TABLE_{}[{}]",
+    "/": "fdiv(M, {}, {})", "%": "fmod_(M, {}, {})", "and": "({} && {})", "or": "({} || {})",
+    **{op: f"({{}} {op} {{}})" for op in ("+", "-", "*", "<", ">", "<=", ">=", "==")},
+}  # fmt: skip
 
 
 def c_expr(e: P.Expr) -> str:
-    if isinstance(e, P.Const):
-        return f"INT64_C({e.value})"
-    if isinstance(e, P.Var):
-        return f"v{e.var}"
-    if isinstance(e, P.Neg):
-        return f"(-{c_expr(e.arg)})"
-    if isinstance(e, P.Table):
-        return f"TABLE_{e.table}[{c_expr(e.index)}]"
-    a, b = c_expr(e.lhs), c_expr(e.rhs)
-    if e.op == "/":
-        return f"fdiv(M, {a}, {b})"
-    if e.op == "%":
-        return f"fmod_(M, {a}, {b})"
-    return f"({a} {_C_OPS[e.op]} {b})"
+    return P.render(e, _C)
 
 
 class _Printer:

@@ -71,6 +71,20 @@ Expr = Union[Const, Var, Bin, Neg, Table]
 BIN_OPS = ("+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "and", "or")
 
 
+def render(e: Expr, dialect: dict) -> str:
+    """An expression as source text: `dialect` gives the format of "const", "var", "table" and "neg" and
+    of each binary operator (both engines print expressions with it: Python source, C source)."""
+    if isinstance(e, Const):
+        return dialect["const"].format(e.value)
+    if isinstance(e, Var):
+        return dialect["var"].format(e.var)
+    if isinstance(e, Neg):
+        return dialect["neg"].format(render(e.arg, dialect))
+    if isinstance(e, Table):
+        return dialect["table"].format(e.table, render(e.index, dialect))
+    return dialect[e.op].format(render(e.lhs, dialect), render(e.rhs, dialect))
+
+
 def add(a: Expr, b: Expr) -> Expr:
     """a + b, folding constants (both engines then see the simplest form)."""
     if isinstance(a, Const) and isinstance(b, Const):

@@ -103,18 +103,15 @@ class _QueueState:
         self.await_mask: Optional[int] = None
 
 
+# Expressions as Python source over `V` (variables) and `T` (tables); Python's // and % are floor division.
+_PYTHON = {
+    "const": "{}", "var": "V[{}]", "neg": "(-{})", "table": "T[{}][{}]", "/": "({} // {})",
+    **{op: f"({{}} {op} {{}})" for op in ("+", "-", "*", "%", "<", ">", "<=", ">=", "==", "and", "or")},
+}  # fmt: skip
+
+
 def expr_source(e: P.Expr) -> str:
-    """An expression as Python source over `V` (variables) and `T` (tables)."""
-    if isinstance(e, P.Const):
-        return repr(e.value)
-    if isinstance(e, P.Var):
-        return f"V[{e.var}]"
-    if isinstance(e, P.Neg):
-        return f"(-{expr_source(e.arg)})"
-    if isinstance(e, P.Table):
-        return f"T[{e.table}][{expr_source(e.index)}]"
-    op = {"/": "//"}.get(e.op, e.op)
-    return f"({expr_source(e.lhs)} {op} {expr_source(e.rhs)})"
+    return P.render(e, _PYTHON)
 
 
 class Reference:
