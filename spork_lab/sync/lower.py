@@ -70,6 +70,36 @@ def lower(proc_ir: LoopIR.proc) -> P.Program:
     return _Lowering(proc_ir).program()
 
 
+def index_expr(e, env: dict) -> P.Expr:
+    """An integer LoopIR expression as an `Expr`; env maps symbols to their `Expr`s (a window to its `_View`).
+    The one translation of index arithmetic that both engines evaluate (a SyncError for anything else)."""
+    if isinstance(e, LoopIR.Const):
+        if not isinstance(e.val, (bool, int)):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return P.Const(int(e.val))
+    if isinstance(e, LoopIR.Read):
+        v = env.get(e.name)
+        if e.idx or not isinstance(v, P.Var):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return v
+    if isinstance(e, LoopIR.USub):
+        arg = index_expr(e.arg, env)
+        return P.Const(-arg.value) if isinstance(arg, P.Const) else P.Neg(arg)
+    if isinstance(e, LoopIR.BinOp):
+        lhs, rhs = index_expr(e.lhs, env), index_expr(e.rhs, env)
+        if e.op == "+":
+            return P.add(lhs, rhs)
+        if e.op == "*":
+            return P.mul(lhs, rhs)
+        return P.Bin(e.op, lhs, rhs)
+    if isinstance(e, LoopIR.StrideExpr):
+        view = env.get(e.name)
+        if not isinstance(view, _View):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return view.strides[e.dim]
+    raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+
+
 class _Lowering:
     def __init__(self, proc_ir: LoopIR.proc):
         self.ir = proc_ir
@@ -180,37 +210,10 @@ class _Lowering:
 
     # ---- expressions ----
 
-    def expr(self, e, env: dict) -> P.Expr:
-        if isinstance(e, LoopIR.Const):
-            if not isinstance(e.val, (bool, int)):
-                raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
-            return P.Const(int(e.val))
-        if isinstance(e, LoopIR.Read):
-            v = env.get(e.name)
-            if e.idx or not isinstance(v, P.Var):
-                raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
-            return v
-        if isinstance(e, LoopIR.USub):
-            arg = self.expr(e.arg, env)
-            return P.Const(-arg.value) if isinstance(arg, P.Const) else P.Neg(arg)
-        if isinstance(e, LoopIR.BinOp):
-            lhs, rhs = self.expr(e.lhs, env), self.expr(e.rhs, env)
-            if e.op == "+":
-                return P.add(lhs, rhs)
-            if e.op == "*":
-                return P.mul(lhs, rhs)
-            return P.Bin(e.op, lhs, rhs)
-        if isinstance(e, LoopIR.StrideExpr):
-            view = env.get(e.name)
-            if not isinstance(view, _View):
-                raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
-            return view.strides[e.dim]
-        raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
-
     def element(self, view: _View, idx, env: dict) -> P.Expr:
         e = view.base
         for i, stride in zip(idx, view.strides):
-            e = P.add(e, P.mul(self.expr(i, env), stride))
+            e = P.add(e, P.mul(index_expr(i, env), stride))
         return e
 
     def let(self, value: P.Expr) -> P.Expr:
@@ -242,12 +245,12 @@ class _Lowering:
             self.block(s.body, ctx, env)
             if s.orelse:
                 other = self.emit(None)
-                self.ops[at] = P.If(self.expr(s.cond, env), other)
+                self.ops[at] = P.If(index_expr(s.cond, env), other)
                 self.block(s.orelse, ctx, env)
                 end = self.emit(P.EndIf())
                 self.ops[other] = P.Else(end)
             else:
-                self.ops[at] = P.If(self.expr(s.cond, env), self.emit(P.EndIf()))
+                self.ops[at] = P.If(index_expr(s.cond, env), self.emit(P.EndIf()))
         elif isinstance(s, LoopIR.Alloc):
             if is_barrier_alloc(s):
                 ends.append(self.barrier_alloc(s, ctx, env))
@@ -263,7 +266,7 @@ class _Lowering:
 
     def buffer(self, decl, ctx: _Ctx, env: dict) -> _View:
         """A new buffer slot (an argument or an Alloc) with row-major strides, and its Alloc op."""
-        shape = [self.expr(d, env) for d in decl.type.shape()] if decl.type.is_tensor_or_window() else []
+        shape = [index_expr(d, env) for d in decl.type.shape()] if decl.type.is_tensor_or_window() else []
         name = str(decl.name)
         slot = len(self.slots)
         self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem)))
@@ -302,10 +305,10 @@ class _Lowering:
         base, strides = view.base, []
         for i, stride in zip(w.idx, view.strides):
             if isinstance(i, LoopIR.Interval):
-                base = P.add(base, P.mul(self.expr(i.lo, env), stride))
+                base = P.add(base, P.mul(index_expr(i.lo, env), stride))
                 strides.append(stride)
             else:
-                base = P.add(base, P.mul(self.expr(i.pt, env), stride))
+                base = P.add(base, P.mul(index_expr(i.pt, env), stride))
         return _View(view.slot, self.let(base), tuple(strides), view.usage, view.unordered)
 
     def assign(self, s, ctx: _Ctx, env: dict) -> None:
@@ -367,7 +370,7 @@ class _Lowering:
         if task:
             self.emit(P.TaskEnd())
         end = self.emit(P.EndFor(start))
-        self.ops[start] = P.For(v, self.expr(s.lo, env), self.expr(s.hi, env), end)
+        self.ops[start] = P.For(v, index_expr(s.lo, env), index_expr(s.hi, env), end)
         self.hoist_reads(start, name, v)
 
     def hoist_reads(self, start: int, name: str, v: int) -> None:
@@ -441,7 +444,7 @@ class _Lowering:
         callee = dict(env)
         for a, formal in zip(s.args, s.f.args):
             if not formal.type.is_numeric():
-                callee[formal.name] = self.let(self.expr(a, env))
+                callee[formal.name] = self.let(index_expr(a, env))
                 continue
             if isinstance(formal.mem, type) and issubclass(formal.mem, BarrierMemory):
                 raise SyncError(f"sync_check: barrier {a.name} is passed to {s.f.name}; use barriers in the proc "
@@ -482,7 +485,7 @@ class _Lowering:
             self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
             for start, v, loop in reversed(starts):
                 end = self.emit(P.EndFor(start))
-                self.ops[start] = P.For(v, self.expr(loop.lo, env), self.expr(loop.hi, env), end)
+                self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
 
     def slot_mem(self, arg, env: dict):
         return self.mems[env[arg.name].slot]
@@ -500,7 +503,7 @@ class _Lowering:
         site = self.site(s, ctx)
         flat: P.Expr = P.Const(0)
         for i, d in zip(barrier_window_indices(s.args[0]), bar.dims):
-            p = self.expr(i, env)
+            p = index_expr(i, env)
             inside = P.Bin("and", P.Bin("<=", P.Const(0), p), P.Bin("<", p, P.Const(d)))
             if not (isinstance(p, P.Const) and 0 <= p.value < d):
                 self.emit(P.Check(inside, P.ERR_BARRIER_INDEX, site))
