@@ -1,6 +1,6 @@
 """Both sync engines on every program we have: the same report, and the compiled engine never falls back.
 
-The programs: every proc of procs_sync.py and of the examples, the benchmark's
+The programs: every device proc of the test programs (tests/procs_*.py) and of the examples, the benchmark's
 CTA-tiled GEMM, and every single-sync-statement mutant of the examples (so
 both verdicts and every hazard kind are covered). Each runs at the smallest
 sizes its assertions allow with at least two tasks or iterations. Both
@@ -40,7 +40,9 @@ def _kernels(module) -> dict:
 def _programs() -> list:
     from bench_sync_check import gemm
 
-    found = {"gemm": gemm, **{f"procs_sync.{name}": p for name, p in _kernels(procs_sync).items()}}
+    found = {"gemm": gemm}
+    for f in sorted(Path(__file__).parent.glob("procs_*.py")):
+        found.update({f"{f.stem}.{name}": p for name, p in _kernels(importlib.import_module(f.stem)).items()})
     for f in sorted(EXAMPLES_DIR.glob("*.py")):
         for name, p in _kernels(importlib.import_module(f.stem)).items():
             found[name] = p
