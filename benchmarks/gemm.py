@@ -39,8 +39,13 @@ def sm90_kernels(dtype: str) -> list:
 PLATFORMS = {"sm90": sm90_kernels}
 
 
-def _time_pair(ours, theirs, reps: int) -> tuple:
-    """Median ms of ours() and theirs(), alternating, L2 flushed before each (torch events on its current stream)."""
+def _time_pair(ours, theirs, reps: int, hide_launch: bool = True) -> tuple:
+    """Median ms of ours() and theirs(), alternating, L2 flushed before each (torch events on its current stream).
+
+    With hide_launch the GPU is kept busy (a ~1 ms spin) while the host records the start event and launches,
+    so the time between the events is the kernel's, not the host's launch overhead (ctypes, argument checks,
+    tensor map encoding), which a 256 MB flush alone does not always hide.
+    """
     import torch
 
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
@@ -51,6 +56,8 @@ def _time_pair(ours, theirs, reps: int) -> tuple:
     for _ in range(reps):
         for fn, out in ((ours, times[0]), (theirs, times[1])):
             flush.zero_()
+            if hide_launch:
+                torch.cuda._sleep(2_000_000)  # cycles
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()

@@ -45,22 +45,27 @@ extern "C" int {lib}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t
 
 // Persistent grid: blocks_per_sm CTAs on every SM, whole clusters, no more clusters than tasks. Clusters:
 // only as many as can be resident at once (a GPC may not fit a whole number of them), so none waits for a
-// second wave.
+// second wave. The resident count is computed once per kernel (*resident, a static of its launcher): the
+// occupancy query costs tens of microseconds, too much to pay at every launch.
 static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long tasks, const void *kernel,
-                                       cudaLaunchConfig_t *cfg, int *grid)
+                                       cudaLaunchConfig_t *cfg, int *resident, int *grid)
 {{
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
-  long long g = (long long) sms * blocks_per_sm / cluster * cluster;
-  if (cluster > 1) {{
-    int clusters = 0;
-    cfg->gridDim = dim3(cluster);
-    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, cfg);
+  if (*resident == 0) {{
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
-    if (clusters > 0 && (long long) clusters * cluster < g) g = (long long) clusters * cluster;
+    long long g = (long long) sms * blocks_per_sm / cluster * cluster;
+    if (cluster > 1) {{
+      int clusters = 0;
+      cfg->gridDim = dim3(cluster);
+      err = cudaOccupancyMaxActiveClusters(&clusters, kernel, cfg);
+      if (err != cudaSuccess) return err;
+      if (clusters > 0 && (long long) clusters * cluster < g) g = (long long) clusters * cluster;
+    }}
+    *resident = (int) (g < cluster ? cluster : g);
   }}
+  long long g = *resident;
   if (g > tasks * cluster) g = tasks * cluster;
   if (g < cluster) g = cluster;
   *grid = (int) g;

@@ -183,8 +183,9 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             f"  exo_cfg.dynamicSmemBytes = {smem if dynamic else 0};",
             "  exo_cfg.stream = exo_stream;",
             *(attr if cluster > 1 else []),
+            "  static int exo_resident = 0;",
             f"  exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, (const void *) {df.name}, "
-            "&exo_cfg, &exo_grid);",
+            "&exo_cfg, &exo_resident, &exo_grid);",
             "  if (exo_err != cudaSuccess) return (int) exo_err;",
             "  exo_cfg.gridDim = dim3(exo_grid);",
             f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {df.name}, {call_args});",
