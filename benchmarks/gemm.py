@@ -1,19 +1,20 @@
 """GEMM benchmark: spork_lab's generated kernels against cuBLAS, same inputs, same run -> results/gemm.json.
 
-    python3 benchmarks/gemm.py --platform sm80 [--dtypes tf32,f16,bf16] [--shapes 8192x8192x8192,...] [--sweep]
+    python3 benchmarks/gemm.py --platform {sm80,sm90} [--dtypes tf32,f16,bf16] [--shapes 8192x8192x8192,...] [--sweep]
 
 Every row of results/gemm.json (replaced in place, keyed by kernel, platform,
 dtype and shape) is {"kernel", "platform", "dtype", "M", "N", "K", "tflops",
 "cublas_tflops", "max_rel_err", "gpu", "date"} plus "layout" and "cublas"
 (what cuBLAS was asked). Method: each kernel is first checked on fresh random
-inputs at its small CHECK shapes (one non-square), C poisoned with NaN,
+inputs at its small `checks` shapes (one non-square), C poisoned with NaN,
 against a float64 product (max|C - C64| / max|C64|); then, per timed shape,
 fresh random normal inputs, the same check, and `--reps` timed pairs, ours
 and cuBLAS (PyTorch matmul, TF32 allowed for tf32 rows) alternating on one
 stream (CUDA events, L2 flushed before each run), medians compared, so both
 see the same clocks and temperature (the card is power-limited under GEMMs).
-The kernel's arguments are prepared before timing: the host work of a call
-(argument checks, the launch) overlaps the ~85 us flush kernel queued ahead.
+The kernel's arguments are prepared before timing, and a ~1 ms GPU spin queued
+before the start event keeps the host's work of a call (ctypes, argument checks,
+tensor-map encoding) out of the measured time (`--show-launch` leaves it in).
 
 `--sweep` times every candidate tile configuration of the platform instead of
 its default one. Scheduling and nvcc take minutes, so a sweep can be built
@@ -38,23 +39,24 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gemm.json"
 sys.path.insert(0, str(ROOT / "examples"))
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]
-CHECK = [(256, 512, 384), (512, 256, 256)]  # small shapes checked before timing (M, N, K)
 TOLERANCE = {"tf32": 2e-3, "f16": 1e-4, "bf16": 1e-4}  # max rel err; f16/bf16 products are exact in f32
 SOURCE_EXTS = ("c", "h", "cu", "cuh")  # what compile_procs_to_strings returns, in order
 LAYOUT_KN = "C[M,N] f32 = A[M,K] @ B[K,N], row-major, f32 accumulation"
+LAYOUT_NK = "C[M,N] f32 = A[M,K] @ B[N,K]^T, row-major, f32 accumulation"
 
 
 @dataclass(frozen=True)
 class Kernel:
     """One kernel to time: `schedule()` gives its proc (slow); `signature` is the text of a proc with the same
-    parameters and assertions (parsed on the GPU machine to check arguments of a prebuilt library)."""
+    parameters and assertions (parsed on the GPU machine to check arguments of a prebuilt library), or None
+    where the kernel cannot be prebuilt; `checks` are the small (M, N, K) checked before timing, one non-square."""
 
     name: str
     platform: str
@@ -62,7 +64,8 @@ class Kernel:
     layout: str
     b_nk: bool  # B is given as [N, K] (C = A @ B^T) rather than [K, N]
     schedule: Callable
-    signature: str
+    signature: Optional[str]
+    checks: tuple
 
 
 # Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md, run 3, has their times).
@@ -82,16 +85,31 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
     configs = [dataclasses.replace(base, **kw) for kw in SM80_SWEEP[dtype]] if sweep else [base]
     return [
         Kernel(cfg.name if cfg == base and not sweep else f"{cfg.name}_{cfg.tiles}", "sm80", dtype, LAYOUT_KN, False,
-               lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)))
+               lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)),
+               ((256, 512, 384), (512, 256, 256)))
         for cfg in configs
     ]  # fmt: skip
 
 
-PLATFORMS = {"sm80": sm80_kernels}
+def sm90_kernels(dtype: str, sweep: bool) -> list:
+    """The Sm90a GEMM (benchmarks/sm90_sweep.py sweeps its variants); not prebuilt."""
+    from sm90_gemm import make_gemm
+
+    p = make_gemm(dtype, BN=256, S=4, CL=2, G=8)
+    checks = ((2048, 768, 256), (2048, 2560, 512))  # M: a multiple of 128 * CL * G
+    return [Kernel(str(p.name()), "sm90", dtype, LAYOUT_NK, True, lambda: p, None, checks)]
 
 
-def _time_pair(ours, theirs, reps: int) -> tuple:
-    """Median ms of ours() and theirs(), alternating, L2 flushed before each (torch events on its current stream)."""
+PLATFORMS = {"sm80": sm80_kernels, "sm90": sm90_kernels}
+
+
+def _time_pair(ours, theirs, reps: int, hide_launch: bool = True) -> tuple:
+    """Median ms of ours() and theirs(), alternating, L2 flushed before each (torch events on its current stream).
+
+    With hide_launch the GPU is kept busy (a ~1 ms spin) while the host records the start event and launches,
+    so the time between the events is the kernel's, not the host's launch overhead (ctypes, argument checks,
+    tensor map encoding), which a 256 MB flush alone does not always hide.
+    """
     import torch
 
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
@@ -102,6 +120,8 @@ def _time_pair(ours, theirs, reps: int) -> tuple:
     for _ in range(reps):
         for fn, out in ((ours, times[0]), (theirs, times[1])):
             flush.zero_()
+            if hide_launch:
+                torch.cuda._sleep(2_000_000)  # cycles
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
@@ -162,13 +182,13 @@ class Runner:
             raise RuntimeError(f"{self.k.name} wrong at {'x'.join(map(str, shape))}: max rel err {err:.2e}")
         return A, B, C, err
 
-    def row(self, shape: tuple, reps: int) -> dict:
+    def row(self, shape: tuple, reps: int, hide_launch: bool) -> dict:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = self.k.dtype == "tf32"
         A, B, C, err = self.checked(shape)
         Bt = B.t() if self.k.b_nk else B
-        ms, cublas_ms = _time_pair(self.launcher(A, B, C), lambda: torch.matmul(A, Bt), reps)
+        ms, cublas_ms = _time_pair(self.launcher(A, B, C), lambda: torch.matmul(A, Bt), reps, hide_launch)
         M, N, K = shape
         flops = 2 * M * N * K
         k = self.k
@@ -192,6 +212,8 @@ def prebuild(kernels: list, out: Path, arch: str) -> None:
     old = json.loads(index_file.read_text())["kernels"] if index_file.exists() else []
     index = [e for e in old if e["name"] not in {k.name for k in kernels}]  # a prebuild adds to the folder
     for k in kernels:
+        if k.signature is None:
+            raise SystemExit(f"{k.name}: the {k.platform} kernels are not prebuilt; run gemm.py on the GPU machine")
         print(f"building {k.name}", flush=True)
         sources = sl.compile_procs_to_strings([k.schedule()], k.name, arch)
         for ext, text in zip(SOURCE_EXTS, sources):
@@ -242,6 +264,7 @@ def main() -> int:
     parser.add_argument("--prebuilt", type=Path, help="compile and time the kernels of a --prebuild folder")
     parser.add_argument("--only", default="", help="only the kernels whose name contains this")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--show-launch", action="store_true", help="time the host's launch overhead too")
     parser.add_argument("--out", type=Path, default=None, help="also write this run's rows here")
     parser.add_argument("--no-save", action="store_true", help="leave results/gemm.json alone (profiling runs)")
     a = parser.parse_args()
@@ -259,10 +282,10 @@ def main() -> int:
     for k, built in pairs:
         runner = Runner(k, built)
         try:
-            for shape in CHECK:
+            for shape in k.checks:
                 runner.checked(shape)
             for shape in [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]:
-                r = runner.row(shape, a.reps)
+                r = runner.row(shape, a.reps, not a.show_launch)
                 rows.append(r)
                 print(f"{k.name:48} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
                       f"{r['cublas_tflops']:7.1f} ({r['tflops'] / r['cublas_tflops']:.3f}x), max rel err "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from exo.core.LoopIR import LoopIR, T
 from exo.core.prelude import Sym
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -18,6 +19,32 @@ def runnable_examples() -> list:
     if str(EXAMPLES_DIR) not in sys.path:
         sys.path.insert(0, str(EXAMPLES_DIR))
     return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if "\nPROCS = " in f.read_text()]
+
+
+_SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _sizes_allowed(p, sizes: dict) -> bool:
+    from spork_lab.errors import SyncError
+    from spork_lab.sync.checker import _size_values
+
+    try:
+        _size_values(p._loopir_proc, sizes)
+    except SyncError:
+        return False
+    return True
+
+
+def check_sizes(p) -> dict:
+    """Small sizes for sync_check: the smallest each assertion allows (found with the other sizes large),
+    the last one doubled when allowed, so that there are two tasks or two iterations of the inner loop."""
+    names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
+    big = {n: _SIZE_CANDIDATES[-1] for n in names}
+    sizes = {n: next(v for v in _SIZE_CANDIDATES if _sizes_allowed(p, {**big, n: v})) for n in names}
+    assert _sizes_allowed(p, sizes), f"no sizes for {p.name()}"
+    if names and _sizes_allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
+        sizes[names[-1]] *= 2
+    return sizes
 
 
 def _has_gpu() -> bool:
@@ -38,6 +65,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+_INT_TYPES = (T.Int, T.Index, T.Size)
+
+
 def ir_equal(a, b, syms: dict | None = None) -> bool:
     """Structural equality of LoopIR values, with Syms matched up to consistent renaming
     and source locations ignored."""
@@ -48,11 +78,17 @@ def ir_equal(a, b, syms: dict | None = None) -> bool:
         return syms.setdefault(a, b) is b
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(ir_equal(x, y, syms) for x, y in zip(a, b))
+    if isinstance(a, _INT_TYPES) and isinstance(b, _INT_TYPES):
+        return True  # integer expression types: exo's scheduling ops and its parser infer them differently
     attrs_fields = getattr(type(a), "__attrs_attrs__", None)
     if attrs_fields is not None and type(a).__module__ == "abc":  # exo's ADT node classes
         if type(a) is not type(b):
             return False
-        return all(
-            ir_equal(getattr(a, f.name), getattr(b, f.name), syms) for f in attrs_fields if f.name != "srcinfo"
-        )
+        binder = "iter" if isinstance(a, LoopIR.For) else "name" if isinstance(a, LoopIR.Alloc) else None
+        if binder:  # a binding: exo's ops (cut_loop, fission) bind one Sym in several places, the parser fresh ones
+            syms[getattr(a, binder)] = getattr(b, binder)
+        # a window expression's type is derived from its buffer and indices, which are compared; exo's scheduling
+        # ops keep it as it was when the window was made (before expand_dim/resize_dim of the buffer) or unsimplified
+        skip = ("srcinfo", "type") if isinstance(a, LoopIR.WindowExpr) else ("srcinfo",)
+        return all(ir_equal(getattr(a, f.name), getattr(b, f.name), syms) for f in attrs_fields if f.name not in skip)
     return a == b
