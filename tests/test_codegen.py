@@ -192,7 +192,7 @@ def test_self_synchronizing_mbarrier_golden():
 
 
 def test_mbarrier_arrivals_must_match_the_collective():
-    from spork_lab.analysis.barriers import barrier_usage
+    from spork_lab.analysis import barrier_usage
 
     info = next(iter(barrier_usage(uses_split_barrier).values()))
     arrive = next(u for u in info.uses if u.spec.is_arrive)

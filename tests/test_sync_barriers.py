@@ -6,7 +6,7 @@ import procs_sync as P
 import pytest
 from procs_sync import line_of
 
-from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.analysis import analyze, barrier_usage
 from spork_lab.core import timelines as tl
 from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
@@ -26,6 +26,21 @@ from spork_lab.sync.checker import sync_check
 def test_static_barrier_errors(p, statement, message):
     with pytest.raises(SyncError, match=message) as e:
         barrier_usage(p)
+    assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
+
+
+@pytest.mark.parametrize(
+    "p, statement, message",
+    [
+        (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", r"needs N = ~lag \(< 0\)"),
+        (P.err_commit_group_lag, "Await(cg, cuda_in_order, ~1)", r"needs N >= 0 \(wait_group N\), not ~1"),
+        (P.err_event_count, "Await(done, cpu_in_order, 1)", "needs N = 0"),
+    ],
+)
+def test_analyze_rejects_an_await_count_of_the_wrong_form(p, statement, message):
+    """Each barrier kind's pairing rule for N is checked by sl.analyze itself, not only by sync_check."""
+    with pytest.raises(SyncError, match=message) as e:
+        analyze(p)
     assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import procs_sync as P
 import pytest
 
-from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.analysis import barrier_usage
 from spork_lab.errors import SporkError, SyncError
 from spork_lab.sync import engine as E
 from spork_lab.sync.checker import _Machine, sync_check

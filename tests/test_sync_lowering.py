@@ -8,7 +8,7 @@ import subprocess
 import procs_sync as P
 import pytest
 
-from spork_lab.analysis.barriers import barrier_usage
+from spork_lab.analysis import barrier_usage
 from spork_lab.codegen import barrier_text as low
 from spork_lab.core.sync_stmts import SyncSpec
 from spork_lab.core.timelines import (

@@ -12,9 +12,12 @@ The analysis is a short list of named steps over the proc's LoopIR:
 2. ``checks``: per statement, instrs run with their declared collective unit
    and instr-tl, scalar writes are made by single threads, and every
    allocation/read/write is allowed on the statement's instr-tl by its memory.
+3. ``barriers``: every barrier's arrives and awaits follow its kind's pairing
+   rules (``barriers.py``: Await counts, sync-tls, collectives); the
+   `BarrierInfo`s are ``Analysis.barriers``.
 
-Errors are `DeviceScopeError`, `CollectiveError` and `TimelineError` (all
-`SporkError`) at the user's line.
+Errors are `DeviceScopeError`, `CollectiveError`, `TimelineError` and
+`SyncError` (all `SporkError`) at the user's line.
 
 Python API (used by the code generator and the sync checker)::
 
@@ -34,6 +37,7 @@ Python API (used by the code generator and the sync checker)::
     info.path, info.line, info.text   # child indices from the proc body ("else" enters an If's orelse),
                                       # source line, first printed line
     a.device_functions                # [(LoopIR.For of the `with` block, CudaDeviceFunction)]
+    a.barriers                        # barrier Sym -> BarrierInfo (uses, ring depths, arrival counts)
     a.stmts                           # [(stmt, StmtInfo)] in source order
     a.to_json()                       # plain JSON-serialisable data
 
@@ -52,6 +56,7 @@ from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 from ..errors import user_facing
+from .barriers import barrier_infos
 from .checks import check_statements
 from .result import Analysis, IterInfo, StmtInfo
 from .scopes import ScopeWalker
@@ -66,7 +71,14 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     walker = ScopeWalker()
     walker.run(proc_ir)
     check_statements(proc_ir, walker.stmts, analyze)
-    return Analysis(proc_ir, walker.stmts, walker.device_functions)
+    analysis = Analysis(proc_ir, walker.stmts, walker.device_functions)
+    analysis.barriers = barrier_infos(proc_ir, analysis)
+    return analysis
 
 
-__all__ = ["analyze", "Analysis", "StmtInfo", "IterInfo"]
+def barrier_usage(p: Union[Procedure, LoopIR.proc]) -> dict:
+    """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked, as `analyze` checks them)."""
+    return analyze(p).barriers
+
+
+__all__ = ["analyze", "barrier_usage", "Analysis", "StmtInfo", "IterInfo"]

@@ -1,13 +1,20 @@
 """Barrier usage analysis: which sync statements use each barrier, and the rules per mechanism.
 
-`barrier_usage(p)` walks a proc once (no sizes needed) and returns a
-`BarrierInfo` per barrier allocation, raising `SyncError` at the user's line for:
+`barrier_infos(proc_ir, analysis)` walks a proc once (no sizes needed) and
+returns a `BarrierInfo` per barrier allocation, raising `SyncError` at the
+user's line for:
 - a queue with arrives but no awaits, or awaits but no arrives;
 - mixed sync-tls on one queue (every arrive must order the same first sync-tl,
   every await the same second sync-tl);
 - sync-tls or N the mechanism cannot implement;
 - the wrong collective unit for the mechanism;
-- reverse statements on anything but CudaMbarrier.
+- reverse statements on anything but CudaMbarrier;
+- an Await count of the wrong form for the barrier's kind (mbarriers ~lag,
+  commit groups N >= 0, events N = 0).
+
+`sl.analyze` runs it as its last step (`Analysis.barriers`), so every user of
+the analysis sees these errors; `spork_lab.analysis.barrier_usage(p)` is the
+same dict.
 
 The info also carries what lowering needs: ring depths (from the await lags),
 arrival counts (threads of the arriving collective) and the commit-group flavour.
@@ -20,7 +27,6 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis import analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import WithBlock
@@ -93,11 +99,10 @@ class BarrierInfo:
         }
 
 
-def barrier_usage(p) -> dict:
-    """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked)."""
-    ir = getattr(p, "_loopir_proc", p)
+def barrier_infos(proc_ir: LoopIR.proc, analysis) -> dict:
+    """Barrier Sym -> BarrierInfo for every barrier allocated in `proc_ir` (checked); `analysis` gives each use's collective."""
     infos: dict = {}
-    _walk(ir.body, None, analyze(ir), infos)
+    _walk(proc_ir.body, None, analysis, infos)
     for info in infos.values():
         _check(info)
     return infos

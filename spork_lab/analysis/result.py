@@ -90,6 +90,7 @@ class Analysis:
         self.proc_ir = proc_ir  # held so that the id() keys below stay valid
         self.stmts = stmts  # [(LoopIR.stmt, StmtInfo)] in source order
         self.device_functions = device_functions  # [(LoopIR.For of the with block, CudaDeviceFunction)]
+        self.barriers: dict = {}  # barrier Sym -> BarrierInfo, set by analyze's last step
         self._by_id = {id(s): info for s, info in stmts}
 
     def stmt_info(self, stmt: LoopIR.stmt) -> StmtInfo:

@@ -17,7 +17,7 @@ from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
-from ..analysis.barriers import barrier_usage
+from ..analysis import barrier_usage
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.memories import CudaMemory

@@ -17,7 +17,7 @@ from dataclasses import replace
 from exo.core.LoopIR import LoopIR, T
 from exo.core.prelude import Sym
 
-from ..analysis.barriers import barrier_usage
+from ..analysis import barrier_usage
 from ..codegen import barrier_text as low
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import WithBlock

@@ -2,7 +2,7 @@
 
 Interface for the CUDA code generator (all functions return lists of lines):
 
-    infos = barrier_usage(proc)                  # spork_lab.analysis.barriers: Sym -> BarrierInfo (checked)
+    infos = barrier_usage(proc)                  # spork_lab.analysis: Sym -> BarrierInfo (checked)
     prelude_lines()                              # once per .cu file, before the kernels
   Per CudaMbarrier barrier `info` (device side; `p` is the C expression of the flattened
   barrier position, 0 for a scalar barrier):

@@ -30,7 +30,7 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis.barriers import barrier_usage
+from ..analysis import barrier_usage
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
