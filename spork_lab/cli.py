@@ -52,16 +52,6 @@ def _at_user_line(e: Exception, folder: str) -> SporkError:
     return SporkError(f"{type(e).__name__}: {text}", where)
 
 
-def _gpu():
-    """CuPy if a CUDA device is usable here, else None."""
-    try:
-        import cupy
-
-        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:  # noqa: BLE001 -- no CuPy, no driver or no device all mean "no GPU"
-        return None
-
-
 def _run_example(module, cupy) -> None:
     """Build each of the example's procs, check it against its NumPy reference and time it."""
     import numpy as np
@@ -88,7 +78,9 @@ def demo(args: argparse.Namespace) -> int:
     if not files:
         print(f"no examples found in {EXAMPLES}", file=sys.stderr)
         return 1
-    cupy = _gpu()
+    from .runtime import gpu_cupy
+
+    cupy = gpu_cupy()
     out_dir = pathlib.Path(args.out)
     for path in files:
         print(f"==== {path.relative_to(ROOT)}")

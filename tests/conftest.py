@@ -11,12 +11,12 @@ import pytest
 from exo.core.prelude import Sym
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+if str(EXAMPLES_DIR) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES_DIR))  # tests import the examples by name
 
 
 def runnable_examples() -> list:
     """The example modules that define PROCS (with NumPy references), importable by name."""
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))
     return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if "\nPROCS = " in f.read_text()]
 
 

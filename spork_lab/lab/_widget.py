@@ -1,4 +1,9 @@
-"""The anywidget class of the workbench: state computed in Python, drawn by spork_lab/lab/static/workbench.js."""
+"""The anywidget of the workbench: state computed in Python, drawn by spork_lab/lab/static/workbench.js.
+
+Each display of a workbench is its own `WorkbenchView`, showing the step it
+was created at. The front end reports clicks by setting traits (`step`,
+`selected`, `level`, `timeline`, `view`); Python redraws.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,55 @@ import traitlets
 from ._render import CSS_PATH, STATIC_DIR
 
 
-class WorkbenchWidget(anywidget.AnyWidget):
-    """Synced traits: `state` (views as HTML plus their data), `selected` statement, visible `view` tab."""
+class WorkbenchView(anywidget.AnyWidget):
+    """Synced traits: `state` (views as HTML plus their data), the `step` shown, the `selected` statement,
+    the tiling colour `level`, the `timeline` window ("barrier:page") and the visible `view` tab."""
 
     _esm = STATIC_DIR / "workbench.js"
     _css = CSS_PATH
     state = traitlets.Dict().tag(sync=True)
+    step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
+    level = traitlets.Unicode("").tag(sync=True)
+    timeline = traitlets.Unicode("").tag(sync=True)
     view = traitlets.Unicode("code").tag(sync=True)
+
+    def __init__(self, session, step: int):
+        super().__init__(step=step)
+        self._session = session
+        self._selection = None  # (path, statement class) clicked in this picture; None: the session's choice
+        self._pages: dict = {}
+        self._redraw()
+        self.view = self.state["first_view"]
+        self.observe(self._changed, names=["step", "selected", "level", "timeline", "view"])
+
+    def _changed(self, change) -> None:
+        if self._redrawing:
+            return
+        name, new = change["name"], change["new"]
+        if name == "step" and not 0 <= new <= len(self._session.steps):
+            self.step = min(max(new, 0), len(self._session.steps))  # redraws through this observer
+            return
+        if name == "selected":
+            r = self._session.result(self.step)
+            if 0 <= new < len(r.view.stmts):
+                self._selection = (r.view.paths[new], type(r.view.stmts[new]))
+                self.level = ""
+        elif name == "timeline":
+            barrier, _, page = new.rpartition(":")
+            if page.lstrip("-").isdigit():
+                self._pages[barrier] = int(page)
+        elif name == "view" and new != "cuda":
+            return  # switching tabs is the front end's business; only the CUDA tab is generated on demand
+        self._redraw()
+
+    _redrawing = False
+
+    def _redraw(self) -> None:
+        self._redrawing = True
+        try:
+            self.state = self._session.render(self.step, self._selection, self.level, self._pages, cuda=self.view == "cuda")
+            selected = self.state["data"]["selected"]
+            self.selected = -1 if selected is None else selected
+        finally:
+            self._redrawing = False

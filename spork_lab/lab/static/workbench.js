@@ -1,5 +1,7 @@
 // spork_lab workbench view. Python computes every view as HTML (state.views);
-// this module only shows the selected tab and reports clicks back to Python.
+// this module only shows the selected tab and reports clicks back to Python:
+// an element with data-set="trait:value" sets that trait (data-goto="tab" also
+// opens a tab).
 
 function draw(model, root) {
   const state = model.get("state");
@@ -27,9 +29,13 @@ function render({ model, el }) {
       model.save_changes();
       return;
     }
-    const line = event.target.closest("[data-stmt]");
-    if (line) {
-      model.set("selected", Number(line.dataset.stmt));
+    const target = event.target.closest("[data-set]");
+    if (target) {
+      const text = target.dataset.set;
+      const name = text.slice(0, text.indexOf(":"));
+      const value = text.slice(text.indexOf(":") + 1);
+      model.set(name, typeof model.get(name) === "number" ? Number(value) : value);
+      if (target.dataset.goto) model.set("view", target.dataset.goto);
       model.save_changes();
     }
   };
