@@ -1,4 +1,5 @@
-"""Widget data and display without a browser: code lines, tiling cells, mimebundle, IPython extension, doctor."""
+"""Widget data and display without a browser: code lines, tiling grid, barrier timeline, mimebundle, IPython
+extension, doctor."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from spork_lab.core.coll import CollTiling, cuda_thread
 from spork_lab.lab import Workbench, _doctor
 from spork_lab.lab._codeview import code_view, highlight
 from spork_lab.lab._render import STATIC_DIR
-from spork_lab.lab._tiling import tiling_cells
+from spork_lab.lab._tiling import tiling_grid
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 
@@ -50,23 +51,26 @@ def test_highlight_marks_keywords_loops_and_gpu_names():
     assert "&lt;b&gt;" in out
 
 
-def test_tiling_cells_follow_the_user_guide_figure():
+def test_tiling_grid_follows_the_user_guide_figure():
     # for m in cuda_threads(0, 8, unit=16 * cuda_thread): for n in cuda_threads(0, 16): m=2 -> threads [32, 47]
     tiling = CollTiling.top(128).tile("m", 8, 16 * cuda_thread).tile("n", 16, cuda_thread)
-    grid = tiling_cells(tiling)
+    grid = tiling_grid(tiling, "iter:m", {})
     assert grid["threads"] == 128 and grid["active"] == 128 and grid["collectives"] == 128
-    assert grid["cells"][33]["values"] == {"m": 2, "n": 1}
-    outer = tiling_cells(CollTiling.top(128).tile("m", 6, 16 * cuda_thread))
-    assert outer["collectives"] == 6 and outer["active"] == 96
-    assert outer["cells"][100]["values"] is None and outer["cells"][100]["title"] == "thread 100: idle"
-    assert {c["colour"] for c in outer["cells"][32:48]} == {outer["cells"][32]["colour"]}
+    assert (grid["rows"], grid["cols"], grid["row_iters"], grid["col_iters"]) == (8, 16, ["m"], ["n"])
+    cell = next(c for c in grid["cells"] if (c["row"], c["col"]) == (2, 1))
+    assert cell["values"] == {"m": 2, "n": 1} and cell["threads"] == [[33, 34]] and cell["group"] == 2
+    outer = tiling_grid(CollTiling.top(128).tile("m", 6, 16 * cuda_thread), "warp", {})
+    assert outer["collectives"] == 6 and outer["active"] == 96 and (outer["rows"], outer["cols"]) == (1, 6)
+    assert outer["strip"][100]["group"] is None and outer["cells"][2]["threads"] == [[32, 48]]
+    assert {s["colour"] for s in outer["strip"][32:48]} == {outer["cells"][2]["colour"]}
 
 
 def test_widget_loads_its_front_end_from_extension_dir():
     wb = Workbench(long_lines)
     assert (STATIC_DIR / "workbench.js").is_file()
-    assert "export default" in str(wb.widget._esm) and ".sl-cell" in str(wb.widget._css)
-    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "steps", "hazards"]
+    v = wb.view()
+    assert "export default" in str(v._esm) and ".sl-cg-cell" in str(v._css) and "data-set" in str(v._esm)
+    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "timeline", "hazards", "steps", "cuda"]
 
 
 def test_mimebundle_has_widget_and_static_picture():
@@ -75,9 +79,10 @@ def test_mimebundle_has_widget_and_static_picture():
     assert "application/vnd.jupyter.widget-view+json" in data
     html = data["text/html"]
     assert "<style>" in html and 'class="sl-wb sl-static"' in html
-    for title in ("Code", "Tiling", "Steps (0)", "Hazards ("):
+    for title in ("Code", "Tiling", "Barrier timeline", "Steps (0)", "Hazards ("):
         assert re.search(r'<div class="sl-section-title"[^>]*>' + re.escape(title), html)
-    assert html.count('class="sl-cell') == 32
+    assert "CUDA" not in re.findall(r'<div class="sl-section-title"[^>]*>([^<]*)', html)  # generated on demand only
+    assert html.count('class="sl-cg-cell') == 32 and html.count('class="sl-tc') == 32
 
 
 def test_load_ext_registers_magics_and_proc_html():
@@ -163,8 +168,72 @@ def test_static_picture_carries_its_styles_inline():
 
     css = CSS_PATH.read_text()
     html = inline_styles('<div class="sl-line sl-stmt"><span class="sl-gutter">1</span></div>'
-                         '<div class="sl-hazard"><dl><dt>a</dt></dl></div>', css)
+                         '<table class="sl-witness"><tr><th>a</th></tr></table>', css)
     assert '<div class="sl-line sl-stmt" style="display: flex; white-space: pre;' in html
     assert "cursor: pointer" in html and "var(" not in html
-    assert '<dt style="color: #57606a">a</dt>' in html
+    assert '<th style="text-align: left; color: #57606a;' in html
     assert "outline: 2px" not in html  # hover rules of the live widget stay out
+
+
+warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
+
+
+@proc
+def ring_missing_release(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 256 == 0
+    with CudaDeviceFunction(warp_config=warps):
+        for task in cuda_tasks(0, n / 256):
+            buf: f32[2, 32] @ CudaSmemLinear
+            bar: barrier[2] @ CudaMbarrier
+            for it in seq(0, 8):
+                with CudaWarps(name="producer"):
+                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
+                    for t in cuda_threads(0, 32):
+                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
+                    Arrive(cuda_in_order, 1) >> bar[it % 2]
+                with CudaWarps(name="consumer"):
+                    Await(bar[it % 2], cuda_in_order, ~0)
+                    for t in cuda_threads(0, 32):
+                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
+                    if it < 4:  # the bug: the consumer stops releasing the slots
+                        ReverseArrive(cuda_in_order, 1) >> bar[it % 2]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
+    v = Workbench(ring_missing_release, sizes={"n": 256}).view()
+    assert v.view == "timeline"  # a failing barrier check opens the timeline
+    (bar,) = v.state["data"]["timelines"]
+    labels = [(lane["queue"], lane["role"], lane["label"]) for lane in bar["lanes"]]
+    assert labels == [("forward", "arrive", "producer · threads [0, 31]"), ("forward", "await", "consumer · threads [32, 63]"),
+                      ("reverse", "arrive", "consumer · threads [32, 63]"), ("reverse", "await", "producer · threads [0, 31]")]
+    events = bar["events"]
+    bad = events[bar["bad"]]
+    # bar[0]'s reverse queue got arrives at it = 0, 2 only: the producer's ReverseAwait at it = 6 waits for #3
+    assert (bad["kind"], bad["position"], bad["iters"], bad["index"], bad["state"]) == ("ReverseAwait", [0], {"task": 0, "it": 6}, 3, "bad")
+    await0 = next(e for e in events if e["kind"] == "Await" and e["iters"]["it"] == 2)
+    arrive = events[await0["pairs"]]
+    assert (arrive["kind"], arrive["iters"]["it"], arrive["index"], arrive["slot"], arrive["parity"]) == ("Arrive", 2, 2, 0, 1)
+    assert [e["state"] for e in events if e["kind"] == "ReverseAwait"][:2] == ["pass", "pass"]  # lag 1: nothing to wait for yet
+    html = v.state["views"]["timeline"]
+    line = next(n + 1 for n, l in enumerate(v.state["data"]["lines"]) if "ReverseAwait(" in l["text"])
+    assert f'data-event="{bar["bad"]}" data-set="selected:{bad["stmt"]}" data-goto="code"' in html
+    assert bad["line"] == line and "sl-ev-bad" in html and "waits for arrive #3, which has not happened" in html
+
+
+def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():
+    v = Workbench(ring_missing_release, sizes={"n": 1024}).view()
+    (bar,) = v.state["data"]["timelines"]
+    assert len(bar["events"]) > 32 and bar["page"] == 0 and 'data-set="timeline:bar:1"' in v.state["views"]["timeline"]
+    v.timeline = "bar:1"  # the ▶ button
+    assert v.state["data"]["timelines"][0]["page"] == 1 and "events 33–" in v.state["views"]["timeline"]
+    ev = bar["events"][0]
+    v.selected = ev["stmt"]  # what clicking the event does (and it opens the Code tab)
+    assert v.state["data"]["selected"] == ev["stmt"] and "ReverseAwait" in v.state["data"]["lines"][ev["line"] - 1]["text"]
+
+
+def test_static_picture_has_the_barrier_timeline_under_its_heading():
+    data, _ = Workbench(ring_missing_release, sizes={"n": 256})._repr_mimebundle_()
+    html = data["text/html"]
+    title = re.search(r'<div class="sl-section-title"[^>]*>Barrier timeline</div>', html)
+    assert title and "<svg" in html[title.end():] and html.index("sl-ev-bad") > title.end()

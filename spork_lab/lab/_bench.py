@@ -28,6 +28,7 @@ from ..codegen import compile_procs_to_strings, lib_name
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
 from ..runtime._args import ProcSpec, evaluate, proc_spec
+from ._doctor import run_tool
 
 DEFAULT_ARCH = "sm_90a"  # what the CUDA is compiled for when no GPU is here to ask (and no --arch is given)
 
@@ -246,8 +247,13 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     lib, basename, specs = build(procs, arch, flags)
     report.notes.append(f"built {', '.join(p.name() for p in procs)} for {arch}: nvcc {' '.join(nvcc_flags(arch, flags))} -> {lib}")
     if cupy is None:
-        report.notes.append("no GPU is present here (no CUDA device visible to CuPy): the CUDA was generated and "
-                            "compiled, but nothing was run or timed")
+        listed = run_tool(["nvidia-smi", "-L"])
+        if listed and "GPU" in listed:
+            report.notes.append(f"nvidia-smi lists {listed.splitlines()[0]}, but CuPy cannot use it (pip install "
+                                "cupy-cuda13x, matching nvcc's CUDA): the CUDA was generated and compiled, but not run")
+        else:
+            report.notes.append("no GPU is present here (no CUDA device visible to CuPy): the CUDA was generated and "
+                                "compiled, but nothing was run or timed")
         return report
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
     report.device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])

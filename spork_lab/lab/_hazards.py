@@ -226,7 +226,9 @@ def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: 
     else:
         loop = f"the body of `for {carried}`" if carried else "the loop body"
         where = f"after line {earlier.line}, at the end of {loop} (before the next iteration reaches line {later.line})"
-    return f"{fence} {where}: {call}"
+    barriers = [i for i in _between(view, earlier.stmt, later.stmt) if sync_spec_of(view.stmts[i]).kind != "Fence"]
+    also = (" (or fix the pairing of the Arrive/Await between them: see the Barrier timeline)" if barriers else "")
+    return f"{fence} {where}: {call}{also}"
 
 
 def _is_sync(s) -> bool:

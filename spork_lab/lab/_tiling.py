@@ -2,7 +2,8 @@
 
 A statement inside `for ii in cuda_threads(0, 16, unit=16 * cuda_thread): for jj
 in cuda_threads(0, 16)` runs once per (ii, jj): the view draws that as a
-16 x 16 grid (iterators alternate between rows and columns), each cell one
+16 x 16 grid (from the innermost iterator out, iterators alternate between
+columns and rows), each cell one
 collective, coloured by a level the user picks: thread, warp, warpgroup, or the
 value of one iterator (that loop's unit). Under it, a strip of every thread of
 the CTA (or cluster), one row per warp, named warps labelled and idle threads
@@ -42,10 +43,12 @@ def levels(tiling) -> list[str]:
 
 
 def _layout(iters: list) -> tuple[list, list]:
-    """Iterators alternate between rows and columns; a single long iterator wraps at 32 columns."""
+    """(row iterators, column iterators): from the innermost out, iterators alternate between columns and rows
+    (ii x jj: ii rows, jj columns); a single iterator longer than 32 wraps at 32 columns ([], [])."""
     if len(iters) == 1 and iters[0][1] > 32:
         return [], []
-    return iters[0::2], iters[1::2]
+    inner_first = iters[::-1]
+    return inner_first[1::2][::-1], inner_first[0::2][::-1]
 
 
 def tiling_grid(tiling, level: str, warp_names: dict[int, str]) -> dict:

@@ -17,7 +17,7 @@ from ._codeview import CodeView
 from ._hazards import locate
 
 PAGE = 32  # events per window
-_COL, _LANE, _LABEL, _TOP = 30, 34, 190, 22  # SVG geometry: event column, lane height, lane label width, axis
+_COL, _LANE, _LABEL, _TOP = 30, 34, 170, 22  # SVG geometry: event column, lane height, lane label width, axis
 
 
 def _rel(threads: list, cta: int) -> list:
@@ -143,8 +143,9 @@ def render(b: dict, page: int) -> str:
         y = _TOP + i * _LANE
         fill = "#f6f8fa" if lane["queue"] == "forward" else "#fbf5ff"
         svg.append(f'<rect x="0" y="{y}" width="{width}" height="{_LANE - 2}" fill="{fill}"/>')
-        label = f'{"reverse " if lane["queue"] == "reverse" else ""}{lane["role"]}: {lane["label"]}'
-        svg.append(f'<text x="4" y="{y + _LANE / 2 + 3}" font-size="10.5" fill="#57606a">{escape(label)}</text>')
+        role = f'{"reverse " if lane["queue"] == "reverse" else ""}{lane["role"]}'
+        svg.append(f'<text x="4" y="{y + 13}" font-size="10.5" font-weight="600" fill="#57606a">{escape(role)}</text>'
+                   f'<text x="4" y="{y + 26}" font-size="10" fill="#57606a">{escape(lane["label"])}</text>')
     for n in range(lo, hi, 4):
         svg.append(f'<text x="{_LABEL + (n - lo) * _COL + 2}" y="12" font-size="9" fill="#8c959f">{n + 1}</text>')
 
