@@ -157,14 +157,14 @@ def test_each_display_keeps_its_step_and_can_browse_to_any():
     wb = Workbench(seq_reverse, sizes={"n": 512})
     to_kernel(wb, fences=False)
     broken = wb.view()
-    assert broken.step == 5 and broken.state["data"]["hazards"]
+    assert broken.step == 5 and broken.data["hazards"]
     wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
     wb.apply(insert_fence, wb.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)
-    assert broken.state["data"]["hazards"] and broken.step == 5  # a later step does not rewrite it
+    assert broken.data["hazards"] and broken.step == 5  # a later step does not rewrite it
     broken.step = 7  # what the header's ▶ does
-    assert broken.state["data"]["hazards"] == [] and "step 7 of 7" in broken.state["views"]["header"]
+    assert broken.data["hazards"] == [] and "step 7 of 7" in broken.state["views"]["header"]
     broken.step = 0
-    assert "step 0 of 7" in broken.state["views"]["header"] and broken.state["data"]["check"]["state"] == "unavailable"
+    assert "step 0 of 7" in broken.state["views"]["header"] and broken.data["check"]["state"] == "unavailable"
     data, _ = wb._repr_mimebundle_()
     assert "step 7 of 7" in data["text/plain"] and "step 7 of 7" in data["text/html"]
 
@@ -199,7 +199,7 @@ def test_tiling_is_laid_out_by_the_cuda_threads_iterators():
     assert grid["level"] == "warp" and cell["group"] == 1  # thread 37 is in warp 1
     v = wb.view()
     v.level = "iter:ti"  # what the "colour by: unit of ti" button does
-    grid = v.state["data"]["tiling"]
+    grid = v.data["tiling"]
     assert grid["level"] == "iter:ti" and {c["group"] for c in grid["cells"] if c["values"]["ti"] == 3} == {3}
     assert "colour by:" in v.state["views"]["tiling"] and 'data-set="level:warpgroup"' in v.state["views"]["tiling"]
 
@@ -212,9 +212,9 @@ def test_selecting_a_warp_unit_loop_shows_the_collectives_it_makes():
     assert active == list(range(64, 80)) + list(range(96, 112))  # warps 2 and 3 of the CTA, 16 threads of each
     assert grid["collectives"] == 32 and (grid["rows"], grid["cols"]) == (2, 16)
     v = wb.view()
-    (for_w,) = [line["stmt"] for line in v.state["data"]["lines"] if "for w in" in line["text"]]
+    (for_w,) = [line["stmt"] for line in v.data["lines"] if "for w in" in line["text"]]
     v.selected = for_w  # what clicking the line does
-    grid = v.state["data"]["tiling"]
+    grid = v.data["tiling"]
     assert grid["collectives"] == 2 and grid["active"] == 64 and grid["level"] == "iter:w"
     assert [c["threads"] for c in grid["cells"]] == [[[64, 96]], [[96, 128]]]
 

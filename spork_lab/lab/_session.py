@@ -1,8 +1,10 @@
 """The workbench session: a history of scheduling steps over immutable procs, each analysed and checked once.
 
-`Workbench.apply` records a step and analyses its proc (`StepResult`: printed
-lines, `sl.analyze`, `sl.sync_check` at the session's sizes, hazard cards,
-barrier timelines). Each display of a workbench is its own widget
+`Workbench.apply` records a step; the first time a step is shown (or its
+`check` asked for) its proc is analysed once (`StepResult`: printed lines,
+`sl.analyze`, `sl.sync_check` at the session's sizes, hazard cards, barrier
+timelines), so a cell of several steps checks only the one it shows. Each
+display of a workbench is its own widget
 (`WorkbenchView`) showing the step it was displayed at: a later step does not
 rewrite an earlier cell's picture, and every picture can browse to any step.
 """
@@ -178,9 +180,9 @@ class StepResult:
 class Workbench:
     """A scheduling session on one proc: `apply` steps, `undo`, replay with `script`; each display is a widget.
 
-    Every step re-runs the static analysis and (given `sizes` for the proc's
-    size arguments) the sync check. `apply`, `undo` and `select` return the
-    workbench, so a cell ending in `wb.apply(...)` shows the new step.
+    Every step shown re-runs the static analysis and (given `sizes` for the
+    proc's size arguments) the sync check. `apply`, `undo` and `select` return
+    the workbench, so a cell ending in `wb.apply(...)` shows the new step.
     """
 
     def __init__(self, proc: Procedure, sizes: Optional[dict] = None):
@@ -192,7 +194,6 @@ class Workbench:
         self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step"}
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
-        self.result()
 
     # ---- the session ----
 
@@ -228,7 +229,6 @@ class Workbench:
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
         self.steps.append(Step(op, step_args, step_kwargs, new, _diff(current, new)))
         self.error = None
-        self.result()
         return self
 
     def undo(self) -> "Workbench":
@@ -385,7 +385,7 @@ class Workbench:
         """A widget of the current step, plus a static HTML picture of it for viewers without a kernel."""
         v = self.view()
         data, metadata = v._repr_mimebundle_(**kwargs)
-        data["text/html"] = _render.static_page(v.state)
+        data["text/html"] = _render.static_page(v.state)  # views and tabs: what static_page needs
         data["text/plain"] = f"<Workbench {self.initial.name()}: step {v.step} of {len(self.steps)}>"
         return data, metadata
 

@@ -168,10 +168,12 @@ def render(stmt_lines: list[str], grid: Optional[dict], unit: Optional[str], not
                 continue
             values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "the whole collective"
             title = f"{values}: threads {_ranges(c['threads'])}"
-            parts.append(f'<span class="sl-cg-cell" style="background:{c["colour"]}" title="{escape(title)}">'
-                         f'{escape(_short(c["threads"]))}</span>')
+            text = "" if dense else escape(_short(c["threads"]))
+            parts.append(f'<span class="sl-cg-cell" style="background:{c["colour"]}" title="{escape(title)}">{text}</span>')
     parts.append("</div>")
-    parts.append(_strip(grid))
+    one_each = grid["collectives"] == grid["threads"] == grid["active"]
+    if not one_each or grid["warp_names"]:  # else the grid already shows every thread
+        parts.append(_strip(grid))
     parts.append(_legend(grid))
     parts.append("</div>")
     return "".join(parts)

@@ -14,8 +14,9 @@ from ._render import CSS_PATH, STATIC_DIR
 
 
 class WorkbenchView(anywidget.AnyWidget):
-    """Synced traits: `state` (views as HTML plus their data), the `step` shown, the `selected` statement,
-    the tiling colour `level`, the `timeline` window ("barrier:page") and the visible `view` tab."""
+    """Synced traits: `state` (the views as HTML and the tabs), the `step` shown, the `selected` statement,
+    the tiling colour `level`, the `timeline` window ("barrier:page") and the visible `view` tab. `data` (not
+    synced: notebooks store widget state) is what the views were drawn from."""
 
     _esm = STATIC_DIR / "workbench.js"
     _css = CSS_PATH
@@ -31,6 +32,7 @@ class WorkbenchView(anywidget.AnyWidget):
         self._session = session
         self._selection = None  # (path, statement class) clicked in this picture; None: the session's choice
         self._pages: dict = {}
+        self.data: dict = {}
         self._redraw()
         self.view = self.state["first_view"]
         self.observe(self._changed, names=["step", "selected", "level", "timeline", "view"])
@@ -60,8 +62,10 @@ class WorkbenchView(anywidget.AnyWidget):
     def _redraw(self) -> None:
         self._redrawing = True
         try:
-            self.state = self._session.render(self.step, self._selection, self.level, self._pages, cuda=self.view == "cuda")
-            selected = self.state["data"]["selected"]
+            rendered = self._session.render(self.step, self._selection, self.level, self._pages, cuda=self.view == "cuda")
+            self.data = rendered["data"]
+            self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}
+            selected = self.data["selected"]
             self.selected = -1 if selected is None else selected
         finally:
             self._redrawing = False
