@@ -156,25 +156,66 @@ def stepwise_gemm() -> nbformat.NotebookNode:
 _KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
            "language_info": {"name": "python"}}
 
-RACES = [
-    ("## 1 · A missing Fence: RAW",
-     "Thread `t` reads `tile[255 - t]`, written by another thread, and nothing orders the write first. The hazard "
-     "card marks the write and the read, shows both accesses side by side, and gives the Fence that would order "
-     "them as a scheduling call.",
-     """\
+def ring(name: str, consumer_await: str, release: str) -> str:
+    """A producer/consumer ring on mbarriers (examples/mbarrier_ring_tasks.py) with the consumer's Await and
+    ReverseArrive lines given: the catalogue's barrier bugs are variants of it."""
+    return f"""\
 @proc
-def reverse_missing_fence(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+def {name}(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 256 == 0
+    with CudaDeviceFunction(warp_config=warps):
+        for task in cuda_tasks(0, n / 256):
+            buf: f32[2, 32] @ CudaSmemLinear
+            bar: barrier[2] @ CudaMbarrier
+            for it in seq(0, 8):
+                with CudaWarps(name="producer"):
+                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
+                    for t in cuda_threads(0, 32):
+                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
+                    Arrive(cuda_in_order, 1) >> bar[it % 2]
+                with CudaWarps(name="consumer"):
+                    {consumer_await}
+                    for t in cuda_threads(0, 32):
+                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
+                    {release}
+            Fence(cuda_in_order, cuda_in_order)
+"""
+
+
+def reverse(name: str, after_copy: str, task_end: str) -> str:
+    """examples/reverse_tiles.py with the lines after the copy into `tile` and at the task's end given."""
+    return f"""\
+@proc
+def {name}(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
     assert n % 256 == 0
     with CudaDeviceFunction(blockDim=256):
         for task in cuda_tasks(0, n / 256):
             tile: f32[256] @ CudaSmemLinear
             for tid in cuda_threads(0, 256):
                 tile[tid] = x[task * 256 + tid]
-            # the bug: no Fence(cuda_in_order, cuda_in_order) here
+            {after_copy}
             for tid in cuda_threads(0, 256):
                 y[task * 256 + tid] = tile[255 - tid]
-            Fence(cuda_in_order, cuda_in_order)
+            {task_end}
+"""
 
+
+FENCE = "Fence(cuda_in_order, cuda_in_order)"
+REVERSE_MISSING_FENCE = reverse("reverse_missing_fence", "# the bug: no Fence(cuda_in_order, cuda_in_order) here", FENCE)
+REVERSE_MISSING_END_FENCE = reverse("reverse_missing_end_fence", FENCE,
+                                    "# the bug: no Fence before the task ends and tile is reused")
+RELEASE = "ReverseArrive(cuda_in_order, 1) >> bar[it % 2]"
+RING_WRONG_LAG = ring("ring_wrong_lag", "Await(bar[it % 2], cuda_in_order, ~1)  # the bug: lag ~1 instead of ~0", RELEASE)
+RING_MISSING_RELEASE = ring("ring_missing_release", "Await(bar[it % 2], cuda_in_order, ~0)",
+                            "if it < 4:  # the bug: the slots are released only in the first four iterations\n"
+                            "                        " + RELEASE)
+
+RACES = [
+    ("## 1 · A missing Fence: RAW",
+     "Thread `t` reads `tile[255 - t]`, written by another thread, and nothing orders the write first. The hazard "
+     "card marks the write and the read, shows both accesses side by side, and gives the Fence that would order "
+     "them as a scheduling call.",
+     REVERSE_MISSING_FENCE + """
 wb1 = sl.Workbench(reverse_missing_fence, sizes={"n": 512})
 wb1""",
      'wb1.apply(insert_fence, wb1.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)'),
@@ -182,20 +223,7 @@ wb1""",
      "Without the last Fence, `tile` is freed at the end of the task while other threads may still read it; the "
      "CTA's next task writes it again (a write after read). The checker reports it at the free (kind FREE): the "
      "end of an allocation's scope is a write by the whole CTA, which must see every earlier access.",
-     """\
-@proc
-def reverse_missing_end_fence(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]
-            Fence(cuda_in_order, cuda_in_order)
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]
-            # the bug: no Fence before the task ends and tile is reused
-
+     REVERSE_MISSING_END_FENCE + """
 wb2 = sl.Workbench(reverse_missing_end_fence, sizes={"n": 512})
 wb2""",
      'wb2.apply(insert_fence, wb2.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)'),
@@ -204,29 +232,7 @@ wb2""",
      "`N` is its lag. The consumer wrote `~1` where `~0` was meant, so each Await pairs with the *previous* "
      "arrive: open the **Barrier timeline** — each consumer await (W) has its line to the arrive one behind — "
      "and the RAW card on `buf`. (Lag `0` would not even pass the analysis: mbarriers pair by lag.)",
-     """\
-warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
-
-@proc
-def ring_wrong_lag(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(warp_config=warps):
-        for task in cuda_tasks(0, n / 256):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier[2] @ CudaMbarrier
-            for it in seq(0, 8):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar[it % 2]
-                with CudaWarps(name="consumer"):
-                    Await(bar[it % 2], cuda_in_order, ~1)  # the bug: lag ~1 instead of ~0
-                    for t in cuda_threads(0, 32):
-                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
-                    ReverseArrive(cuda_in_order, 1) >> bar[it % 2]
-            Fence(cuda_in_order, cuda_in_order)
-
+     "warps = [CudaWarpConfig(\"producer\", 1), CudaWarpConfig(\"consumer\", 1)]\n\n" + RING_WRONG_LAG + """
 wb3 = sl.Workbench(ring_wrong_lag, sizes={"n": 256})
 wb3""",
      "from mbarrier_ring_tasks import mbarrier_ring_tasks  # the same ring with Await(..., ~0)\n\n"
@@ -235,28 +241,7 @@ wb3""",
      "Here the consumer stops releasing the slots after four iterations. The producer's `ReverseAwait` then waits "
      "for a release that never comes: on the GPU the kernel hangs. The workbench opens on the **Barrier "
      "timeline**, at that event (red): it waits for reverse arrive #3 of `bar[0]`, and only two happened.",
-     """\
-@proc
-def ring_missing_release(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(warp_config=warps):
-        for task in cuda_tasks(0, n / 256):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier[2] @ CudaMbarrier
-            for it in seq(0, 8):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar[it % 2]
-                with CudaWarps(name="consumer"):
-                    Await(bar[it % 2], cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
-                    if it < 4:  # the bug: the slots are released only in the first four iterations
-                        ReverseArrive(cuda_in_order, 1) >> bar[it % 2]
-            Fence(cuda_in_order, cuda_in_order)
-
+     RING_MISSING_RELEASE + """
 wb4 = sl.Workbench(ring_missing_release, sizes={"n": 256})
 wb4""",
      None),
@@ -287,7 +272,8 @@ wb5""",
      "`cp.async` copies run asynchronously: their writes are visible to no thread until a synchronization on "
      "their timeline completes them. `Fence(cuda_in_order, cuda_in_order)` is only a `__syncthreads()`; the "
      "witness says why it does not help (its first sync-tl does not include `Sm80_cp_async_instr`). "
-     "`Fence(Sm80_generic, cuda_in_order)` waits for the copies first (`cp.async.wait_all`).",
+     "`Fence(Sm80_generic, cuda_in_order)` waits for the copies first (`cp.async.wait_all`). The free of `buf` "
+     "is reported too: nothing ever waits for the copies.",
      """\
 @proc
 def cp_async_no_wait(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
@@ -352,14 +338,21 @@ def execute(nb, path: Path, keep_gpu: bool) -> None:
                 c.metadata["spork_lab"] = recorded[c.source].metadata["spork_lab"]
 
 
-def take_gpu_outputs(executed: Path, path: Path, device: str) -> None:
-    """Copy the outputs of the "gpu" cells of `executed` (run on a GPU) into the notebook stored at `path`."""
+def mark_gpu_cells(nb, device: str) -> None:
+    """Record, on each "gpu" cell of a notebook just executed on a GPU, the device its outputs come from."""
+    for c in nb.cells:
+        if "gpu" in c.metadata.get("tags", []):
+            c.metadata["spork_lab"] = {"recorded_on": device}
+
+
+def take_gpu_outputs(executed: Path, path: Path) -> None:
+    """Copy the outputs of the "gpu" cells of `executed` (run with --gpu-run) into the notebook stored at `path`."""
     ran, stored = nbformat.read(executed, as_version=4), nbformat.read(path, as_version=4)
-    by_source = {c.source: c for c in ran.cells}
+    by_source = {c.source: c for c in ran.cells if c.metadata.get("spork_lab", {}).get("recorded_on")}
     for c in stored.cells:
         if "gpu" in c.metadata.get("tags", []) and c.source in by_source:
             c.outputs = by_source[c.source].outputs
-            c.metadata["spork_lab"] = {"recorded_on": device}
+            c.metadata["spork_lab"] = by_source[c.source].metadata["spork_lab"]
     nbformat.write(stored, path)
 
 
@@ -368,7 +361,6 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--gpu-run", metavar="DIR")
     parser.add_argument("--take-gpu", metavar="DIR")
-    parser.add_argument("--device", default="NVIDIA H100 80GB HBM3", help="with --take-gpu: where they ran")
     args = parser.parse_args(argv)
     for name, make in NOTEBOOKS.items():
         path = HERE / name
@@ -379,10 +371,15 @@ def main(argv=None) -> int:
                 print(f"{name} differs from what make_tutorials.py writes: run python notebooks/make_tutorials.py")
                 return 1
         elif args.gpu_run:
+            import subprocess
+
+            device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                    text=True, check=True).stdout.splitlines()[0].strip()
             execute(nb, Path(args.gpu_run) / name, keep_gpu=False)
+            mark_gpu_cells(nb, device)
             nbformat.write(nb, Path(args.gpu_run) / name)
         elif args.take_gpu:
-            take_gpu_outputs(Path(args.take_gpu) / name, path, args.device)
+            take_gpu_outputs(Path(args.take_gpu) / name, path)
         else:
             execute(nb, path, keep_gpu=True)
             nbformat.write(nb, path)

@@ -8,6 +8,7 @@ import re
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+import make_tutorials
 import spork_lab
 from spork_lab import proc
 from spork_lab.core.coll import CollTiling, cuda_thread
@@ -176,28 +177,9 @@ def test_static_picture_carries_its_styles_inline():
 
 
 warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
-
-
-@proc
-def ring_missing_release(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(warp_config=warps):
-        for task in cuda_tasks(0, n / 256):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier[2] @ CudaMbarrier
-            for it in seq(0, 8):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar[it % 2]
-                with CudaWarps(name="consumer"):
-                    Await(bar[it % 2], cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
-                    if it < 4:  # the bug: the consumer stops releasing the slots
-                        ReverseArrive(cuda_in_order, 1) >> bar[it % 2]
-            Fence(cuda_in_order, cuda_in_order)
+# the race-debugging tutorial's deadlock: the consumer stops releasing the ring's slots after four iterations
+ring_missing_release = spork_lab.parse_source(make_tutorials.RING_MISSING_RELEASE, filename="make_tutorials.py",
+                                              func_globals=globals())
 
 
 def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():

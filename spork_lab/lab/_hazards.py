@@ -19,6 +19,7 @@ from typing import Callable, Optional
 from exo.core.LoopIR import LoopIR
 
 from ..core.ir import numeric_reads
+from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
 from ._codeview import CodeView
 from ._source import cursor_source
@@ -82,11 +83,30 @@ class _Side:
         return " ".join(" ".join(view.lines[n].text.split()) for n in self.lines).replace("[ ", "[").replace("( ", "(")
 
 
-def _common_loop(a: _Side, b: _Side) -> Optional[str]:
-    """The outermost loop both accesses are in whose iteration differs between them (None: same iteration)."""
-    for name, value in a.iters.items():
-        if name in b.iters and b.iters[name] != value:
-            return name
+def _shared_path(a: tuple, b: tuple) -> tuple:
+    """The path of the innermost statement enclosing both statements at paths `a` and `b` (() for the proc)."""
+    k = 0
+    while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
+        k += 1
+    common = a[:k]
+    while common and common[-1] == "else":
+        common = common[:-1]
+    return common
+
+
+def _common_loop(a: _Side, b: _Side, view: CodeView) -> Optional[str]:
+    """The outermost loop enclosing both accesses whose iteration differs between them (None: the same
+    iteration of every loop they share; sibling loops that reuse an iterator name are not shared)."""
+    if a.stmt is None or b.stmt is None:
+        return None
+    common = _shared_path(view.paths[a.stmt], view.paths[b.stmt])
+    for depth in range(1, len(common) + 1):
+        index = view.stmt_at_path(common[:depth])
+        s = view.stmts[index] if index is not None else None
+        if isinstance(s, LoopIR.For) and not isinstance(s.loop_mode, WithBlock):
+            name = str(s.iter.name())
+            if name in a.iters and name in b.iters and a.iters[name] != b.iters[name]:
+                return name
     return None
 
 
@@ -116,12 +136,7 @@ def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, aft
     (`after_earlier`: a loop-carried hazard) or right before the child holding the later one; for a `free`
     hazard (later = the allocation), at the end of the allocation's block."""
     a, b = view.paths[earlier.stmt], view.paths[later.stmt]
-    k = 0
-    while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
-        k += 1
-    common = a[:k]
-    while common and common[-1] == "else":
-        common = common[:-1]
+    common = _shared_path(a, b)
     scope = "CTA"
     if common:
         owner = view.stmts[view.stmt_at_path(common)]
@@ -191,8 +206,13 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
         need = f"the free needs every owning thread {_thread_text(later.threads)} to see the last access"
     else:
         need = f"needs the earlier access visible to threads {_thread_text(later.threads)} on {instr_tl(later)}"
+    if kind == "FREE":
+        syncs = []  # the free is at the end of the scope: what matters is what follows the last access
+        nothing = f"nothing after line {earlier.line} synchronizes before the end of {buffer}'s scope"
+    else:
+        nothing = f"nothing between line {earlier.line} and line {later.line} synchronizes"
     why = "; ".join(_sync_verdict(view, analysis, i, earlier, later) for i in syncs) or (
-        f"nothing between line {earlier.line} and line {later.line} synchronizes" if earlier.line and later.line else "no synchronization")
+        nothing if earlier.line and later.line else "no synchronization")
     later_text = line_text(later) if kind != "FREE" else f"end of {buffer}'s scope (allocated at line {later.line})"
     return [
         ("statement", line_text(earlier), later_text),
@@ -207,7 +227,7 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
 
 def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: CodeView, analysis, proc) -> str:
     """Plain words (and the scheduling call) for the synchronization that would order the two accesses."""
-    carried = _common_loop(earlier, later)
+    carried = _common_loop(earlier, later, view)
     if carried is not None and _loop_kind(earlier, carried) == "cuda_tasks":
         return (f"different tasks ({carried}={earlier.iters[carried]} and {carried}={later.iters[carried]}) touch the "
                 f"same element of {buffer}: tasks are ordered only by the end of the device function; give each task "
@@ -257,6 +277,7 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
             "message": fields["message"],
             "count": 1,
             "stmts": [s.stmt for s in (earlier, later) if s is not None],
+            "stmt_lines": [s.line for s in (earlier, later) if s is not None],  # 1-based first printed lines
             "lines": [n for s in (earlier, later) if s is not None for n in s.lines],
         }
         if earlier is not None:
@@ -278,7 +299,7 @@ def render(note: str, cards: list[dict]) -> str:
     for card in cards:
         where = f" on {card['buffer']}[{', '.join(map(str, card['index'] or []))}]" if card["buffer"] else ""
         count = f" (and {card['count'] - 1} more instance(s) of this pair)" if card["count"] > 1 else ""
-        lines = " and ".join(f"line {n + 1}" for n in sorted({s for s in card["lines"]})[:2]) or "?"
+        lines = " and ".join(f"line {n}" for n in card["stmt_lines"] if n) or "?"
         header = "<tr><th></th><th>earlier access</th><th>later access</th></tr>" if len(card["stmts"]) > 1 else ""
         rows = "".join(
             f"<tr><th>{escape(field)}</th><td>{escape(a)}</td><td>{escape(b)}</td></tr>" for field, a, b in card["witness"]

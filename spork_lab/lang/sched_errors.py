@@ -23,6 +23,7 @@ import exo
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
+from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import SporkSchedulingError
@@ -63,14 +64,8 @@ def loop_patterns(proc: Procedure) -> list[str]:
 
 
 def _loops(stmts):
-    for s in stmts:
-        if isinstance(s, LoopIR.For):
-            if not isinstance(s.loop_mode, WithBlock):
-                yield s
-            yield from _loops(s.body)
-        elif isinstance(s, LoopIR.If):
-            yield from _loops(s.body)
-            yield from _loops(s.orelse)
+    """The loops (not `with` blocks) of a block and of the blocks inside it, in program order."""
+    return (s for s in walk_stmts(stmts) if isinstance(s, LoopIR.For) and not isinstance(s.loop_mode, WithBlock))
 
 
 def _nested_pairs(proc: Procedure) -> list[str]:
@@ -85,7 +80,7 @@ def _nested_pairs(proc: Procedure) -> list[str]:
 def statement_patterns(proc: Procedure) -> list[str]:
     """A pattern per distinct kind of statement: 'y[_] += _', 'tile[_] = _', 'tile : _', 'Sm80_mma_tf32(_)'."""
     out: list[str] = []
-    for s in _walk(proc._loopir_proc.body):
+    for s in walk_stmts(proc._loopir_proc.body):
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             op = "+=" if isinstance(s, LoopIR.Reduce) else "="
             pattern = f"{s.name}[_] {op} _" if s.idx else f"{s.name} {op} _"
@@ -100,20 +95,10 @@ def statement_patterns(proc: Procedure) -> list[str]:
     return out
 
 
-def _walk(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, LoopIR.For):
-            yield from _walk(s.body)
-        elif isinstance(s, LoopIR.If):
-            yield from _walk(s.body)
-            yield from _walk(s.orelse)
-
-
 def _buffers(proc: Procedure) -> list[str]:
     ir = proc._loopir_proc
     names = [str(a.name) for a in ir.args if a.type.is_numeric()]
-    names += [str(s.name) for s in _walk(ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)]
+    names += [str(s.name) for s in walk_stmts(ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)]
     return list(dict.fromkeys(names))
 
 

@@ -24,6 +24,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+from make_tutorials import REVERSE_MISSING_FENCE, RING_MISSING_RELEASE  # noqa: E402 -- the tutorials' bugs
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,46 +48,13 @@ from spork_lab.platforms.cuda import *
 from spork_lab.scheduling import *
 warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]"""
 
-BROKEN = """\
-@proc
-def reverse_missing_fence(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(blockDim=256):
-        for task in cuda_tasks(0, n / 256):
-            tile: f32[256] @ CudaSmemLinear
-            for tid in cuda_threads(0, 256):
-                tile[tid] = x[task * 256 + tid]
-            for tid in cuda_threads(0, 256):
-                y[task * 256 + tid] = tile[255 - tid]
-            Fence(cuda_in_order, cuda_in_order)
-
+BROKEN = REVERSE_MISSING_FENCE + """
 wb = sl.Workbench(reverse_missing_fence, sizes={"n": 512})
 wb"""
 
 FAILED_STEP = 'wb.apply(divide_loop, "tidd", 4, ["a", "b"])'
 
-DEADLOCK = """\
-@proc
-def ring_missing_release(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 256 == 0
-    with CudaDeviceFunction(warp_config=warps):
-        for task in cuda_tasks(0, n / 256):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier[2] @ CudaMbarrier
-            for it in seq(0, 8):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar[it % 2], cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[task * 256 + it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar[it % 2]
-                with CudaWarps(name="consumer"):
-                    Await(bar[it % 2], cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[task * 256 + it * 32 + t] = 2.0 * buf[it % 2, t]
-                    if it < 4:
-                        ReverseArrive(cuda_in_order, 1) >> bar[it % 2]
-            Fence(cuda_in_order, cuda_in_order)
-
+DEADLOCK = RING_MISSING_RELEASE + """
 sl.Workbench(ring_missing_release, sizes={"n": 256})"""
 
 BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
