@@ -328,7 +328,7 @@ def execute(nb, path: Path, keep_gpu: bool) -> None:
 
     stored = nbformat.read(path, as_version=4) if path.exists() else None
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}},
-                   store_widget_state=True).execute()
+                   store_widget_state=True, record_timing=False).execute()
     if keep_gpu and stored is not None:
         recorded = {c.source: c for c in stored.cells if "gpu" in c.metadata.get("tags", []) and
                     c.metadata.get("spork_lab", {}).get("recorded_on")}

@@ -301,3 +301,17 @@ def test_an_interrupted_check_leaves_the_step_unchecked_and_runs_again_when_show
     assert wb.check.state == "interrupted" and "interrupted after 1.2 s" in wb.state["views"]["header"]
     monkeypatch.undo()
     assert wb.check.state == "ok" and wb.check.value.ok
+
+
+def test_pictures_learn_of_new_steps_but_keep_their_step_and_error():
+    wb = Workbench(seq_reverse)
+    first = wb.view()
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    failed = wb.view()
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    assert "step 0 of 1" in first.header and 'data-set="step:1"' in first.header  # ▶ now leads to the new step
+    assert "step 0 of 1" in failed.header and "no loop matches &#x27;tidd&#x27;" in failed.header  # its error stays
+    assert "sl-step-error" not in first.header and first.step == 0
+    wb.undo()
+    failed.step = 1 if len(wb.steps) else 0
+    assert "step 0 of 0" in failed.header

@@ -219,3 +219,17 @@ def test_static_picture_has_the_barrier_timeline_under_its_heading():
     html = data["text/html"]
     title = re.search(r'<div class="sl-section-title"[^>]*>Barrier timeline</div>', html)
     assert title and "<svg" in html[title.end():] and html.index("sl-ev-bad") > title.end()
+
+
+def test_exo_scheduling_errors_show_as_one_message_at_the_users_line(capfd):
+    """A pattern exo's own Procedure method cannot find (p.find_loop) is explained like our ops' errors."""
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "spork_lab")
+        shell.user_ns["long_lines"] = long_lines
+        result = shell.run_cell("x = 1\nlong_lines.find_loop('tt')\n")
+        err = capfd.readouterr().err
+        assert not result.success and "Traceback" not in err
+        assert "SporkSchedulingError: " in err and ":2: find_loop: no loop matches 'tt'; did you mean 't'?" in err
+    finally:
+        InteractiveShell.clear_instance()

@@ -12,6 +12,7 @@ rewrite an earlier cell's picture, and every picture can browse to any step.
 from __future__ import annotations
 
 import difflib
+import weakref
 from dataclasses import dataclass
 from html import escape
 from typing import Callable, Optional
@@ -194,6 +195,7 @@ class Workbench:
         self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step"}
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
+        self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
 
     # ---- the session ----
 
@@ -229,6 +231,7 @@ class Workbench:
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
         self.steps.append(Step(op, step_args, step_kwargs, new, _diff(current, new)))
         self.error = None
+        self._steps_changed()
         return self
 
     def undo(self) -> "Workbench":
@@ -236,7 +239,12 @@ class Workbench:
         if self.steps:
             self.steps.pop()
         self.error = None
+        self._steps_changed()
         return self
+
+    def _steps_changed(self) -> None:
+        for v in list(self._views):
+            v.steps_changed()
 
     def select(self, pattern: str) -> "Workbench":
         """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next."""
@@ -292,13 +300,18 @@ class Workbench:
     @property
     def state(self) -> dict:
         """What a picture of the current step shows: views as HTML plus the data they were drawn from."""
-        return self.render(len(self.steps))
+        return self.render(len(self.steps), error=self._current_error())
+
+    def _current_error(self) -> Optional[dict]:
+        """The last failed step's error, if the session is still at the step where it failed."""
+        return self.error if self.error and self.error["step"] == len(self.steps) else None
 
     # ---- pictures ----
 
     def render(self, step: int, selection: Optional[tuple] = None, level: str = "", pages: Optional[dict] = None,
-               cuda: bool = False) -> dict:
-        """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default)."""
+               cuda: bool = False, error: Optional[dict] = None) -> dict:
+        """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default),
+        with the `error` of a step that failed there (a picture shows the error it was displayed with)."""
         r = self.result(step)
         index = r.index_of(selection) if selection is not None else r.index_of(self._selection)
         if index is None:
@@ -306,12 +319,11 @@ class Workbench:
         tiling_html, grid = self._tiling(r, index, level)
         changed = _changed_lines(self.proc_at(step - 1), r.proc) if step else frozenset()
         steps = [s.to_json() for s in self.steps]
-        error = self.error if self.error and self.error["step"] == step else None
         pages = dict(pages or {})
         cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "
                                                             "in a running notebook (sl.compile_procs_to_strings)")
         views = {
-            "header": _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, r.summary, error),
+            "header": self.header(step, error),
             "code": _render.code(r.view, r.marks, index, changed),
             "tiling": tiling_html,
             "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
@@ -343,6 +355,11 @@ class Workbench:
                 "error": error,
             },
         }
+
+    def header(self, step: int, error: Optional[dict] = None) -> str:
+        """The header of a picture of `step`: title, step browser, badges, and `error` (of a step that failed)."""
+        r = self.result(step)
+        return _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, r.summary, error)
 
     @staticmethod
     def _timeline_note(r: StepResult) -> str:
@@ -379,7 +396,9 @@ class Workbench:
     def view(self, step: Optional[int] = None) -> WorkbenchView:
         """A new widget showing `step` (default: the current step), browsable to every step."""
         step = len(self.steps) if step is None else step
-        return WorkbenchView(self, step)
+        v = WorkbenchView(self, step, self._current_error() if step == len(self.steps) else None)
+        self._views.add(v)
+        return v
 
     def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict]:
         """A widget of the current step, plus a static HTML picture of it for viewers without a kernel."""

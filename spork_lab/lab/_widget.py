@@ -21,15 +21,18 @@ class WorkbenchView(anywidget.AnyWidget):
     _esm = STATIC_DIR / "workbench.js"
     _css = CSS_PATH
     state = traitlets.Dict().tag(sync=True)
+    header = traitlets.Unicode("").tag(sync=True)  # also in state; alone, so a new step elsewhere updates only it
     step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     level = traitlets.Unicode("").tag(sync=True)
     timeline = traitlets.Unicode("").tag(sync=True)
     view = traitlets.Unicode("code").tag(sync=True)
 
-    def __init__(self, session, step: int):
+    def __init__(self, session, step: int, error=None):
         super().__init__(step=step)
         self._session = session
+        self._error = error  # the failed step this picture was displayed with, shown while it shows that step
+        self._error_step = step
         self._selection = None  # (path, statement class) clicked in this picture; None: the session's choice
         self._pages: dict = {}
         self.data: dict = {}
@@ -59,12 +62,21 @@ class WorkbenchView(anywidget.AnyWidget):
 
     _redrawing = False
 
+    def steps_changed(self) -> None:
+        """The session gained or lost steps: keep showing this step (if it still exists), with the new count."""
+        if self.step > len(self._session.steps):
+            self.step = len(self._session.steps)  # redraws through the observer
+        else:
+            self.header = self._session.header(self.step, self._error if self.step == self._error_step else None)
+
     def _redraw(self) -> None:
         self._redrawing = True
         try:
-            rendered = self._session.render(self.step, self._selection, self.level, self._pages, cuda=self.view == "cuda")
+            error = self._error if self.step == self._error_step else None
+            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view == "cuda", error)
             self.data = rendered["data"]
             self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}
+            self.header = rendered["views"]["header"]
             selected = self.data["selected"]
             self.selected = -1 if selected is None else selected
         finally:

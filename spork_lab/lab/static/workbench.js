@@ -12,7 +12,7 @@ function draw(model, root) {
       `<button class="sl-tab${key === current ? " sl-tab-active" : ""}" data-view="${key}">${label}</button>`)
     .join("");
   root.innerHTML =
-    (views.header || "") +
+    (model.get("header") || views.header || "") +
     `<div class="sl-tabs">${tabs}</div>` +
     `<div class="sl-view sl-view-${current}">${views[current] || ""}</div>`;
 }
@@ -43,11 +43,13 @@ function render({ model, el }) {
   root.addEventListener("click", onClick);
   model.on("change:state", redraw);
   model.on("change:view", redraw);
+  model.on("change:header", redraw);
   redraw();
   return () => {
     root.removeEventListener("click", onClick);
     model.off("change:state", redraw);
     model.off("change:view", redraw);
+    model.off("change:header", redraw);
   };
 }
 
