@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_examples.py 2>&1 | tail -30 > "$OUT/gpu_tests.txt"
+timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -30 > "$OUT/gpu_tests.txt"
 timeout 60 python3 benchmarks/bench_vec_add.py > "$OUT/bench_vec_add.txt" 2>&1
 timeout 240 python3 benchmarks/sanitize_examples.py --out "$OUT/sanitizer_results.md" > "$OUT/sanitizer_log.txt" 2>&1
 timeout 60 python3 benchmarks/mutation_test.py --gpu --out "$OUT/mutation_test_results.md" > /dev/null 2>"$OUT/mutation_log.txt"

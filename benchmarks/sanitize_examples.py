@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 # Every runnable example, at a size small enough for the sanitizers.
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
-         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128}  # fmt: skip
+         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 

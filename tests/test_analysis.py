@@ -84,8 +84,10 @@ def test_named_warps_in_cluster_span_both_ctas():
 
 def test_scopes_and_instr_tls():
     a = analyze(P.mma_and_cp_async)
-    (launch, ctx), = a.device_functions
+    (fn,) = a.device_functions
+    launch, ctx = fn.block, fn.ctx
     assert isinstance(launch, LoopIR.For) and ctx == CudaDeviceFunction(blockDim=64)
+    assert [t.iter.name() for t in fn.tasks] == ["task"] and fn.body is fn.tasks[0].body
     assert a.stmt_info(launch).device_scope == "cpu" and a.stmt_info(launch).instr_tl == cpu_in_order_instr
     cp = info_by_text(a, "Sm80_cp_async_f32(A_smem[m, 2 * k:2 * k + 2], A[m, 2 * k:2 * k + 2], size=8)")
     assert (cp.device_scope, cp.instr_tl, cp.coll_unit_text) == ("cuda", Sm80_cp_async_instr, "cuda_thread")
@@ -120,7 +122,7 @@ def test_plain_proc_call_by_one_thread():
 
 
 def test_instrs_have_no_statements_to_analyse():
-    assert analyze(P.Sm80_mma_tf32).stmts == []
+    assert analyze(P.Sm80_mma_tf32).stmts == ()
 
 
 def test_json_round_trip():
@@ -150,3 +152,84 @@ def test_cpu_calls_are_checked_as_procs_of_their_own():
     with pytest.raises(sl.TimelineError) as err:
         analyze(P.calls_rejected_proc)
     assert err.value.lineno == marked_line("smem_lifted_to_cpu")
+
+
+# ---- the analysis as named passes, computed once per proc ----
+
+
+def _counting_passes(monkeypatch) -> dict:
+    """Replace each pass by one that counts its runs, in the same order."""
+    import spork_lab.analysis as A
+
+    runs: dict = {}
+
+    def counted(step):
+        def run(ctx):
+            runs[step.name] = runs.get(step.name, 0) + 1
+            return step.run(ctx)
+
+        return A.Pass(step.name, run)
+
+    monkeypatch.setattr(A, "PASSES", tuple(counted(step) for step in A.PASSES))
+    return runs
+
+
+def test_passes_are_named_and_ordered():
+    import spork_lab.analysis as A
+
+    assert [step.name for step in A.PASSES][:3] == ["scopes", "checks", "barriers"]
+    a = analyze(P.mma_and_cp_async)
+    assert a.pass_names == tuple(step.name for step in A.PASSES)
+    assert a.result("scopes").stmts == a.stmts and a.result("barriers") is a.barriers
+
+
+def test_a_new_pass_is_one_entry_and_reads_the_earlier_ones(monkeypatch):
+    import spork_lab.analysis as A
+
+    def count_statements(ctx):
+        return len(ctx.results["scopes"].stmts)
+
+    monkeypatch.setattr(A, "PASSES", A.PASSES + (A.Pass("count", count_statements),))
+    p = sl.parse_source(str(P.seed_threads))  # a proc object the cache has not seen
+    a = analyze(p)
+    assert a.result("count") == len(a.stmts) > 0
+
+
+def test_analysis_is_immutable():
+    a = analyze(P.seed_threads)
+    with pytest.raises(AttributeError):
+        a.stmts = ()
+    with pytest.raises(TypeError):
+        a.barriers["x"] = None
+    assert isinstance(a.stmts, tuple) and isinstance(a.stmts[0][1].iters, tuple)
+
+
+def test_analysis_is_cached_per_proc_and_dropped_with_it(monkeypatch):
+    import gc
+
+    import spork_lab.analysis as A
+
+    runs = _counting_passes(monkeypatch)
+    p = sl.parse_source(str(P.nested_tasks))
+    assert analyze(p) is analyze(p) is analyze(p._loopir_proc)
+    assert runs == {"scopes": 1, "checks": 1, "barriers": 1}
+    # exo's Procedure keeps its LoopIR alive in a table of its own; a bare LoopIR proc shows the cache's lifetime.
+    ir = p._loopir_proc.update(name="nested_tasks_copy")
+    key = id(ir)
+    a = analyze(ir)
+    assert A._cache[key] is a and runs["scopes"] == 2
+    del ir
+    gc.collect()
+    assert key not in A._cache  # no stale entry, no leak
+    assert a.stmt_info(a.stmts[0][0]) is a.stmts[0][1]  # the analysis outlives its proc, usable
+
+
+def test_sync_check_and_codegen_reuse_the_analysis(monkeypatch):
+    import procs_sync
+
+    runs = _counting_passes(monkeypatch)
+    ring = sl.parse_source(str(procs_sync.ring_copy))
+    sl.analyze(ring)
+    sl.sync_check(ring, n=256)
+    sl.compile_procs_to_strings([ring], "ring")
+    assert runs["scopes"] == 1 and runs["barriers"] == 1

@@ -192,9 +192,7 @@ def test_self_synchronizing_mbarrier_golden():
 
 
 def test_mbarrier_arrivals_must_match_the_collective():
-    from spork_lab.analysis import barrier_usage
-
-    info = next(iter(barrier_usage(uses_split_barrier).values()))
+    info = next(iter(sl.analyze(uses_split_barrier).barriers.values()))
     arrive = next(u for u in info.uses if u.spec.is_arrive)
     assert split_sync_lines(info, arrive.spec, "0", 32, None) == ["spork_mbar_arrive(&bar_f[(0) * 1 + bar_fa[0] % 1u]); ++bar_fa[0];"]
     with pytest.raises(sl.CodegenError, match="executed by 64 threads per collective.*expects 32"):

@@ -315,3 +315,33 @@ def test_pictures_learn_of_new_steps_but_keep_their_step_and_error():
     wb.undo()
     failed.step = 1 if len(wb.steps) else 0
     assert "step 0 of 0" in failed.header
+
+@proc
+def two_rounds(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 256 == 0
+    with CudaDeviceFunction(blockDim=256):
+        for task in cuda_tasks(0, n / 256):
+            tile: f32[256] @ CudaSmemLinear
+            for r in seq(0, 2):
+                for tid in cuda_threads(0, 256):
+                    tile[tid] = x[task * 256 + tid]
+                Fence(cuda_in_order, cuda_in_order)
+                for tid in cuda_threads(0, 256):
+                    y[task * 256 + tid] = tile[255 - tid]
+                Fence(cuda_in_order, cuda_in_order)
+
+
+def test_hazards_mark_the_scheduled_statement_not_every_copy_of_its_source_line():
+    from spork_lab.sync.mutants import without_syncs
+
+    unrolled = unroll_loop(two_rounds, "r")
+    broken = without_syncs(unrolled, [2])  # the second round's first Fence
+    wb = Workbench(broken, sizes={"n": 512})
+    (card,) = wb.state["data"]["hazards"]
+    lines = wb.state["data"]["lines"]
+    texts = [lines[n]["text"].strip() for n in sorted(card["lines"])]
+    assert card["kind"] == "RAW" and texts == ["tile[tid] = x[task * 256 + tid]", "y[task * 256 + tid] = tile[255 - tid]"]
+    writes = [n for n, line in enumerate(lines) if line["text"].strip() == "tile[tid] = x[task * 256 + tid]"]
+    assert len(writes) == 2 and min(card["lines"]) == writes[1]  # the second copy only
+    hazard = wb.check.value.hazards[0]
+    assert hazard.access.stmt.path != hazard.other.stmt.path and hazard.access.stmt.line == hazard.other.stmt.line + 3

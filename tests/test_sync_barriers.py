@@ -6,7 +6,7 @@ import procs_sync as P
 import pytest
 from procs_sync import line_of
 
-from spork_lab.analysis import analyze, barrier_usage
+from spork_lab.analysis import analyze
 from spork_lab.core import timelines as tl
 from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
@@ -21,24 +21,12 @@ from spork_lab.sync.checker import sync_check
         (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "commit groups order"),
         (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "needs N = ~lag"),
         (P.err_commit_group_units, "Await(cg, cuda_in_order, 0)", "same collective unit"),
-    ],
-)
-def test_static_barrier_errors(p, statement, message):
-    with pytest.raises(SyncError, match=message) as e:
-        barrier_usage(p)
-    assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
-
-
-@pytest.mark.parametrize(
-    "p, statement, message",
-    [
-        (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", r"needs N = ~lag \(< 0\)"),
+        # an Await count of the wrong form for its barrier kind (docs/language.md states each kind's rule)
         (P.err_commit_group_lag, "Await(cg, cuda_in_order, ~1)", r"needs N >= 0 \(wait_group N\), not ~1"),
         (P.err_event_count, "Await(done, cpu_in_order, 1)", "needs N = 0"),
     ],
 )
-def test_analyze_rejects_an_await_count_of_the_wrong_form(p, statement, message):
-    """Each barrier kind's pairing rule for N is checked by sl.analyze itself, not only by sync_check."""
+def test_static_barrier_errors(p, statement, message):
     with pytest.raises(SyncError, match=message) as e:
         analyze(p)
     assert e.value.lineno == line_of(p, statement) and e.value.filename == P.__file__
@@ -62,3 +50,23 @@ def test_sync_tls_are_pair_sets():
     # A thread's in-order accesses are seen by its later cp.async, not by async-proxy instrs.
     mask = tl.program_order_mask(tl.cuda_in_order_instr)
     assert mask == tl.Sm80_generic.mask and not mask & tl.wgmma_async.mask
+
+
+def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
+    """A platform's own mbarrier flavour (a subclass) is analysed, checked and lowered as an mbarrier."""
+    import spork_lab as sl
+    from spork_lab.platforms.cuda import CudaMbarrier
+
+    class RingBarrier(CudaMbarrier):
+        pass
+
+    text = str(P.ring_copy).replace("CudaMbarrier", "RingBarrier")
+    assert "@ RingBarrier" in text
+    p = sl.parse_source(text, func_locals={"RingBarrier": RingBarrier})
+    (info,) = analyze(p).barriers.values()
+    assert info.mem is RingBarrier and (info.forward_depth, info.reverse_depth, info.forward_arrivals) == (1, 2, 32)
+    assert info.queue_rule(True).lag == 1 and info.queue_rule(True).same_threads
+    report = sync_check(p, n=256)
+    assert report.ok and [e.slot for e in report.barrier_timeline if e.kind == "ReverseArrive"][:3] == [0, 1, 0]
+    _, _, cu, _ = sl.compile_procs_to_strings([p], "ring")
+    assert "spork_mbar_init(&bar_f[i], 32u)" in cu and "spork_mbar_wait" in cu

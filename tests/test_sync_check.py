@@ -125,6 +125,28 @@ def test_barrier_timeline_of_the_ring():
     assert fwd[0].threads == ((0, 32),) and fwd[1].threads == ((32, 64),) and fwd[2].iters == {"task": 0, "it": 1}
 
 
+def test_events_and_hazards_name_the_scheduled_statement_by_path():
+    from spork_lab.core.sync_stmts import sync_spec_of
+
+    def at(ir, path):
+        block, node = ir.body, None
+        for step in path:
+            if step == "else":
+                block = node.orelse
+            else:
+                node = block[step]
+                block = getattr(node, "body", None)
+        return node
+
+    ir = P.ring_copy._loopir_proc
+    for event in sync_check(P.ring_copy, n=128).barrier_timeline:
+        assert sync_spec_of(at(ir, event.stmt.path)).kind == event.kind
+    broken = P.ring_copy_no_reverse
+    h = sync_check(broken, n=128).hazards[0]
+    assert str(at(broken._loopir_proc, h.other.stmt.path)).strip() == "dst[it * 32 + t] = buf[it % 2, t]"
+    assert h.to_json()["other"]["stmt"]["path"] == list(h.other.stmt.path)
+
+
 def test_report_is_json():
     report = sync_check(P.ring_copy_no_reverse, n=128)
     data = json.loads(json.dumps(report.to_json()))

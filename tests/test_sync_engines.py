@@ -16,7 +16,7 @@ from pathlib import Path
 import procs_sync as P
 import pytest
 
-from spork_lab.analysis import barrier_usage
+from spork_lab.analysis import analyze
 from spork_lab.errors import SporkError, SyncError
 from spork_lab.sync import engine as E
 from spork_lab.sync.checker import _Machine, sync_check
@@ -62,7 +62,7 @@ def _ids(case):
 
 def _both(p, sizes):
     ir = p._loopir_proc
-    infos, tmap = barrier_usage(ir), ThreadMap(ir)
+    infos, tmap = analyze(ir).barriers, ThreadMap(ir)
     compiled = E.engine_for(ir, infos, tmap)
     assert isinstance(compiled, E.Engine), f"not compiled: {compiled}"
     run = compiled.run(sizes, 50, 100000)

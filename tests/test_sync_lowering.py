@@ -8,7 +8,7 @@ import subprocess
 import procs_sync as P
 import pytest
 
-from spork_lab.analysis import barrier_usage
+from spork_lab.analysis import analyze
 from spork_lab.codegen import barrier_text as low
 from spork_lab.core.sync_stmts import SyncSpec
 from spork_lab.core.timelines import (
@@ -19,7 +19,7 @@ from spork_lab.core.timelines import (
 
 
 def _by_name(p):
-    return {i.name: i for i in barrier_usage(p).values()}
+    return {i.name: i for i in analyze(p).barriers.values()}
 
 
 def _specs(info):
@@ -37,10 +37,10 @@ def test_commit_group_text():
     cg = _by_name(P.cp_async_double_buffer)["cg"]
     arrive = next(s for s in _specs(cg) if s.is_arrive)
     awaits = sorted({s.N for s in _specs(cg) if s.is_await})
-    assert low.arrive_lines(cg, arrive) == ['asm volatile("cp.async.commit_group;" ::: "memory");']
+    assert low.lowering(cg.mem).arrive_lines(cg, arrive) == ['asm volatile("cp.async.commit_group;" ::: "memory");']
     assert awaits == [0, 1]
     wait1 = next(s for s in _specs(cg) if s.is_await and s.N == 1)
-    assert low.await_lines(cg, wait1) == ['asm volatile("cp.async.wait_group 1;" ::: "memory");']
+    assert low.lowering(cg.mem).await_lines(cg, wait1) == ['asm volatile("cp.async.wait_group 1;" ::: "memory");']
 
 
 def test_fence_helpers():
@@ -58,18 +58,19 @@ def _kernel_source() -> str:
     lines = ["#include <cuda_runtime.h>"] + low.prelude_lines()
     lines += ["__global__ void k(const float *src, float *dst, int n) {"]
     lines += ["__shared__ float buf[2][32];"]
-    lines += low.mbarrier_shared_lines(bar) + low.mbarrier_init_lines(bar) + low.mbarrier_counter_lines(bar)
+    mbar, group = low.lowering(bar.mem), low.lowering(cg.mem)
+    lines += mbar.kernel_scope_lines(bar)
     lines += ["for (int task = blockIdx.x; task < 4; task += gridDim.x) {"]
-    lines += low.mbarrier_scope_begin_lines(bar)
+    lines += mbar.scope_begin_lines(bar)
     specs = {s.kind: s for s in _specs(bar)}
     lines += ["for (int it = 0; it < n / 32; ++it) {", "if (threadIdx.x < 32) {"]
-    lines += low.await_lines(bar, specs["ReverseAwait"]) + ["buf[it % 2][threadIdx.x] = src[it * 32 + threadIdx.x];"]
-    lines += low.arrive_lines(bar, specs["Arrive"]) + ["} else {"]
-    lines += low.await_lines(bar, specs["Await"]) + ["dst[it * 32 + threadIdx.x - 32] = buf[it % 2][threadIdx.x - 32];"]
-    lines += low.arrive_lines(bar, specs["ReverseArrive"]) + ["}", "}"]
-    lines += low.mbarrier_scope_end_lines(bar) + ["__syncthreads();", "}"]
+    lines += mbar.await_lines(bar, specs["ReverseAwait"]) + ["buf[it % 2][threadIdx.x] = src[it * 32 + threadIdx.x];"]
+    lines += mbar.arrive_lines(bar, specs["Arrive"]) + ["} else {"]
+    lines += mbar.await_lines(bar, specs["Await"]) + ["dst[it * 32 + threadIdx.x - 32] = buf[it % 2][threadIdx.x - 32];"]
+    lines += mbar.arrive_lines(bar, specs["ReverseArrive"]) + ["}", "}"]
+    lines += mbar.scope_end_lines(bar) + ["__syncthreads();", "}"]
     for s in _specs(cg):
-        lines += low.arrive_lines(cg, s) if s.is_arrive else low.await_lines(cg, s)
+        lines += group.arrive_lines(cg, s) if s.is_arrive else group.await_lines(cg, s)
     fence = SyncSpec("Fence", Sm80_generic, cuda_generic_and_async_proxy)
     lines += low.fence_prologue_lines(fence) + ["__syncthreads();"] + low.fence_epilogue_lines(fence)
     lines += ["}"]
@@ -105,8 +106,9 @@ def test_event_lowering_compiles(tmp_path):
     rec = SyncSpec("Arrive", first_tl=cuda_in_order, N=1, barrier_mem=CudaEvent, barrier_ndim=1)
     host_wait = SyncSpec("Await", second_tl=cpu_in_order, N=0, barrier_mem=CudaEvent, barrier_ndim=1)
     stream_wait = SyncSpec("Await", second_tl=cuda_in_order, N=0, barrier_mem=CudaEvent, barrier_ndim=1)
-    body = low.event_decl_lines(ev) + low.arrive_lines(ev, rec, "1", "s")
-    body += low.await_lines(ev, stream_wait, "1", "s") + low.await_lines(ev, host_wait, "1") + low.event_destroy_lines(ev)
+    text = low.lowering(CudaEvent)
+    body = text.decl_lines(ev) + text.arrive_lines(ev, rec, "1", "s")
+    body += text.await_lines(ev, stream_wait, "1", "s") + text.await_lines(ev, host_wait, "1") + text.destroy_lines(ev)
     assert "cudaEventSynchronize(ev[1]);" in body and "cudaStreamWaitEvent(s, ev[1], 0);" in body
     cu = tmp_path / "h.cu"
     cu.write_text("#include <cuda_runtime.h>\nvoid h(cudaStream_t s) {\n" + "\n".join(body) + "\n}\n")

@@ -1,25 +1,38 @@
-"""`sl.analyze(p)`: device scopes, instr-tls and thread collectives of a proc, with their checks.
+"""`sl.analyze(p)`: the static analysis of a proc, as an ordered list of named passes.
 
-The analysis is a short list of named steps over the proc's LoopIR:
+`PASSES` runs in order; each pass reads the proc and the values of the passes
+before it (`PassContext.results`) and returns its own value, or raises a
+`SporkError` at the user's line:
 
 1. ``scopes``: one walk in source order gives every statement its device scope
-   ("cpu" | "cuda"), instr-tl, collective tiling and enclosing loops, and
-   rejects misplaced constructs (cuda_tasks outside the task nest of a device
-   function, cuda_threads/CudaAsync/CudaWarps on the CPU, par loops or nested
-   device functions in CUDA code, cuda_threads tilings that do not fit, bad
-   CudaWarps names and ranges, and, through ``config``, launch configurations
-   CUDA cannot run).
+   ("cpu" | "cuda"), instr-tl, collective tiling and enclosing loops, and each
+   device function its cuda_tasks nest; rejects misplaced constructs
+   (cuda_tasks outside the task nest of a device function,
+   cuda_threads/CudaAsync/CudaWarps on the CPU, par loops or nested device
+   functions in CUDA code, cuda_threads tilings that do not fit, bad CudaWarps
+   names and ranges, and, through ``config``, launch configurations CUDA
+   cannot run). Value: `Scopes`.
 2. ``checks``: per statement, instrs run with their declared collective unit
    and instr-tl, scalar writes are made by single threads, and every
    allocation/read/write is allowed on the statement's instr-tl by its memory.
-3. ``barriers``: every barrier's arrives and awaits follow its kind's pairing
-   rules (``barriers.py``: Await counts, sync-tls, collectives); the
-   `BarrierInfo`s are ``Analysis.barriers``.
+   Value: None.
+3. ``barriers``: the uses of every barrier, checked against its memory's rules
+   (`BarrierMemory` hooks). Value: {Sym: BarrierInfo}.
+
+Adding a pass is one line in `PASSES`: ``Pass("name", module.run)``, where
+``run(ctx: PassContext)`` returns the pass's value; `Analysis.result("name")`
+reads it.
+
+The result is computed once per proc: procs are immutable, so `analyze`
+caches the `Analysis` by the identity of the proc's LoopIR and drops it when
+that proc is garbage collected (the Analysis holds no reference to the proc).
+`sync_check`, the code generator and the workbench all call `analyze` and get
+the cached value.
 
 Errors are `DeviceScopeError`, `CollectiveError`, `TimelineError` and
 `SyncError` (all `SporkError`) at the user's line.
 
-Python API (used by the code generator and the sync checker)::
+Python API (used by the code generator, the sync checker and the workbench)::
 
     a = analyze(p)                    # p: Procedure (or its LoopIR proc)
     info = a.stmt_info(stmt)          # stmt: a LoopIR statement object of p._loopir_proc
@@ -27,7 +40,7 @@ Python API (used by the code generator and the sync checker)::
     info.instr_tl                     # InstrTl (cpu_in_order_instr, cuda_in_order_instr, Sm80_cp_async_instr, ...)
     info.tiling                       # CollTiling of the executing collective; None on the CPU
     info.coll_unit_text               # e.g. "cuda_warp", "16 * cuda_thread"; None on the CPU
-    info.iters                        # [IterInfo(name, sym, lo, hi, kind)], enclosing loops outermost first;
+    info.iters                        # (IterInfo(name, sym, lo, hi, kind), ...), enclosing loops outermost first;
                                       # kind in "seq" | "par" | "cuda_tasks" | "cuda_threads"; lo/hi are ints
                                       # when constant, else LoopIR expressions
     info.device_function              # the enclosing CudaDeviceFunction, None on the CPU
@@ -36,49 +49,79 @@ Python API (used by the code generator and the sync checker)::
     info.iter_values_of(37)           # inverse: {"m": 2, "n": 5}, or None if thread 37 never runs it
     info.path, info.line, info.text   # child indices from the proc body ("else" enters an If's orelse),
                                       # source line, first printed line
-    a.device_functions                # [(LoopIR.For of the `with` block, CudaDeviceFunction)]
-    a.barriers                        # barrier Sym -> BarrierInfo (uses, ring depths, arrival counts)
-    a.stmts                           # [(stmt, StmtInfo)] in source order
+    a.ref(stmt)                       # StmtRef(file, line, source text, path): how reports name a statement
+    a.device_functions                # (DeviceFunctionInfo(block, ctx, tasks), ...); .body: the task body
+    a.barriers                        # {Sym: BarrierInfo}; info.queue_rule(reverse) for the sync engines
+    a.stmts                           # ((stmt, StmtInfo), ...) in source order
+    a.result("name")                  # the value of any pass
     a.to_json()                       # plain JSON-serialisable data
 
 A `with` or loop statement's own StmtInfo describes the scope it appears in
 (the `with CudaDeviceFunction` statement itself is CPU code); its body has the
-new scope. Stmt identity is `id()`, valid while the Analysis holds the proc.
-An instr's body states its effect and is not code that runs: analysing an
-instr gives no statements.
+new scope. An instr's body states its effect and is not code that runs:
+analysing an instr gives no statements.
 """
 
 from __future__ import annotations
 
-from typing import Union
+import weakref
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Mapping, Union
 
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 from ..errors import user_facing
-from .barriers import barrier_infos
-from .checks import check_statements
-from .result import Analysis, IterInfo, StmtInfo
-from .scopes import ScopeWalker
+from . import barriers, checks, scopes
+from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a pass sees: the proc, the values of the passes before it, and `analyze` for callees."""
+
+    proc: LoopIR.proc
+    results: Mapping[str, object]
+    analyze: Callable
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[PassContext], object]
+
+
+PASSES = (
+    Pass("scopes", scopes.run),
+    Pass("checks", checks.run),
+    Pass("barriers", barriers.run),
+)
+
+_cache: dict = {}  # id(LoopIR proc) -> Analysis, dropped when the proc is collected
 
 
 @user_facing
 def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
-    """The static analysis of a proc; raises SporkError subclasses on misuse."""
+    """The static analysis of a proc (computed once per proc); raises SporkError subclasses on misuse."""
     proc_ir = p._loopir_proc if isinstance(p, Procedure) else p
-    if proc_ir.instr is not None:
-        return Analysis(proc_ir, [], [])  # an instr's body states its effect; it is not code that runs
-    walker = ScopeWalker()
-    walker.run(proc_ir)
-    check_statements(proc_ir, walker.stmts, analyze)
-    analysis = Analysis(proc_ir, walker.stmts, walker.device_functions)
-    analysis.barriers = barrier_infos(proc_ir, analysis)
+    key = id(proc_ir)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    results: dict = {}
+    if proc_ir.instr is not None:  # an instr's body states its effect; it is not code that runs
+        results = {step.name: None for step in PASSES}
+        results.update(scopes=Scopes((), ()), barriers=MappingProxyType({}))
+    else:
+        for step in PASSES:
+            results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))
+    analysis = Analysis(str(proc_ir.name), results)
+    _cache[key] = analysis
+    weakref.finalize(proc_ir, _cache.pop, key, None)
     return analysis
 
 
-def barrier_usage(p: Union[Procedure, LoopIR.proc]) -> dict:
-    """Barrier Sym -> BarrierInfo for every barrier allocated in proc `p` (checked, as `analyze` checks them)."""
-    return analyze(p).barriers
-
-
-__all__ = ["analyze", "barrier_usage", "Analysis", "StmtInfo", "IterInfo"]
+__all__ = [
+    "analyze", "Analysis", "StmtInfo", "StmtRef", "IterInfo", "DeviceFunctionInfo", "PASSES", "Pass", "PassContext",
+]  # fmt: skip

@@ -28,7 +28,12 @@ from .result import StmtInfo
 from .scopes import head_text
 
 
-def check_statements(proc_ir: LoopIR.proc, stmts: list, analyze_callee: Callable) -> None:
+def run(ctx) -> None:
+    """The `checks` pass (after `scopes`): raises at the first statement that breaks a rule."""
+    check_statements(ctx.proc, ctx.results["scopes"].stmts, ctx.analyze)
+
+
+def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callable) -> None:
     """Run every check on every (stmt, StmtInfo), in source order.
 
     `analyze_callee(proc)` analyses a CPU callee that opens device functions of its own.

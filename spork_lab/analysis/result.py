@@ -1,4 +1,4 @@
-"""The plain-data result of `analyze`: one `StmtInfo` per statement, plus the device functions.
+"""The plain-data result of `analyze`: one `StmtInfo` per statement, the device functions, and each pass's value.
 
 Everything here is a value computed once from an immutable proc; `to_json()`
 gives what the CLI and the widgets read.
@@ -6,8 +6,10 @@ gives what the CLI and the widgets read.
 
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Union
+from types import MappingProxyType
+from typing import Mapping, NamedTuple, Optional, Union
 
 from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
@@ -37,6 +39,38 @@ def _bound_json(bound: Union[int, LoopIR.expr]) -> Union[int, str]:
 
 
 @dataclass(frozen=True)
+class StmtRef:
+    """A statement as reports name it: its path in the scheduled proc, and the user's file, line and source text.
+
+    Scheduling keeps a statement's source line, so several statements of one
+    proc can share file and line; the path tells them apart. `path` is None for
+    a statement that is not in the proc the report is about (a callee's).
+    """
+
+    file: str
+    line: int
+    text: str
+    path: Optional[Path] = None
+
+    @staticmethod
+    def of(stmt: LoopIR.stmt, path: Optional[Path]) -> StmtRef:
+        info = stmt.srcinfo
+        text = linecache.getline(info.filename, info.lineno).strip() if info.filename else ""
+        return StmtRef(info.filename, info.lineno, text, path)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.text}"
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "text": self.text,
+            "path": None if self.path is None else list(self.path),
+        }
+
+
+@dataclass(frozen=True)
 class StmtInfo:
     """Where and by whom one statement runs.
 
@@ -51,7 +85,7 @@ class StmtInfo:
     instr_tl: InstrTl
     tiling: Optional[CollTiling]
     coll_unit_text: Optional[str]
-    iters: list  # of IterInfo, outermost first
+    iters: tuple  # of IterInfo, outermost first
     device_function: Optional[CudaDeviceFunction]
     warp_name: Optional[str]
 
@@ -83,27 +117,92 @@ class StmtInfo:
         }
 
 
-class Analysis:
-    """The static analysis of one proc (see the package docstring for the API)."""
+@dataclass(frozen=True)
+class DeviceFunctionInfo:
+    """A `with CudaDeviceFunction` block and its cuda_tasks nest (derived here, once, for every consumer)."""
 
-    def __init__(self, proc_ir: LoopIR.proc, stmts: list, device_functions: list):
-        self.proc_ir = proc_ir  # held so that the id() keys below stay valid
-        self.stmts = stmts  # [(LoopIR.stmt, StmtInfo)] in source order
-        self.device_functions = device_functions  # [(LoopIR.For of the with block, CudaDeviceFunction)]
-        self.barriers: dict = {}  # barrier Sym -> BarrierInfo, set by analyze's last step
-        self._by_id = {id(s): info for s, info in stmts}
+    block: LoopIR.For  # the `with` statement (CPU code)
+    ctx: CudaDeviceFunction
+    tasks: tuple  # the cuda_tasks loops, outermost first; the last one's body is the task body
+
+    @property
+    def body(self) -> list:
+        """The statements one task runs: the body of the innermost cuda_tasks loop."""
+        return self.tasks[-1].body
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """The value of the `scopes` pass: every statement's StmtInfo, in source order, and the device functions."""
+
+    stmts: tuple  # ((LoopIR.stmt, StmtInfo), ...)
+    device_functions: tuple  # (DeviceFunctionInfo, ...)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_by_id", {id(s): info for s, info in self.stmts})
+
+    def info(self, stmt: LoopIR.stmt) -> Optional[StmtInfo]:
+        return self._by_id.get(id(stmt))
+
+
+class Analysis:
+    """The static analysis of one proc: the value of each named pass (see the package docstring).
+
+    Immutable. Statement lookups are by object identity, which stays valid
+    because the analysis holds the statements.
+    """
+
+    __slots__ = ("_name", "_results", "_scopes")
+
+    def __init__(self, proc_name: str, results: Mapping[str, object]):
+        self._name = proc_name
+        self._results = MappingProxyType(dict(results))
+        self._scopes: Scopes = self._results["scopes"]
+
+    @property
+    def proc_name(self) -> str:
+        return self._name
+
+    def result(self, name: str) -> object:
+        """The value of the pass named `name` (see `spork_lab.analysis.PASSES`)."""
+        return self._results[name]
+
+    @property
+    def pass_names(self) -> tuple:
+        return tuple(self._results)
+
+    @property
+    def stmts(self) -> tuple:
+        """((stmt, StmtInfo), ...) in source order."""
+        return self._scopes.stmts
+
+    @property
+    def device_functions(self) -> tuple:
+        """(DeviceFunctionInfo, ...) in source order."""
+        return self._scopes.device_functions
+
+    @property
+    def barriers(self) -> Mapping:
+        """Barrier Sym -> BarrierInfo (the `barriers` pass)."""
+        return self._results["barriers"]
 
     def stmt_info(self, stmt: LoopIR.stmt) -> StmtInfo:
         """The StmtInfo of a statement object of the analysed proc."""
-        info = self._by_id.get(id(stmt))
+        info = self._scopes.info(stmt)
         if info is None:
-            raise KeyError(f"statement `{stmt}` is not part of the analysed proc {self.proc_ir.name}")
+            raise KeyError(f"statement `{stmt}` is not part of the analysed proc {self.proc_name}")
         return info
+
+    def ref(self, stmt: LoopIR.stmt) -> StmtRef:
+        """How reports name a statement: with its path when it is a statement of this proc."""
+        info = self._scopes.info(stmt)
+        return StmtRef.of(stmt, None if info is None else info.path)
 
     def to_json(self) -> dict:
         functions = []
-        for s, ctx in self.device_functions:
-            info = self.stmt_info(s)
+        for fn in self.device_functions:
+            ctx = fn.ctx
+            info = self.stmt_info(fn.block)
             warps = []
             for w in ctx.warp_config or ():
                 lo, hi = ctx.warp_range(w.name)
@@ -117,10 +216,13 @@ class Analysis:
                     "blocks_per_sm": ctx.blocks_per_sm,
                     "warp_names": [w["name"] for w in warps],
                     "warps": warps,
+                    "tasks": [list(self.stmt_info(t).path) for t in fn.tasks],
                 }
             )
         return {
-            "proc": str(self.proc_ir.name),
+            "proc": self.proc_name,
+            "passes": list(self._results),
             "statements": [info.to_json() for _, info in self.stmts],
             "device_functions": functions,
+            "barriers": [b.to_json() for b in self.barriers.values()],
         }

@@ -30,7 +30,7 @@ from ..core.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from ..errors import CollectiveError, DeviceScopeError, TimelineError
 from ..lang.printer import stmt_lines
 from .config import check_device_function
-from .result import IterInfo, Path, StmtInfo
+from .result import DeviceFunctionInfo, IterInfo, Path, Scopes, StmtInfo
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,19 @@ def _bound(e: LoopIR.expr):
     return e.val if isinstance(e, LoopIR.Const) else e
 
 
+def run(ctx) -> Scopes:
+    """The `scopes` pass: every statement's StmtInfo and the device functions with their task nests."""
+    walker = ScopeWalker()
+    walker.block(ctx.proc.body, _CPU, ())
+    return Scopes(tuple(walker.stmts), tuple(walker.device_functions))
+
+
 class ScopeWalker:
     """Builds the StmtInfo of every statement; raises SporkErrors for misplaced constructs."""
 
     def __init__(self):
         self.stmts: list = []  # [(stmt, StmtInfo)] in source order
-        self.device_functions: list = []  # [(For, CudaDeviceFunction)]
-
-    def run(self, proc_ir: LoopIR.proc) -> None:
-        self.block(proc_ir.body, _CPU, ())
+        self.device_functions: list = []  # [DeviceFunctionInfo]
 
     def record(self, s: LoopIR.stmt, scope: _Scope, path: Path) -> None:
         tiling = scope.tiling
@@ -94,7 +98,7 @@ class ScopeWalker:
             instr_tl=scope.instr_tl,
             tiling=tiling,
             coll_unit_text=None if tiling is None else coll_unit_text(tiling),
-            iters=list(scope.iters),
+            iters=scope.iters,
             device_function=scope.device_function,
             warp_name=scope.warp_name,
         )
@@ -159,7 +163,6 @@ class ScopeWalker:
                 s.srcinfo,
             )
         check_device_function(ctx, s.srcinfo)
-        self.device_functions.append((s, ctx))
         body = s.body
         first_bad = next((c for c in body if not _is_tasks_loop(c)), body[1] if len(body) > 1 else None)
         if first_bad is not None:
@@ -170,13 +173,15 @@ class ScopeWalker:
             )
         top = CollTiling.top(ctx.threads_per_cta, ctx.clusterDim)
         inner = _Scope("cuda", cuda_in_order_instr, top, scope.iters, ctx, None)
-        loop, path = body[0], path + (0,)
+        loop, path, tasks = body[0], path + (0,), []
         while True:
             self.record(loop, inner, path)
+            tasks.append(loop)
             inner = inner.add_iter(loop, "cuda_tasks")
             if len(loop.body) == 1 and _is_tasks_loop(loop.body[0]):
                 loop, path = loop.body[0], path + (0,)
                 continue
+            self.device_functions.append(DeviceFunctionInfo(s, ctx, tuple(tasks)))
             self.block(loop.body, inner, path)
             return
 

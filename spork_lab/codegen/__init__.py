@@ -16,12 +16,13 @@ import re
 from pathlib import Path
 from typing import Optional, Sequence
 
-import exo
 from exo.API import Procedure
 
 from ..analysis import analyze
 from ..errors import CodegenError, user_facing
+from ._c_exprs import floor_helpers
 from ._host import HostRewriter
+from ._host_c import host_c_to_strings
 from .barrier_text import prelude_lines
 
 _PRELUDE = """\
@@ -55,11 +56,7 @@ static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long
   return cudaSuccess;
 }}
 
-__host__ __device__ inline int exo_floor_div(int num, int quot)
-{{
-  int off = (num >= 0) ? 0 : quot - 1;
-  return (num - off) / quot;
-}}
+{floor_helpers}
 """
 
 
@@ -96,15 +93,15 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
     lib = lib_name(basename)
     rewriter = HostRewriter(lib)
-    host = [Procedure(rewriter.rewrite(p._loopir_proc)) for p in procs]
-    c, h = exo.compile_procs_to_strings(host, f"{basename}.h")
+    host = [rewriter.rewrite(p._loopir_proc) for p in procs]
+    c, h = host_c_to_strings(host, f"{basename}.h")
     code = rewriter.device_code
     _check_arch(code, arch)
     helpers = prelude_lines() if any(d.uses_mbarriers for d in code) else []
     structs = sorted({w.definition for d in code for w in d.window_structs})
     cu = "\n\n".join(
         [
-            _PRELUDE.format(lib=lib, cuh=f"{basename}.cuh"),
+            _PRELUDE.format(lib=lib, cuh=f"{basename}.cuh", floor_helpers=floor_helpers("__host__ __device__ inline")),
             *(["\n".join(helpers)] if helpers else []),
             *structs,
             *(d.kernel for d in code),

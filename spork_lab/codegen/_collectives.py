@@ -12,9 +12,9 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis import analyze
+from ..analysis import Analysis
 from ..core.coll import CollTiling
-from ..core.ir import walk_stmts
+from ..errors import CodegenError
 
 
 def iter_key(sym) -> str:
@@ -22,16 +22,32 @@ def iter_key(sym) -> str:
     return str(sym.name())
 
 
-def scope_tilings(kernel_proc: LoopIR.proc) -> dict:
-    """id(stmt) -> CollTiling for every statement of the proc's device function (its body[0]).
+def scope_tilings(analysis: Analysis, original: LoopIR.For, compiled: LoopIR.For) -> dict:
+    """id(stmt) -> CollTiling for every statement of `compiled`, read from the analysis of `original`'s proc.
 
+    `compiled` is the device function block `original` after exo's backend
+    passes, which rebuild statements and add Frees but change nothing else.
     For a loop or `with` block the entry is the tiling its body runs with.
     """
-    analysis = analyze(kernel_proc)
-    return {
-        id(s): analysis.stmt_info(s.body[0] if isinstance(s, LoopIR.For) else s).tiling
-        for s in walk_stmts(kernel_proc.body[0].body)
-    }
+    pairs: list = []
+    _align(original.body, compiled.body, pairs)
+    return {id(new): analysis.stmt_info(old.body[0] if isinstance(old, LoopIR.For) else old).tiling for new, old in pairs}
+
+
+def _align(original: list, compiled: list, out: list) -> None:
+    rest = iter(original)
+    for s in compiled:
+        if isinstance(s, LoopIR.Free):
+            continue
+        old = next(rest, None)
+        if type(old) is not type(s):
+            raise CodegenError(f"internal: exo's backend passes changed the statement `{old}` into `{s}`", s.srcinfo)
+        out.append((s, old))
+        if isinstance(s, LoopIR.For):
+            _align(old.body, s.body, out)
+        elif isinstance(s, LoopIR.If):
+            _align(old.body, s.body, out)
+            _align(old.orelse, s.orelse, out)
 
 
 def new_op(parent: CollTiling, body: CollTiling) -> Optional[tuple]:

@@ -17,23 +17,18 @@ from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
-from ..analysis import barrier_usage
+from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.ir import walk_stmts
+from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
 from ..errors import CodegenError
-from ..platforms.cuda import CudaGmemLinear, CudaMbarrier
+from ..platforms.cuda import CudaGmemLinear
+from ._c_exprs import FaithfulExprs
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
-from ._sync import (
-    NamedBarrierIds,
-    kernel_scope_lines,
-    lower_fence,
-    position_expr,
-    scope_begin_lines,
-    scope_end_lines,
-    split_sync_lines,
-)
+from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
+from .barrier_text import lowering
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
@@ -47,10 +42,21 @@ class DeviceFunction:
     name: str  # kernel name; the launcher is `{name}_launch`
     block: LoopIR.For
     args: list  # LoopIR.fnarg, in launch order
+    analysis: Analysis  # of the proc the block belongs to
 
     @property
     def ctx(self) -> CudaDeviceFunction:
         return self.block.loop_mode.ctx
+
+    @property
+    def task_depth(self) -> int:
+        """How many cuda_tasks loops the block's nest has (the analysis derived the nest)."""
+        return next(len(fn.tasks) for fn in self.analysis.device_functions if fn.block is self.block)
+
+    def barriers(self) -> dict:
+        """Sym -> BarrierInfo of the barriers allocated inside the block."""
+        inside = {s.name for s in walk_stmts(self.block.body) if is_barrier_alloc(s)}
+        return {sym: info for sym, info in self.analysis.barriers.items() if sym in inside}
 
 
 @dataclass
@@ -161,7 +167,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "}",
         ]
     )
-    uses_mbarriers = any(i.mem is CudaMbarrier for i in comp.barriers.values())
+    uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo)
 
 
@@ -178,19 +184,20 @@ def _free_syms(e, out: set) -> set:
     return out
 
 
-class CudaCompiler(Compiler):
+class CudaCompiler(FaithfulExprs, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
         block = proc.body[0]
         self._ctx: CudaDeviceFunction = block.loop_mode.ctx
-        self._tilings = scope_tilings(proc)
+        self._tilings = scope_tilings(df.analysis, df.block, block)
         self._tiling_stack = []
         self._iter_syms = {}
         self._smem_offsets: dict = {}
         self.smem_bytes = 0
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
-        self.barriers: dict = barrier_usage(proc)  # Sym -> BarrierInfo; names become C names in _device_function
+        self.barriers: dict = df.barriers()  # Sym -> BarrierInfo; names become C names in _device_function
+        self._task_depth = df.task_depth
         self._warp_name = None
         self.task_count_host = ""
         self.kernel_lines: list = []
@@ -206,15 +213,14 @@ class CudaCompiler(Compiler):
                 return self._with_block(s, mode.ctx)
             if isinstance(mode, CudaThreads):
                 return self._cuda_threads(s)
-            if isinstance(mode, CudaTasks):
-                raise CodegenError("cuda_tasks loops must form the loop nest directly under CudaDeviceFunction", s.srcinfo)
             if isinstance(mode, LoopIR.Par):
                 raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
             return super().comp_s(s)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
-            for line in scope_end_lines(self.barriers[s.name]):
+            info = self.barriers[s.name]
+            for line in lowering(info.mem).scope_end_lines(info):
                 self.add_line(line)
             return None
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, CudaMemory):
@@ -259,11 +265,9 @@ class CudaCompiler(Compiler):
     def _device_function(self, s):
         ctx: CudaDeviceFunction = s.loop_mode.ctx
         tasks, body = [], s.body
-        while len(body) == 1 and isinstance(body[0], LoopIR.For) and isinstance(body[0].loop_mode, CudaTasks):
+        for _ in range(self._task_depth):
             tasks.append(body[0])
             body = body[0].body
-        if not tasks or any(isinstance(x, LoopIR.For) and isinstance(x.loop_mode, CudaTasks) for x in body):
-            raise CodegenError("the only child of a CudaDeviceFunction must be a nest of cuda_tasks loops", s.srcinfo)
         task_syms = {t.iter for t in tasks}
         counts = []
         for t in tasks:
@@ -302,7 +306,7 @@ class CudaCompiler(Compiler):
         """Give each barrier its C name and emit what lives for the whole kernel (mbarriers, counters)."""
         for sym, info in self.barriers.items():
             self.barriers[sym] = info = replace(info, name=self.new_varname(sym, typ=info.alloc.type, mem=info.mem))
-            for line in kernel_scope_lines(info):
+            for line in lowering(info.mem).kernel_scope_lines(info):
                 self.add_line(line)
 
     def _setmaxnreg(self, regs: int):
@@ -391,7 +395,8 @@ class CudaCompiler(Compiler):
 
     def _alloc(self, s):
         if is_barrier_alloc(s):
-            for line in scope_begin_lines(self.barriers[s.name]):
+            info = self.barriers[s.name]
+            for line in lowering(info.mem).scope_begin_lines(info):
                 self.add_line(line)
             return None
         mem = s.mem

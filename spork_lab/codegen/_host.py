@@ -4,10 +4,11 @@ The launch instr's `c_instr` calls the kernel launcher and records its CUDA
 error; its body is the original block, so exo's const and effect analyses of
 the caller's arguments stay right. exo's own C backend then writes the host C.
 
-CudaEvent barriers live in host code: their allocation, Arrive and Await become
-calls of generated instrs whose C text comes from spork_lab.codegen.barrier_text
-(cudaEventRecord / cudaStreamWaitEvent / cudaEventSynchronize on the library's
-stream), and the events are destroyed where the allocation's block ends.
+Barriers that live in host code (`BarrierMemory.lives_on_device` False: CUDA
+events) have their allocation, Arrive and Await replaced by calls of generated
+instrs whose C text comes from their `BarrierText` (cudaEventRecord /
+cudaStreamWaitEvent / cudaEventSynchronize on the library's stream), and are
+destroyed where the allocation's block ends.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from dataclasses import replace
 from exo.core.LoopIR import LoopIR, T
 from exo.core.prelude import Sym
 
-from ..analysis import barrier_usage
-from ..codegen import barrier_text as low
+from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import CodegenError
-from ..platforms.cuda import CudaEvent
 from ._device import DeviceCode, DeviceFunction, compile_device_function
 from ._sync import position_expr
+from .barrier_text import lowering
 
 _POSITION = "SPORK_POSITION"  # stands for the instr's `p` argument until the text becomes an exo template
 
@@ -109,20 +109,21 @@ class HostRewriter:
         self._done: dict = {}
         self._proc = None
         self._count = self._n_instrs = 0
-        self._events: dict = {}  # Sym -> BarrierInfo (named for C) of the proc being rewritten
+        self._analysis = None  # of the proc being rewritten
+        self._events: dict = {}  # Sym -> BarrierInfo (named for C) of its host barriers
 
     def rewrite(self, p: LoopIR.proc) -> LoopIR.proc:
         if p.instr is not None:
             return p
         if id(p) not in self._done:
-            caller = (self._proc, self._count, self._n_instrs, self._events)  # a call rewrites its callee first
+            caller = (self._proc, self._analysis, self._count, self._n_instrs, self._events)  # callees first
             env = {a.name: (a.type, a.mem) for a in p.args}
             self._count = self._n_instrs = 0
-            self._proc = p
-            self._events = {s: i for s, i in barrier_usage(p).items() if i.mem is CudaEvent}
+            self._proc, self._analysis = p, analyze(p)
+            self._events = {s: i for s, i in self._analysis.barriers.items() if not i.mem.lives_on_device}
             body = self._stmts(p.body, env)
             self._done[id(p)] = p.update(body=body)
-            self._proc, self._count, self._n_instrs, self._events = caller
+            self._proc, self._analysis, self._count, self._n_instrs, self._events = caller
         return self._done[id(p)]
 
     def _stmts(self, stmts, env) -> list:
@@ -130,9 +131,10 @@ class HostRewriter:
         for s in stmts:
             if is_barrier_alloc(s) and s.name in self._events:
                 info = self._events[s.name] = replace(self._events[s.name], name=f"{self._proc.name}_{s.name}")
-                decl = low.event_decl_lines(info, self._record_error)
+                text = lowering(info.mem)
+                decl = text.decl_lines(info, self._record_error)
                 out.append(self._host_instr(decl, s.srcinfo, c_global=self._event_globals))
-                destroy.append(self._host_instr(low.event_destroy_lines(info), s.srcinfo))
+                destroy.append(self._host_instr(text.destroy_lines(info), s.srcinfo))
             elif sync_spec_of(s) is not None and s.args[0].name in self._events:
                 out.append(self._event_sync(s, sync_spec_of(s), self._events[s.args[0].name]))
             elif is_device_function(s):
@@ -175,7 +177,8 @@ class HostRewriter:
         position = position_expr(info, s.args[0], s.srcinfo)
         p = "0" if position is None else _POSITION
         stream = f"(cudaStream_t) {self.lib}_stream()"
-        lines_of = low.arrive_lines if spec.is_arrive else low.await_lines
+        text = lowering(info.mem)
+        lines_of = text.arrive_lines if spec.is_arrive else text.await_lines
         lines = lines_of(info, spec, p, stream=stream, record_error=self._record_error)
         return self._host_instr(lines, s.srcinfo, position)
 
@@ -193,7 +196,7 @@ class HostRewriter:
             args.append(LoopIR.fnarg(sym, typ, mem if typ.is_numeric() else None, block.srcinfo))
         name = f"{self._proc.name}_device{self._count}"
         self._count += 1
-        code = compile_device_function(DeviceFunction(name, block, args))
+        code = compile_device_function(DeviceFunction(name, block, args, self._analysis))
         self.device_code.append(code)
         c_args = ", ".join("{" + str(a.name) + "}" for a in args)
         c_instr = f"{self.lib}_record_error({name}_launch({c_args}));"

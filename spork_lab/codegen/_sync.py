@@ -4,9 +4,9 @@ A Fence lowers according to its executing thread collective (seed 000: the
 same Fence text is __syncwarp in a warp and __syncthreads in a CTA), wrapped in
 spork_lab.codegen.barrier_text's prologue (waits for L1's async instructions) and
 epilogue (proxy / wgmma fences for L2). Split barriers take all their CUDA text
-from spork_lab.codegen.barrier_text; this module only decides where it goes: kernel
-scope (mbarrier storage, init, counters), the allocation's scope (begin/end),
-and the statement itself (arrive/await at barrier position p).
+from the `BarrierText` their memory names; the device code generator decides
+where it goes: kernel scope, the allocation's scope (begin/end), and the
+statement itself (arrive/await at barrier position p, here).
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR, T
 
 from ..analysis.barriers import BarrierInfo
-from ..codegen import barrier_text as low
 from ..core.sync_stmts import SyncSpec, barrier_window_indices
 from ..errors import CodegenError
-from ..platforms.cuda import CudaMbarrier
 from ._collectives import Collective
-from .barrier_text import fence_epilogue_lines, fence_prologue_lines
+from .barrier_text import fence_epilogue_lines, fence_prologue_lines, lowering
 
 N_NAMED_BARRIERS = 16  # bar.sync ids 0..15; 0 is __syncthreads
 
@@ -100,34 +98,10 @@ def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
     return flat
 
 
-def kernel_scope_lines(info: BarrierInfo) -> list:
-    """Once per kernel, executed by every thread before any warp-specialized path."""
-    if info.mem is not CudaMbarrier:
-        return []
-    return low.mbarrier_shared_lines(info) + low.mbarrier_init_lines(info) + low.mbarrier_counter_lines(info)
-
-
-def scope_begin_lines(info: BarrierInfo) -> list:
-    return low.mbarrier_scope_begin_lines(info) if info.mem is CudaMbarrier else []
-
-
-def scope_end_lines(info: BarrierInfo) -> list:
-    return low.mbarrier_scope_end_lines(info) if info.mem is CudaMbarrier else []
-
-
 def split_sync_lines(info: BarrierInfo, spec: SyncSpec, p: str, threads: int, srcinfo) -> list:
-    """Arrive/Await (or Reverse) by each of `threads` threads of the executing collective.
-
-    Every thread of an arriving collective arrives on an mbarrier, so the
-    collective's size (from the analysis' tiling) must be the arrival count the
-    mbarrier was initialised with; otherwise its phases would never complete.
-    """
-    if info.mem is CudaMbarrier and spec.is_arrive:
-        count = info.reverse_arrivals if spec.is_reverse else info.forward_arrivals
-        if threads != count:
-            raise CodegenError(
-                f"{spec.source(info.name)} is executed by {threads} threads per collective, but {info.name}'s "
-                f"mbarrier expects {count} arrivals per phase",
-                srcinfo,
-            )
-    return low.arrive_lines(info, spec, p) if spec.is_arrive else low.await_lines(info, spec, p)
+    """Arrive/Await (or Reverse) by each of `threads` threads of the executing collective (the analysis' tiling)."""
+    text = lowering(info.mem)
+    if spec.is_arrive:
+        text.check_arrive(info, spec, threads, srcinfo)
+        return text.arrive_lines(info, spec, p)
+    return text.await_lines(info, spec, p)

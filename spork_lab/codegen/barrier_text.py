@@ -1,23 +1,27 @@
 """CUDA C++ text for split barriers and for the extra instructions of fences.
 
-Interface for the CUDA code generator (all functions return lists of lines):
+Each barrier memory names its lowering (`BarrierMemory.lowering`); `lowering(mem)`
+gives the `BarrierText` that writes its CUDA (all methods return lists of lines;
+`info` is the barrier's `BarrierInfo` from `analyze(p).barriers`, named for C; `p`
+is the C expression of the flattened barrier position, 0 for a scalar barrier):
 
-    infos = barrier_usage(proc)                  # spork_lab.analysis: Sym -> BarrierInfo (checked)
-    prelude_lines()                              # once per .cu file, before the kernels
-  Per CudaMbarrier barrier `info` (device side; `p` is the C expression of the flattened
-  barrier position, 0 for a scalar barrier):
-    mbarrier_shared_lines(info)                  # __shared__ arrays, at kernel scope
-    mbarrier_init_lines(info)                    # kernel start, every thread executes it (has __syncthreads)
-    mbarrier_counter_lines(info)                 # per-thread phase counters, at kernel scope
-    mbarrier_scope_begin_lines(info)             # where the barrier is allocated (each task)
-    mbarrier_scope_end_lines(info)               # where its scope ends: drains the ring's last lag phases
-  Statements (`spec` = sync_spec_of(stmt)):
-    arrive_lines(info, spec, p) / await_lines(info, spec, p)   # Arrive/Await and Reverse forms, any memory
-    fence_prologue_lines(spec), fence_epilogue_lines(spec)     # around the codegen's own collective barrier
-  Per CudaEvent barrier (host side; `stream` is the C expression of the stream; `record_error`,
-  if given, names a C function `void f(int)` that receives each CUDA call's error code):
-    event_decl_lines(info, record_error), event_destroy_lines(info),
-    arrive_lines/await_lines with stream=..., record_error=...
+    prelude_lines()                              # device helpers, once per .cu file when some
+                                                 # lowering has `device_helpers`
+    text = lowering(info.mem)
+    text.kernel_scope_lines(info)                # at kernel scope, every thread, before warp-specialized paths
+    text.scope_begin_lines(info)                 # where the barrier is allocated (each task)
+    text.scope_end_lines(info)                   # where its scope ends
+    text.decl_lines(info, record_error)          # host barriers: where allocated in CPU code
+    text.destroy_lines(info)                     #   and where their block ends
+    text.check_arrive(info, spec, threads, srcinfo)   # CodegenError if the collective cannot arrive
+    text.arrive_lines(info, spec, p, stream=..., record_error=...)  # Arrive / ReverseArrive
+    text.await_lines(info, spec, p, stream=..., record_error=...)   # Await / ReverseAwait
+  Fences (`spec` = sync_spec_of(stmt)), around the codegen's own collective barrier:
+    fence_prologue_lines(spec), fence_epilogue_lines(spec)
+
+Host barriers (events) take `stream`, the C expression of the stream, and
+`record_error`, if given, names a C function `void f(int)` that receives each
+CUDA call's error code.
 
 Fence lowering: the code generator emits, for Fence(L1, L2) executed by a
 collective, `fence_prologue_lines` (completes outstanding async instructions of
@@ -43,7 +47,6 @@ from ..analysis.barriers import BarrierInfo
 from ..core import timelines as tl
 from ..core.sync_stmts import SyncSpec
 from ..errors import CodegenError
-from ..platforms.cuda import CudaCommitGroup, CudaEvent, CudaMbarrier
 
 
 def prelude_lines() -> list:
@@ -77,104 +80,6 @@ def prelude_lines() -> list:
     ]
 
 
-# ---- mbarriers ----
-
-
-def _arrays(info: BarrierInfo):
-    """(suffix, depth, arrivals) of the forward and (if used) reverse mbarrier arrays."""
-    out = [("f", info.forward_depth, info.forward_arrivals)]
-    if info.reverse_depth:
-        out.append(("r", info.reverse_depth, info.reverse_arrivals))
-    return out
-
-
-def mbarrier_shared_lines(info: BarrierInfo) -> list:
-    return [
-        f"__shared__ unsigned long long {info.name}_{d}[{info.positions * depth}];"
-        for d, depth, _ in _arrays(info)
-    ]
-
-
-def mbarrier_init_lines(info: BarrierInfo) -> list:
-    """Thread 0 initialises every mbarrier with its arrival count; the CTA waits until it is visible."""
-    lines = ["if (threadIdx.x == 0) {"]
-    for d, depth, count in _arrays(info):
-        n = info.positions * depth
-        lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{info.name}_{d}[i], {count}u);")
-    lines += [
-        "#if __CUDA_ARCH__ >= 900",
-        '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
-        "#endif",
-        "}",
-        "__syncthreads();",
-    ]
-    return lines
-
-
-def mbarrier_counter_lines(info: BarrierInfo) -> list:
-    """Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position."""
-    n = info.positions
-    return [
-        f"unsigned {info.name}_{d}{c}[{n}] = {{0}};" for d, _, _ in _arrays(info) for c in ("a", "w", "b")
-    ]
-
-
-def mbarrier_scope_begin_lines(info: BarrierInfo) -> list:
-    """A new scope of the barrier: awaits pair with arrives from here on."""
-    return [
-        f"for (int i = 0; i < {info.positions}; ++i) {info.name}_{d}b[i] = {info.name}_{d}w[i];"
-        for d, _, _ in _arrays(info)
-    ]
-
-
-def mbarrier_scope_end_lines(info: BarrierInfo) -> list:
-    """Awaiting threads complete the phases their first `lag` awaits skipped, so counters stay in step."""
-    lines = []
-    for d, depth, _ in _arrays(info):
-        lag = info.reverse_lag if d == "r" else info.forward_lag
-        if lag == 0:
-            continue
-        lines += [
-            f"for (int i = 0; i < {info.positions}; ++i) {{",
-            f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
-            f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
-            f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
-            f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
-            "}",
-        ]
-    return lines
-
-
-def _mbar_arrive(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
-    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
-    cnt = f"{info.name}_{d}a[{p}]"
-    fn = "spork_mbar_arrive"
-    if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
-        fn = "spork_mbar_arrive_cp_async"  # completes once this thread's earlier cp.async have landed
-    return [f"{fn}(&{info.name}_{d}[({p}) * {depth} + {cnt} % {depth}u]); ++{cnt};"]
-
-
-def _mbar_await(info: BarrierInfo, spec: SyncSpec, p: str) -> list:
-    d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
-    lag = ~spec.N
-    w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
-    wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
-    if lag == 0:  # pairs with this thread's latest arrive count, never skipped
-        lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
-    else:
-        lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
-    return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl)
-
-
-# ---- commit groups ----
-
-_COMMIT = {
-    "cp.async": ("cp.async.commit_group;", "cp.async.wait_group {N};"),
-    "wgmma": ("wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned {N};"),
-    "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
-}
-
-
 def _asm(text: str) -> str:
     return f'asm volatile("{text}" ::: "memory");'
 
@@ -184,47 +89,171 @@ def _proxy_fence_after(second_tl: tl.SyncTl) -> list:
     return [_asm("fence.proxy.async;")] if second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
 
 
-# ---- events (host) ----
+class BarrierText:
+    """The CUDA text of one barrier mechanism; by default a mechanism needs no text outside its statements."""
+
+    device_helpers = False  # its lines call prelude_lines()' helpers
+
+    def kernel_scope_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def scope_begin_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def scope_end_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def decl_lines(self, info: BarrierInfo, record_error: str = "") -> list:
+        return []
+
+    def destroy_lines(self, info: BarrierInfo) -> list:
+        return []
+
+    def check_arrive(self, info: BarrierInfo, spec: SyncSpec, threads: int, srcinfo) -> None:
+        """Raise CodegenError if a collective of `threads` threads cannot arrive on this barrier."""
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        raise NotImplementedError
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        raise NotImplementedError
 
 
-def _event_call(call: str, record_error: str) -> str:
-    return f"{record_error}((int) {call});" if record_error else f"{call};"
+class MbarrierText(BarrierText):
+    """Shared-memory mbarrier rings with phase parity, and reverse rings (see the module docstring)."""
+
+    device_helpers = True
+
+    @staticmethod
+    def _arrays(info: BarrierInfo):
+        """(suffix, depth, arrivals) of the forward and (if used) reverse mbarrier arrays."""
+        out = [("f", info.forward_depth, info.forward_arrivals)]
+        if info.reverse_depth:
+            out.append(("r", info.reverse_depth, info.reverse_arrivals))
+        return out
+
+    def kernel_scope_lines(self, info: BarrierInfo) -> list:
+        """__shared__ arrays, their initialisation (thread 0, then the CTA waits), per-thread counters."""
+        arrays = self._arrays(info)
+        lines = [f"__shared__ unsigned long long {info.name}_{d}[{info.positions * depth}];" for d, depth, _ in arrays]
+        lines.append("if (threadIdx.x == 0) {")
+        for d, depth, count in arrays:
+            n = info.positions * depth
+            lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{info.name}_{d}[i], {count}u);")
+        lines += [
+            "#if __CUDA_ARCH__ >= 900",
+            '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+            "#endif",
+            "}",
+            "__syncthreads();",
+        ]
+        # Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position.
+        lines += [f"unsigned {info.name}_{d}{c}[{info.positions}] = {{0}};" for d, _, _ in arrays for c in ("a", "w", "b")]
+        return lines
+
+    def scope_begin_lines(self, info: BarrierInfo) -> list:
+        """A new scope of the barrier: awaits pair with arrives from here on."""
+        return [
+            f"for (int i = 0; i < {info.positions}; ++i) {info.name}_{d}b[i] = {info.name}_{d}w[i];"
+            for d, _, _ in self._arrays(info)
+        ]
+
+    def scope_end_lines(self, info: BarrierInfo) -> list:
+        """Awaiting threads complete the phases their first `lag` awaits skipped, so counters stay in step."""
+        lines = []
+        for d, depth, _ in self._arrays(info):
+            lag = info.reverse_lag if d == "r" else info.forward_lag
+            if lag == 0:
+                continue
+            lines += [
+                f"for (int i = 0; i < {info.positions}; ++i) {{",
+                f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
+                f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
+                f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
+                f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
+                "}",
+            ]
+        return lines
+
+    def check_arrive(self, info: BarrierInfo, spec: SyncSpec, threads: int, srcinfo) -> None:
+        """Every thread of an arriving collective arrives, so its size must be the mbarrier's arrival count
+        (otherwise the phase would never complete)."""
+        count = info.reverse_arrivals if spec.is_reverse else info.forward_arrivals
+        if threads != count:
+            raise CodegenError(
+                f"{spec.source(info.name)} is executed by {threads} threads per collective, but {info.name}'s "
+                f"mbarrier expects {count} arrivals per phase",
+                srcinfo,
+            )
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+        cnt = f"{info.name}_{d}a[{p}]"
+        fn = "spork_mbar_arrive"
+        if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
+            fn = "spork_mbar_arrive_cp_async"  # completes once this thread's earlier cp.async have landed
+        return [f"{fn}(&{info.name}_{d}[({p}) * {depth} + {cnt} % {depth}u]); ++{cnt};"]
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
+        lag = ~spec.N
+        w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
+        wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
+        if lag == 0:  # pairs with this thread's latest arrive count, never skipped
+            lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
+        else:
+            lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
+        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl)
 
 
-def event_decl_lines(info: BarrierInfo, record_error: str = "") -> list:
-    create = _event_call(f"cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming)", record_error)
-    return [f"cudaEvent_t {info.name}[{info.positions}];", f"for (int i = 0; i < {info.positions}; ++i) {create}"]
+class CommitGroupText(BarrierText):
+    """cp.async / wgmma / cp.async.bulk commit_group and wait_group N (the flavour the analysis chose)."""
+
+    _COMMIT = {
+        "cp.async": ("cp.async.commit_group;", "cp.async.wait_group {N};"),
+        "wgmma": ("wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned {N};"),
+        "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
+    }
+
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        return [_asm(self._COMMIT[info.flavour][0])]
+
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        return [_asm(self._COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
 
 
-def event_destroy_lines(info: BarrierInfo) -> list:
-    return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
+class EventText(BarrierText):
+    """CUDA events, host side: record on the library's stream; the stream or the CPU waits."""
 
+    @staticmethod
+    def _call(call: str, record_error: str) -> str:
+        return f"{record_error}((int) {call});" if record_error else f"{call};"
 
-# ---- statements ----
+    def decl_lines(self, info: BarrierInfo, record_error: str = "") -> list:
+        create = self._call(f"cudaEventCreateWithFlags(&{info.name}[i], cudaEventDisableTiming)", record_error)
+        return [f"cudaEvent_t {info.name}[{info.positions}];", f"for (int i = 0; i < {info.positions}; ++i) {create}"]
 
+    def destroy_lines(self, info: BarrierInfo) -> list:
+        return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
 
-def arrive_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
-    """Arrive / ReverseArrive on barrier position `p` (a C expression)."""
-    if info.mem is CudaMbarrier:
-        return _mbar_arrive(info, spec, p)
-    if info.mem is CudaCommitGroup:
-        return [_asm(_COMMIT[info.flavour][0])]
-    if info.mem is CudaEvent:
-        return [_event_call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
-    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+        return [self._call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
 
-
-def await_lines(info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
-    """Await / ReverseAwait on barrier position `p` (a C expression)."""
-    if info.mem is CudaMbarrier:
-        return _mbar_await(info, spec, p)
-    if info.mem is CudaCommitGroup:
-        return [_asm(_COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
-    if info.mem is CudaEvent:
+    def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
         if tl.cpu_in_order_instr in spec.second_tl.instr_tls:  # the CPU waits; else only the stream
-            return [_event_call(f"cudaEventSynchronize({info.name}[{p}])", record_error)]
-        return [_event_call(f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0)", record_error)]
-    raise CodegenError(f"no lowering for barriers @ {info.mem.name()}", info.alloc.srcinfo)
+            return [self._call(f"cudaEventSynchronize({info.name}[{p}])", record_error)]
+        return [self._call(f"cudaStreamWaitEvent({stream}, {info.name}[{p}], 0)", record_error)]
+
+
+LOWERINGS = {"mbarrier": MbarrierText(), "commit_group": CommitGroupText(), "event": EventText()}
+
+
+def lowering(mem: type) -> BarrierText:
+    """The CUDA text of barriers in memory `mem` (named by its `lowering` hook)."""
+    text = LOWERINGS.get(mem.lowering)
+    if text is None:
+        raise CodegenError(f"no CUDA lowering for barriers @ {mem.name()} (lowering {mem.lowering!r})")
+    return text
 
 
 def fence_prologue_lines(spec: SyncSpec) -> list:

@@ -20,10 +20,45 @@ from exo.core.prelude import SrcInfo, Sym
 from .timelines import SyncTl
 
 
-class BarrierMemory(Memory):
-    """Memory of `barrier` variables. Subclasses choose the CUDA mechanism."""
+@dataclass(frozen=True)
+class QueueFacts:
+    """What a barrier mechanism's rules derive from the uses of one queue (see `BarrierMemory.check_queue`)."""
 
-    allows_reverse = False  # ReverseArrive/ReverseAwait (mbarriers only)
+    lag: int = 0  # pairing by lag: the ~N of the awaits
+    arrivals: int = 0  # threads that arrive per phase (mbarrier arrival count)
+    max_wait_n: int = 0  # pairing by count: the largest N of the awaits
+    flavour: Optional[str] = None  # commit groups: the hardware queue ("cp.async", "wgmma", ...)
+    scope_threads: int = 0  # threads sharing one hardware queue (0: the queue is not per thread group)
+
+
+class BarrierMemory(Memory):
+    """Memory of `barrier` variables. Each subclass is one CUDA mechanism, and its hooks say how it works.
+
+    The analyses, both sync engines and the code generator ask these hooks
+    instead of naming the mechanism:
+
+    - where it lives: `lives_on_device` (allocated inside a device function,
+      within its cuda_tasks loops) or in CPU code;
+    - its pairing rule: `pairs_by_lag` (an Await's N = ~lag picks the arrive
+      `lag` phases back; phases form a ring of `lag + 1` slots, and each thread
+      counts the phases it sees, so every arrive (await) of one queue is made by
+      the same threads) or by count (N >= 0: the N-th most recent arrive);
+      `allows_reverse` (ReverseArrive/ReverseAwait); `check_queue` enforces the
+      mechanism's own rules on a queue's uses;
+    - how it lowers: `lowering` names its CUDA text in spork_lab.codegen.barrier_text.
+    """
+
+    lives_on_device = True
+    pairs_by_lag = False
+    allows_reverse = False
+    lowering = ""
+
+    @classmethod
+    def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
+        """Raise SyncError at the first use of one queue (forward or reverse) of barrier `name` (of
+        `positions` positions) that this mechanism cannot implement; else what lowering needs. `arrives`/`awaits` hold uses with `.stmt`, `.spec` and
+        `.thread_count` (threads of the executing collective; None on the CPU)."""
+        raise NotImplementedError(f"{cls.name()} does not say how its barriers pair")
 
     @classmethod
     def alloc(cls, new_name, prim_type, shape, srcinfo):

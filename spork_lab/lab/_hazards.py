@@ -1,10 +1,8 @@
 """Hazard cards: the sync check's hazards placed on the current proc's printed statements and explained.
 
-A report names statements as the user wrote them (file, line, text). After
-scheduling many statements come from one source line, so a reference is
-resolved to the printed statement it means: by its `path` when the report
-carries one, else among the statements of that source line, the one with the
-same enclosing loop iterators that touches the hazard's buffer (or barrier).
+A report names each statement by its path in the scheduled proc (as well as
+the user's file and line, which many scheduled statements can share), so a
+hazard marks exactly the printed statements involved, with their current text.
 
 One card per (kind, buffer, pair of statements); each has a two-column witness
 (the earlier access, the later one) and a plain-words hint of the
@@ -14,45 +12,20 @@ synchronization that would order them.
 from __future__ import annotations
 
 from html import escape
-from typing import Callable, Optional
+from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..core.ir import numeric_reads
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
 from ._codeview import CodeView
 from ._source import cursor_source
 
 
-def locate(ref: Optional[dict], iters: dict, view: CodeView, analysis, wanted: Optional[Callable] = None) -> Optional[int]:
-    """Index (in `view.stmts`) of the printed statement a report's statement reference means, or None."""
-    if not ref:
-        return None
-    if ref.get("path") is not None:
-        return view.stmt_at_path(ref["path"])
-    found = [i for i, s in enumerate(view.stmts) if s.srcinfo.lineno == ref.get("line")]
-    if analysis is not None:
-        same_loops = [i for i in found if [it.name for it in analysis.stmt_info(view.stmts[i]).iters] == list(iters)]
-        found = same_loops or found
-    if wanted is not None:
-        found = [i for i in found if wanted(view.stmts[i])] or found
-    return found[0] if found else None
-
-
-def touches(buffer: str) -> Callable:
-    """Whether a statement reads or writes `buffer` (an assignment, or a call taking it), or allocates it."""
-
-    def test(s) -> bool:
-        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-            reads: list = []
-            numeric_reads(s.rhs, reads)
-            return str(s.name) == buffer or any(str(r.name) == buffer for r in reads)
-        if isinstance(s, LoopIR.Call):
-            return any(str(getattr(a, "name", "")) == buffer for a in s.args)
-        return isinstance(s, LoopIR.Alloc) and str(s.name) == buffer
-
-    return test
+def locate(ref: Optional[dict], view: CodeView) -> Optional[int]:
+    """Index (in `view.stmts`) of the statement a report's reference names by its path, or None."""
+    path = (ref or {}).get("path")
+    return view.stmt_at_path(path) if path is not None else None
 
 
 def _thread_text(threads) -> str:
@@ -63,11 +36,11 @@ def _thread_text(threads) -> str:
 class _Side:
     """One access of a hazard as placed on the current proc."""
 
-    def __init__(self, access: Optional[dict], view: CodeView, analysis, wanted: Optional[Callable]):
+    def __init__(self, access: Optional[dict], view: CodeView, analysis):
         self.access = access or {}
         self.iters = dict(self.access.get("iters") or {})
         self.threads = [tuple(t) for t in self.access.get("threads") or []]
-        self.stmt = locate(self.access.get("stmt"), self.iters, view, analysis, wanted)
+        self.stmt = locate(self.access.get("stmt"), view)
         self.info = analysis.stmt_info(view.stmts[self.stmt]) if self.stmt is not None and analysis else None
         self.lines = view.lines_of_stmt(self.stmt) if self.stmt is not None else []
 
@@ -251,19 +224,14 @@ def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: 
     return f"{fence} {where}: {call}{also}"
 
 
-def _is_sync(s) -> bool:
-    return sync_spec_of(s) is not None
-
-
 def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
     """One card per (kind, buffer, pair of printed statements of `proc`), in the order the checker found them."""
     cards: list[dict] = []
     for h in report.hazards:
         fields = h.to_json()
         kind, buffer = fields["kind"], fields.get("buffer")
-        wanted = touches(buffer) if buffer else _is_sync  # buffer-less hazards are at sync statements
-        later = _Side(fields["access"], view, analysis, wanted)
-        earlier = _Side(fields.get("other"), view, analysis, wanted) if fields.get("other") else None
+        later = _Side(fields["access"], view, analysis)
+        earlier = _Side(fields.get("other"), view, analysis) if fields.get("other") else None
         key = (kind, buffer, earlier.stmt if earlier else None, later.stmt)
         same = next((c for c in cards if c["key"] == key), None)
         if same is not None:

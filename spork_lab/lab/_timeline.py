@@ -39,20 +39,16 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
     """Per barrier: {"name", "info", "lanes": [{"queue", "role", "label"}], "events": [...], "bad": first bad
     event or None, "truncated"}; each event {"lane", "kind", "queue", "position", "index", "slot", "parity",
     "iters", "threads", "stmt", "line", "pairs": event number of its arrive or None, "state"}."""
-    cta = max((ctx.threads_per_cta * ctx.clusterDim for _, ctx in analysis.device_functions), default=0) if analysis else 0
+    cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
     failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT")]
     out: dict[str, dict] = {}
     arrives: dict[tuple, list[int]] = {}  # queue -> event numbers of its arrives since the queue (re)started
     last_index: dict[tuple, int] = {}
-    located: dict[tuple, Optional[int]] = {}
     for e in report.barrier_timeline:
         ev = e.to_json()
         b = out.setdefault(ev["barrier"], {"name": ev["barrier"], "info": report.barriers.get(ev["barrier"], {}),
                                            "lanes": [], "events": [], "bad": None})
-        key = (ev["stmt"]["line"], tuple(ev["iters"]))
-        if key not in located:
-            located[key] = locate(ev["stmt"], ev["iters"], view, analysis)
-        stmt = located[key]
+        stmt = locate(ev["stmt"], view)
         info = analysis.stmt_info(view.stmts[stmt]) if stmt is not None and analysis is not None else None
         threads = _rel(ev["threads"], cta)
         who = f"threads {_range_text(threads)}" if threads else "CPU"
@@ -75,7 +71,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             pairs = arrives[queue][ev["index"] - 1]
         else:
             state = "bad"  # waits for an arrive that has not happened: deadlock
-        if any(h.access.stmt and h.access.stmt.line == ev["stmt"]["line"] and h.access.iters == ev["iters"]
+        if any(h.access.stmt and h.access.stmt.path == tuple(ev["stmt"]["path"] or ()) and h.access.iters == ev["iters"]
                for h in failures):
             state = "bad"
         if state == "bad" and b["bad"] is None:

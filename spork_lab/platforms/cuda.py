@@ -10,6 +10,7 @@ import math
 
 from exo.core.memory import DRAM, MemGenError
 
+from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarpConfig, CudaWarps
 from ..core.coll import (
     CollUnit,
@@ -27,6 +28,7 @@ from ..core.sync_stmts import (
     Await,
     BarrierMemory,
     Fence,
+    QueueFacts,
     ReverseArrive,
     ReverseAwait,
 )
@@ -50,6 +52,7 @@ from ..core.timelines import (
     wgmma_fence_1,
     wgmma_fence_2,
 )
+from ..errors import SyncError
 from ..lang.frontend import register_platform
 
 _cuda_tls = frozenset(
@@ -109,18 +112,105 @@ class CudaRmem(CudaMemory):
         return f"{prim_type} {new_name}[{math.prod(dims)}];" if dims else f"{prim_type} {new_name};"
 
 
+def _use_error(use, message: str) -> SyncError:
+    return SyncError(message, use.stmt.srcinfo)
+
+
+_GENERIC = frozenset({tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
+_CUDA_TLS = frozenset(tl.INSTR_TLS.values()) - {tl.cpu_in_order_instr}
+_HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
+
+
 class CudaMbarrier(BarrierMemory):
     """Split barriers as shared-memory mbarriers with phase parity (and reverse barriers)."""
 
+    pairs_by_lag = True
     allows_reverse = True
+    lowering = "mbarrier"
+
+    @classmethod
+    def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
+        for u in awaits:
+            if u.spec.N >= 0:
+                raise _use_error(u, f"{u.spec.kind} on CudaMbarrier {name} needs N = ~lag (< 0): mbarriers pair by lag")
+        if len({u.spec.N for u in awaits}) > 1:
+            raise _use_error(awaits[-1], f"every {awaits[0].spec.kind} on {name} must use the same N (~lag)")
+        counts = {u.thread_count for u in arrives}
+        if len(counts) > 1:
+            raise _use_error(
+                arrives[-1],
+                f"every arrive on mbarrier {name} must be by collectives of one size (got {sorted(counts)} threads)",
+            )
+        for u in arrives:
+            if not u.spec.first_tl.instr_tls <= _GENERIC or not u.spec.first_tl.instr_tls:
+                raise _use_error(u, f"an mbarrier arrive orders in-order CUDA or cp.async accesses, not {u.spec.first_tl}")
+        for u in awaits:
+            if not u.spec.second_tl.instr_tls <= _CUDA_TLS:
+                raise _use_error(u, f"an mbarrier await orders CUDA accesses, not {u.spec.second_tl}")
+        return QueueFacts(lag=~awaits[0].spec.N, arrivals=counts.pop())
 
 
 class CudaCommitGroup(BarrierMemory):
     """Split barriers as commit groups: cp.async / wgmma commit_group + wait_group N."""
 
+    lowering = "commit_group"
+    # The first sync-tl of the arrives picks the hardware queue: (flavour, its instr-tl, threads per queue).
+    FLAVOURS = {
+        "Sm80_cp_async": ("cp.async", tl.Sm80_cp_async_instr, 1),
+        "wgmma_async": ("wgmma", tl.wgmma_async_instr, 128),
+        "tma_to_gmem_async": ("cp.async.bulk", tl.tma_to_gmem_async_instr, 1),
+    }
+
+    @classmethod
+    def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
+        first = arrives[0].spec.first_tl
+        if first.name not in cls.FLAVOURS:
+            raise _use_error(
+                arrives[0], f"commit groups order {', '.join(cls.FLAVOURS)} accesses, not {first}; use a CudaMbarrier"
+            )
+        flavour, instr_tl, scope = cls.FLAVOURS[first.name]
+        if positions != 1:
+            raise _use_error(
+                arrives[0], f"{name} @ CudaCommitGroup: each thread has one {flavour} commit queue; use a scalar barrier"
+            )
+        for u in awaits:
+            if u.spec.N < 0:
+                raise _use_error(u, f"Await on commit group {name} needs N >= 0 (wait_group N), not ~{~u.spec.N}")
+            if not u.spec.second_tl.instr_tls <= {tl.cuda_in_order_instr, instr_tl} | tl.ASYNC_PROXY_INSTR_TLS:
+                raise _use_error(u, f"{flavour}.wait_group cannot order {u.spec.second_tl}")
+        unit = "warpgroup" if scope > 1 else "thread"
+        for u in arrives + awaits:
+            if u.thread_count is None or u.thread_count % scope:
+                raise _use_error(u, f"{flavour} commit groups are per {unit}: run this statement with whole {unit}s")
+        if len({u.thread_count for u in arrives + awaits}) > 1:
+            raise _use_error(
+                awaits[0],
+                f"Arrive and Await on commit group {name} must be executed by the same collective unit "
+                f"(the hardware queue is per {unit})",
+            )
+        return QueueFacts(max_wait_n=max(u.spec.N for u in awaits), flavour=flavour, scope_threads=scope)
+
 
 class CudaEvent(BarrierMemory):
     """Split barriers as CUDA events between CPU code, streams and device functions."""
+
+    lives_on_device = False
+    lowering = "event"
+
+    @classmethod
+    def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
+        for u in arrives + awaits:
+            if u.thread_count is not None:
+                raise _use_error(u, f"CudaEvent {name} is recorded and awaited by CPU code, outside device functions")
+        for u in arrives:
+            if not u.spec.first_tl.instr_tls <= _HOST_TLS:
+                raise _use_error(u, f"cudaEventRecord orders CPU and stream (in-order CUDA) work, not {u.spec.first_tl}")
+        for u in awaits:
+            if u.spec.N != 0:
+                raise _use_error(u, f"Await on CudaEvent {name} needs N = 0: an event remembers only its latest record")
+            if not u.spec.second_tl.instr_tls <= _HOST_TLS:
+                raise _use_error(u, f"an event wait orders CPU or stream work, not {u.spec.second_tl}")
+        return QueueFacts()
 
 
 class _BarrierType:

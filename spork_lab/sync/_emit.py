@@ -21,9 +21,8 @@ from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
 from ..core.ir import numeric_reads
-from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
-from ..platforms.cuda import CudaMbarrier
 from .access import is_shared_memory, unordered_access
 from .threads import ThreadMap
 
@@ -70,7 +69,7 @@ class Barrier:
 class EventSite:
     """A compiled Arrive/Await: what the report needs to turn a logged event into a BarrierEvent."""
 
-    stmt: object
+    ref: object  # StmtRef
     kind: str
     loop_names: tuple
     task_threads: int
@@ -205,12 +204,9 @@ class Emitter:
 
     @staticmethod
     def queue_params(q: QueueSite) -> str:
-        info = q.info
-        mbar = info.mem is CudaMbarrier
-        lag = (info.reverse_lag if q.reverse else info.forward_lag) if mbar else -1
-        depth = (info.reverse_depth if q.reverse else info.forward_depth) if mbar else 0
-        scope = info.scope_threads if info.flavour and not mbar else 0
-        return f"{{{lag}, {depth}, {info.max_wait_n}, {scope}, {int(mbar)}}}"
+        rule = q.info.queue_rule(q.reverse)
+        lag = -1 if rule.lag is None else rule.lag
+        return f"{{{lag}, {rule.depth}, {rule.max_wait_n}, {rule.scope}, {int(rule.same_threads)}}}"
 
     # ---- thread masks ----
 
@@ -411,9 +407,7 @@ class Emitter:
             if not (isinstance(s.lo, LoopIR.Const) and s.lo.val == 0 and count is not None):
                 raise Unsupported("a cuda_threads loop with non-constant bounds")
             inner = replace(ctx, tiling=self.tmap.body_tiling(s.body), cuda=ctx.cuda + ((name, v),))
-        elif isinstance(mode, CudaTasks) and not any(
-            isinstance(c, LoopIR.For) and isinstance(c.loop_mode, CudaTasks) for c in s.body
-        ):
+        elif self.tmap.is_task_loop(s):
             task = True
             n = ctx.tiling.thread_count if ctx.tiling is not None else 0
             inner = replace(ctx, in_task=True, task_threads=n, cuda=())
@@ -476,7 +470,7 @@ class Emitter:
             flat = f"({flat}) * {d} + ({p})"
         q = f"{qbase} + 2 * ({flat}) + {int(spec.is_reverse)}"
         site = len(self.events)
-        self.events.append(EventSite(s, spec.kind, tuple(n for n, _ in ctx.loops), ctx.task_threads))
+        self.events.append(EventSite(self.tmap.analysis.ref(s), spec.kind, tuple(n for n, _ in ctx.loops), ctx.task_threads))
         iv = ", ".join(c for _, c in ctx.loops) or "0"
         stmt = self.stmt_id(s)
         self.line("{")

@@ -23,22 +23,21 @@ elements the compiled run names.
 
 from __future__ import annotations
 
-import linecache
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..analysis import barrier_usage
+from ..analysis import analyze
+from ..analysis.result import StmtRef
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
 from ..core.ir import numeric_reads
-from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
+from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..errors import SyncError, user_facing
-from ..platforms.cuda import CudaMbarrier
 from . import sigsets as ss
 from .access import is_shared_memory, unordered_access
 from .threads import ThreadMap
@@ -49,27 +48,6 @@ HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
 # --------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StmtRef:
-    """A statement as the user wrote it: file, line and source text."""
-
-    file: str
-    line: int
-    text: str
-
-    @staticmethod
-    def of(stmt) -> StmtRef:
-        info = stmt.srcinfo
-        text = linecache.getline(info.filename, info.lineno).strip() if info.filename else ""
-        return StmtRef(info.filename, info.lineno, text)
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.text}"
-
-    def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "text": self.text}
 
 
 @dataclass
@@ -196,7 +174,7 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     if engine not in ("compiled", "python"):
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
     ir = getattr(p, "_loopir_proc", p)
-    infos = barrier_usage(ir)
+    infos = analyze(ir).barriers
     tmap = ThreadMap(ir)
     watch = None
     if engine == "compiled":
@@ -242,7 +220,7 @@ def _compiled_report(ir, sizes: dict, infos: dict, program, run) -> SyncReport:
         es, qs = program.events[site], program.queues[q]
         ref = refs.get(site)
         if ref is None:
-            ref = refs[site] = StmtRef.of(es.stmt)
+            ref = refs[site] = es.ref
         base = task * es.task_threads
         threads = collectives.get((mask, base))
         if threads is None:
@@ -354,9 +332,9 @@ class _Queue:
         self.pending: set = set()  # records carrying a pending mark on this queue
         self.arrive_threads = None  # mbarriers: every arrive must be by the same threads
         self.await_threads = None
-        n_lag = info.reverse_lag if reverse else info.forward_lag
-        self.lag = n_lag if info.mem is CudaMbarrier else None
-        self.depth = (info.reverse_depth if reverse else info.forward_depth) if info.mem is CudaMbarrier else None
+        self.rule = info.queue_rule(reverse)
+        self.lag = self.rule.lag
+        self.depth = self.rule.depth or None
 
     def floor(self) -> int:
         """The lowest arrive number a future await can pair with."""
@@ -491,9 +469,7 @@ class _Machine:
             tiling = self.tmap.body_tiling(s.body)
             inner = _Ctx(ctx.dev, tiling, ctx.instr_tl, ctx.cuda_syms + (s.iter,), ctx.cuda_names + (s.iter.name(),),
                          ctx.task, ctx.base)
-        elif isinstance(mode, CudaTasks) and not any(
-            isinstance(c, LoopIR.For) and isinstance(c.loop_mode, CudaTasks) for c in s.body
-        ):
+        elif self.tmap.is_task_loop(s):
             inner = None  # innermost task loop: a new top-level collective per iteration
         else:
             inner = ctx
@@ -661,7 +637,7 @@ class _Machine:
         return q
 
     def _check_same_threads(self, q: _Queue, attr: str, threads: tuple, base: int, s) -> None:
-        if q.info.mem is not CudaMbarrier or not threads:
+        if not q.rule.same_threads or not threads:
             return
         rel = tuple((lo - base, hi - base) for lo, hi in threads)
         first = getattr(q, attr)
@@ -693,7 +669,7 @@ class _Machine:
         if ctx.dev is None:
             return
         m1 = _mask(spec.first_tl)
-        scoped = q.info.scope_threads if q.info.mem is not CudaMbarrier and q.info.flavour else None
+        scoped = q.rule.scope or None
         for rec in list(self.live.get(ctx.task, ())):
             if rec.fwd is None and ss.meets(rec.va, threads, m1):
                 mark_threads = ss.threads_with(rec.va, m1, threads) if scoped else ()
@@ -722,7 +698,7 @@ class _Machine:
         if ctx.dev is None:
             return
         m2 = _mask(spec.second_tl)
-        scope = q.info.scope_threads if q.info.flavour else None
+        scope = q.rule.scope or None
         floor = q.floor()
         for rec in list(q.pending):
             rec = _find(rec)
@@ -799,7 +775,7 @@ class _Machine:
     # ---- reports ----
 
     def _access_info(self, s, threads) -> Access:
-        return Access(StmtRef.of(s), threads, dict(self.iters))
+        return Access(self.tmap.analysis.ref(s), threads, dict(self.iters))
 
     def _hazard(self, kind, buf, e, s, threads, ctx, rec, which, free: bool = False) -> None:
         other = None
@@ -817,7 +793,7 @@ class _Machine:
             self.truncated = True
             return
         self.hazard_elements.append((buf.id, e))
-        stmt = StmtRef.of(s)
+        stmt = self.tmap.analysis.ref(s)
         if free:
             msg = (f"{buf.name} is freed at the end of its scope (line {stmt.line}) while the last access to this "
                    f"element is not visible to every owning thread: fence before the scope ends")

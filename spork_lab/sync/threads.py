@@ -18,6 +18,11 @@ class ThreadMap:
     def __init__(self, proc_ir):
         self.analysis = analyze(proc_ir)
         self._cache: dict = {}
+        self._task_loops = {id(fn.tasks[-1]) for fn in self.analysis.device_functions}
+
+    def is_task_loop(self, s) -> bool:
+        """Whether `s` is the innermost cuda_tasks loop of a device function: each iteration is one task."""
+        return id(s) in self._task_loops
 
     def body_tiling(self, stmts) -> CollTiling:
         """The tiling of a block's statements (a cuda_threads/CudaWarps/device-function body)."""

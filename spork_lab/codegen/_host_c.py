@@ -1,0 +1,123 @@
+"""Host C for the rewritten procs: exo's C backend, driven with our expression printer.
+
+exo's `compile_procs_to_strings` hard-wires its own `Compiler`, whose index
+arithmetic can mean something other than the program (see `_c_exprs`). This
+module drives the same backend passes and helpers with `HostCompiler`, a
+subclass whose expressions print faithfully, and lays the files out as exo
+does (header guard, `extern "C"`, helpers, instr globals, memories, externs,
+forward declarations, bodies).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exo.backend.LoopIR_compiler import (
+    Compiler,
+    _compile_context_struct,
+    _compile_externs,
+    _compile_memories,
+    find_all_configs,
+    find_all_externs,
+    find_all_mems,
+    find_all_subprocs,
+    sanitize_str,
+)
+from exo.backend.mem_analysis import MemoryAnalysis
+from exo.backend.parallel_analysis import ParallelAnalysis
+from exo.backend.prec_analysis import PrecisionAnalysis
+from exo.backend.win_analysis import WindowAnalysis
+from exo.core.LoopIR import LoopIR
+
+from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
+
+# exo's header preamble: stdint/stdbool and EXO_ASSUME (which exo's compiler emits for assertions).
+_HEADER_PREAMBLE = """
+#include <stdint.h>
+#include <stdbool.h>
+
+#if defined(__has_builtin)
+#  define EXO_HAS_BUILTIN(builtin) __has_builtin(builtin)
+#else
+#  define EXO_HAS_BUILTIN(builtin) (0)
+#endif
+
+#if EXO_HAS_BUILTIN(__builtin_assume)
+#  define EXO_ASSUME(expr) __builtin_assume(expr)
+#elif EXO_HAS_BUILTIN(__builtin_unreachable)
+#  define EXO_ASSUME(expr) ((void)((expr) ? 1 : (__builtin_unreachable(), 1)))
+#else
+#  define EXO_ASSUME(expr) ((void)(expr))
+#endif
+"""
+
+
+class HostCompiler(FaithfulExprs, Compiler):
+    """exo's C compiler with expressions printed by `FaithfulExprs`."""
+
+
+def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
+    """(c source, header) of these LoopIR procs and everything they call, as exo lays them out."""
+    lib = sanitize_str(Path(h_file_name).stem)
+    public = {p.name for p in procs}  # the procs asked for; their callees are static
+    everything = sorted(find_all_subprocs(procs), key=lambda p: p.name)
+    ctxt_name, ctxt_def = _compile_context_struct(find_all_configs(everything), lib)
+    structs, helpers = set(), set()
+    public_decls, private_decls, bodies, instr_globals, compiled = [], [], [], [], []
+    seen = set()
+    for p in everything:
+        if p.name in seen:
+            raise TypeError(f"multiple procs named {p.name}")
+        seen.add(p.name)
+        if p.instr is not None:
+            args = ",".join(str(a.name) for a in p.args)
+            bodies += ["", "/* relying on the following instruction...", f"{p.name}({args})", p.instr.c_instr, "*/"]
+            if p.instr.c_global:
+                instr_globals.append(p.instr.c_global)
+            continue
+        p = _analysed(p)
+        comp = HostCompiler(p, ctxt_name, is_public_decl=p.name in public)
+        decl, body = comp.comp_top()
+        structs |= comp.struct_defns()
+        helpers |= comp.needed_helpers()
+        (public_decls if p.name in public else private_decls).append(decl)
+        bodies.append(body)
+        compiled.append(p)
+    struct_text = [s.definition for s in sorted(structs, key=lambda s: s.name)]
+    header_body = "\n".join([_HEADER_PREAMBLE, *ctxt_def, *struct_text, *public_decls])
+    guard = f"{lib}_H".upper()
+    header = "\n".join(
+        [
+            "#pragma once",
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "",
+            "#ifdef __cplusplus",
+            'extern "C" {',
+            "#endif",
+            header_body,
+            "#ifdef __cplusplus",
+            "}",
+            "#endif",
+            f"#endif  // {guard}",
+            "",
+        ]
+    )
+    sections = [
+        [FLOOR_HELPERS[h].format(q="static") for h in sorted(helpers)],
+        instr_globals,
+        _compile_memories(find_all_mems(everything)),
+        _compile_externs(find_all_externs(compiled)),
+        private_decls,
+        bodies,
+    ]
+    source = f'#include "{h_file_name}"\n\n' + "\n".join("\n".join(s) for s in sections if s) + "\n"
+    return source, header
+
+
+def _analysed(p: LoopIR.proc) -> LoopIR.proc:
+    """exo's backend passes, in exo's order."""
+    p = ParallelAnalysis().run(p)
+    p = PrecisionAnalysis().run(p)
+    p = WindowAnalysis().apply_proc(p)
+    return MemoryAnalysis().run(p)

@@ -1,0 +1,155 @@
+"""Generated index arithmetic means what the program says (issue 15).
+
+Differential tests: random integer expressions over loop iterators and sizes
+(+, -, *, floor division and modulo by constants, nesting, negative
+intermediate values) are compiled by our host C generator and built with gcc
+(and, on a GPU, by the CUDA generator and nvcc), run, and compared value by
+value with the language's meaning (Python's // and %) and with the sync
+checker's evaluation of the same LoopIR expression.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_exprs import random_expr, source, value, value_range
+
+import spork_lab as sl
+from spork_lab.sync import checker
+
+SIZES = {"n": 7, "m": 3}
+HOST_DOMAINS = {"i": range(6), "j": range(5), "n": [SIZES["n"]], "m": [SIZES["m"]]}
+
+
+def guarded_copy(exprs: list, domains: dict, index: str) -> tuple:
+    """Statements `out[k, <point>] = src[e_k + off_k]` guarded by their bounds, and (src size, offsets)."""
+    ranges = [value_range(e, domains) for e in exprs]
+    offsets = [-lo for lo, _ in ranges]
+    size = max(hi - lo for lo, hi in ranges) + 1
+    lines = []
+    for k, (e, off) in enumerate(zip(exprs, offsets)):
+        at = f"{source(e)} + {off}"
+        lines += [f"if {at} >= 0 and {at} < {size}:", f"    out[{k}, {index}] = src[{at}]"]
+    return lines, size, offsets
+
+
+def host_proc(exprs: list):
+    lines, size, offsets = guarded_copy(exprs, HOST_DOMAINS, "i, j")
+    body = "\n".join(" " * 12 + line for line in lines)
+    text = (
+        f"def exprs(n: size, m: size, out: i32[{len(exprs)}, 6, 5] @ DRAM, src: i32[{size}] @ DRAM):\n"
+        "    assert n <= 9\n    assert m <= 9\n"
+        "    for i in seq(0, 6):\n        for j in seq(0, 5):\n" + body + "\n"
+    )
+    return sl.parse_source(text), size, offsets
+
+
+def build_host(p, directory):
+    """The proc's host C built by gcc and loaded (each build in a fresh directory: dlopen caches by path)."""
+    directory = Path(tempfile.mkdtemp(dir=directory))
+    c, h, _, _ = sl.compile_procs_to_strings([p], "exprs")
+    (directory / "exprs.c").write_text(c)
+    (directory / "exprs.h").write_text(h)
+    lib = directory / "exprs.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, directory / "exprs.c"], check=True, cwd=directory)
+    exprs = ctypes.CDLL(str(lib)).exprs
+    size_t = ctypes.c_long  # int_fast32_t on LP64 glibc
+    exprs.argtypes = [ctypes.c_void_p, size_t, size_t, ctypes.c_void_p, ctypes.c_void_p]
+    return exprs, c
+
+
+def checker_values(p, k: int, points: list) -> list:
+    """The sync checker's value of statement k's index expression (minus its offset) at each point."""
+    loop_i = p._loopir_proc.body[0]
+    guard = loop_i.body[0].body[k]  # For i / For j / If k
+    index = guard.body[0].rhs.idx[0]
+    element = checker._element_fn([index])
+    syms = {str(s.iter): s.iter for s in (loop_i, loop_i.body[0])}
+    syms.update({str(a.name): a.name for a in p._loopir_proc.args})
+    view = SimpleNamespace(base=0, strides=[1])
+    return [element({syms[name]: v for name, v in point.items()}, view) for point in points]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False), st.integers(1, 4))
+def test_host_c_and_checker_compute_what_the_program_says(tmp_path, rng, count):
+    exprs = [random_expr(rng, ("i", "j", "n", "m")) for _ in range(count)]
+    p, size, offsets = host_proc(exprs)
+    run, c_text = build_host(p, tmp_path)
+    out = np.full((count, 6, 5), -(2**31), dtype=np.int32)  # poison: a skipped guard shows
+    src = np.arange(size, dtype=np.int32)
+    run(None, SIZES["n"], SIZES["m"], out.ctypes.data, src.ctypes.data)
+    points = [{"i": i, "j": j, **SIZES} for i in range(6) for j in range(5)]
+    for k, e in enumerate(exprs):
+        want = [value(e, pt) for pt in points]
+        got = [int(out[k, pt["i"], pt["j"]]) - offsets[k] for pt in points]
+        assert got == want, f"generated C disagrees on {source(e)}:\n{c_text}"
+        seen = [v - offsets[k] for v in checker_values(p, k, points)]
+        assert seen == want, f"the checker disagrees on {source(e)}"
+
+
+def test_the_issue_programs_keep_their_parentheses():
+    import index_arithmetic
+
+    cu = sl.compile_procs_to_strings(index_arithmetic.PROCS, "index_arithmetic")[2]
+    assert "4 * (t % 8) + 32 * (t / 8)" in cu
+    assert "2 * ((t + 1) % 8)" in cu
+    assert "64 * spork_floor_mod(t - 8, 4)" in cu  # t - 8 can be negative: floor modulo, not C's %
+
+
+def test_readable_output_keeps_only_needed_parentheses():
+    p = sl.parse_source(
+        "def f(n: size, x: f32[n] @ DRAM):\n"
+        "    assert n >= 128\n"
+        "    for i in seq(0, 8):\n"
+        "        x[(i + 1) * 2 + (i - (i - 3)) + 4 * (i * 3)] = 0.0\n"
+    )
+    c = sl.compile_procs_to_strings([p], "f")[0]
+    assert "x[(i + 1) * 2 + i - (i - 3) + 4 * i * 3] = 0.0f;" in c
+
+
+CUDA_COUNT = 96
+
+
+def cuda_proc(seed: int):
+    """One device function evaluating CUDA_COUNT random expressions over (task, t, n) in every thread."""
+    rng = random.Random(seed)
+    exprs = [random_expr(rng, ("task", "t", "n")) for _ in range(CUDA_COUNT)]
+    domains = {"task": range(4), "t": range(32), "n": [SIZES["n"]]}
+    lines, size, offsets = guarded_copy(exprs, domains, "task, t")
+    body = "\n".join(" " * 16 + line for line in lines)
+    text = (
+        f"def cuda_exprs(n: size, out: i32[{CUDA_COUNT}, 4, 32] @ CudaGmemLinear, src: i32[{size}] @ CudaGmemLinear):\n"
+        "    assert n <= 9\n"
+        "    with CudaDeviceFunction(blockDim=32):\n"
+        "        for task in cuda_tasks(0, 4):\n"
+        "            for t in cuda_threads(0, 32):\n" + body + "\n"
+    )
+    return sl.parse_source(text), exprs, size, offsets
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(4))
+def test_cuda_computes_what_the_program_says(seed):
+    cupy = pytest.importorskip("cupy")
+    p, exprs, size, offsets = cuda_proc(seed)
+    built = sl.build([p]).cuda_exprs
+    out = cupy.full((CUDA_COUNT, 4, 32), -(2**31), dtype=cupy.int32)
+    built(SIZES["n"], out, cupy.arange(size, dtype=cupy.int32))
+    cupy.cuda.runtime.deviceSynchronize()
+    assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
+    got = out.get()
+    for k, e in enumerate(exprs):
+        want = [[value(e, {"task": task, "t": t, **SIZES}) for t in range(32)] for task in range(4)]
+        assert (got[k] - offsets[k]).tolist() == want, f"CUDA disagrees on {source(e)}"
