@@ -138,3 +138,14 @@ def test_on_a_gpu_the_stepwise_gemm_is_checked_against_cublas_and_timed(shell):
     report = shell.run_line_magic("spork_bench", "gemm_smem --sizes M=N=K=512 --sizes M=N=K=1024 --reps 5")
     assert [r.name for r in report.rows].count("gemm_smem") == 2
     assert all(r.ok for r in report.rows if r.name == "gemm_smem") and report.device
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_profile_runs_nsight_compute(shell):
+    import shutil
+
+    if shutil.which("ncu") is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    shell.run_cell(CELL)
+    report = shell.run_line_magic("spork_bench", "scale --sizes n=1048576 --reps 3 --profile")
+    assert any("SpeedOfLight" in n or "Speed Of Light" in n or "Throughput" in n for n in report.notes), report.notes

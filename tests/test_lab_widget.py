@@ -233,3 +233,11 @@ def test_exo_scheduling_errors_show_as_one_message_at_the_users_line(capfd):
         assert "SporkSchedulingError: " in err and ":2: find_loop: no loop matches 'tt'; did you mean 't'?" in err
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_the_cuda_tab_is_generated_when_opened():
+    v = Workbench(long_lines).view()
+    assert "opened in a running notebook" in v.state["views"]["cuda"]
+    v.view = "cuda"  # what clicking the tab does
+    html = v.state["views"]["cuda"]
+    assert "<details><summary>runtime prelude" in html and html.index("__global__") > html.index("</details>")

@@ -95,10 +95,15 @@ def steps(initial_name: str, records: list[dict], shown: int) -> str:
 
 
 def cuda(text: Optional[str], note: str) -> str:
-    """The generated CUDA of the step (the .cu file), or why there is none."""
+    """The generated CUDA of the step (the .cu file: the kernels, and the runtime prelude before them folded),
+    or why there is none."""
     if text is None:
         return f'<div class="sl-note">{escape(note)}</div>'
-    return f'<div class="sl-note">{escape(note)}</div><pre class="sl-cuda">{escape(text)}</pre>'
+    start = text.find("\n__global__")
+    prelude, kernels = (text[: start + 1], text[start + 1 :]) if start >= 0 else ("", text)
+    folded = (f'<details><summary>runtime prelude ({prelude.count(chr(10))} lines)</summary>'
+              f'<pre class="sl-cuda">{escape(prelude)}</pre></details>') if prelude else ""
+    return f'<div class="sl-note">{escape(note)}</div>{folded}<pre class="sl-cuda">{escape(kernels)}</pre>'
 
 
 def static_page(state: dict) -> str:

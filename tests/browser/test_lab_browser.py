@@ -187,7 +187,8 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     steps = _tab(widget, "steps")
     expect(steps.locator(".sl-step")).to_have_count(1)
     cuda = _tab(widget, "cuda")
-    expect(cuda.locator("pre.sl-cuda")).to_contain_text("__global__", timeout=120_000)
+    expect(cuda.locator("pre.sl-cuda").last).to_contain_text("__global__", timeout=120_000)
+    expect(cuda.locator("details summary")).to_contain_text("runtime prelude")
     cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_04_cuda.png"))
 
     # A failed scheduling step: the error in the widget, the session at the previous step.
