@@ -128,7 +128,7 @@ def test_the_report_draws_a_chart_and_a_table():
             _bench.Row("reference (cuBLAS)", {"M": 1024, "N": 1024, "K": 1024}, 0.05, None, None, 42.9, "TFLOP/s")]
     bundle = _bench.BenchReport(rows, device="NVIDIA H100 80GB HBM3")._repr_mimebundle_()
     assert bundle["application/vnd.plotly.v1+json"]["data"][0]["y"] == [2.15]
-    assert "<svg" in bundle["text/html"] and "5.0%" in bundle["text/html"]  # 2.15 of 42.9 TFLOP/s
+    assert 'src="data:image/svg+xml;base64,' in bundle["text/html"] and "5.0%" in bundle["text/html"]  # 2.15 of 42.9
     assert "M=N=K=1024" in bundle["text/plain"]
 
 

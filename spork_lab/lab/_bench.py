@@ -29,6 +29,7 @@ from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
 from ..runtime._args import ProcSpec, evaluate, proc_spec
 from ._doctor import run_tool
+from ._render import svg_image
 
 DEFAULT_ARCH = "sm_90a"  # what the CUDA is compiled for when no GPU is here to ask (and no --arch is given)
 
@@ -205,7 +206,7 @@ class BenchReport:
 
             import plotly.io as pio
 
-            chart = f'<div class="sl-bench-chart">{self.svg()}</div>'
+            chart = f'<div class="sl-bench-chart">{svg_image(self.svg(), 640, "benchmark chart")}</div>'
             data["text/html"] = chart + data["text/html"]
             data["application/vnd.plotly.v1+json"] = json.loads(pio.to_json(self.figure()))
         return data

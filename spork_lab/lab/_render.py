@@ -7,6 +7,7 @@ One renderer for both keeps the two pictures identical.
 
 from __future__ import annotations
 
+import base64
 import re
 from html import escape
 from html.parser import HTMLParser
@@ -115,7 +116,21 @@ def static_page(state: dict) -> str:
         for key, label in state["tabs"]
         if key != "cuda"
     )
-    return standalone(f'<div class="sl-wb sl-static">{views["header"]}{sections}</div>')
+    return standalone(f'<div class="sl-wb sl-static">{views["header"]}{_svg_as_images(sections)}</div>')
+
+
+_SVG = re.compile(r'<svg\b[^>]*\bwidth="(\d+)"[^>]*>.*?</svg>', re.S)
+
+
+def svg_image(svg: str, width: int, alt: str) -> str:
+    """An SVG drawing as an <img> with a data URI: sanitizers (untrusted notebooks, GitHub) strip inline <svg>
+    but keep images."""
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{escape(alt)}" style="width: 100%; max-width: {width}px">'
+
+
+def _svg_as_images(html: str) -> str:
+    return _SVG.sub(lambda m: svg_image(m.group(0), int(m.group(1)), "drawing (hover disabled in a static picture)"), html)
 
 
 def standalone(html: str) -> str:
