@@ -89,8 +89,9 @@ def _align(raw: list[str], rows: list[Optional[int]], formatted: list[str]) -> O
     return out if f == len(formatted) else None
 
 
-def code_view(p: Procedure) -> CodeView:
-    """The lines of `str(p)` with their statements (falls back to unwrapped lines if alignment fails)."""
+def code_view(p: Procedure, text: Optional[str] = None) -> CodeView:
+    """The lines of `str(p)` (or of `text`, that string when the caller has it: exo formats it with yapf,
+    which is slow) with their statements (falls back to unwrapped lines if alignment fails)."""
     ir = p.INTERNAL_proc()
     raw = printer.proc_lines(ir)
     stmts: list = []
@@ -98,7 +99,7 @@ def code_view(p: Procedure) -> CodeView:
     body_rows: list[int] = []
     _walk(ir.body, (), exo_pprint.PrintEnv(), "  ", stmts, paths, body_rows)
     rows: list[Optional[int]] = [None] * (len(raw) - len(body_rows)) + body_rows
-    lines = _align(raw, rows, str(p).split("\n"))
+    lines = _align(raw, rows, (str(p) if text is None else text).split("\n"))
     if lines is None:
         lines = [CodeLine(text, stmt) for text, stmt in zip(raw, rows)]
     return CodeView(tuple(lines), tuple(stmts), tuple(paths))

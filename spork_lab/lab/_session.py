@@ -74,14 +74,15 @@ class Step:
         }
 
 
-def _diff(old: Procedure, new: Procedure) -> tuple[str, ...]:
-    lines = difflib.unified_diff(str(old).split("\n"), str(new).split("\n"), lineterm="", n=0)
+def _diff(old: str, new: str) -> tuple[str, ...]:
+    """The unified diff (no context) between two printed procs."""
+    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
     return tuple(d for d in lines if not d.startswith(("---", "+++")))
 
 
-def _changed_lines(old: Procedure, new: Procedure) -> frozenset:
-    """0-based lines of `str(new)` that a step from `old` added or rewrote."""
-    matcher = difflib.SequenceMatcher(None, str(old).split("\n"), str(new).split("\n"), autojunk=False)
+def _changed_lines(old: str, new: str) -> frozenset:
+    """0-based lines of the printed proc `new` that a step from `old` added or rewrote."""
+    matcher = difflib.SequenceMatcher(None, old.split("\n"), new.split("\n"), autojunk=False)
     return frozenset(j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2))
 
 
@@ -114,9 +115,9 @@ class _Progress:
 class StepResult:
     """Everything the views show about one proc, computed once: printed lines, analysis, check, cards, timelines."""
 
-    def __init__(self, proc: Procedure, sizes: dict, progress: Optional[Callable[[float], None]] = None):
+    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[Callable[[float], None]] = None):
         self.proc = proc
-        self.view: CodeView = code_view(proc)
+        self.view: CodeView = code_view(proc, text)
         self.analysis: Outcome = analyse(proc)
         self.check: Outcome = check(proc, sizes, self.analysis, progress)
         analysis = self.analysis.value if self.analysis.state == "ok" else None
@@ -196,6 +197,7 @@ class Workbench:
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
         self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
+        self._texts: dict[int, tuple] = {}  # id(proc) -> (proc, str(proc)): exo prints through yapf, slowly
 
     # ---- the session ----
 
@@ -229,7 +231,7 @@ class Workbench:
             return self
         if not isinstance(new, Procedure):
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
-        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(current, new)))
+        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new))))
         self.error = None
         self._steps_changed()
         return self
@@ -278,6 +280,13 @@ class Workbench:
 
     # ---- results ----
 
+    def text(self, p: Procedure) -> str:
+        """`str(p)`, printed once per proc of the session."""
+        hit = self._texts.get(id(p))
+        if hit is None or hit[0] is not p:
+            hit = self._texts[id(p)] = (p, str(p))
+        return hit[1]
+
     def result(self, step: Optional[int] = None) -> StepResult:
         """The analyses of the proc after `step` steps (default: the current one), computed once."""
         p = self.proc if step is None else self.proc_at(step)
@@ -285,7 +294,7 @@ class Workbench:
         if r is None or r.stale:
             sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
             progress = _Progress(f"sync check of {p.name()} at {sizes}")
-            r = self._results[id(p)] = StepResult(p, self.sizes, progress)
+            r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress)
             progress.done()
         return r
 
@@ -317,7 +326,7 @@ class Workbench:
         if index is None:
             index = r.index_of(r.default_selection())
         tiling_html, grid = self._tiling(r, index, level)
-        changed = _changed_lines(self.proc_at(step - 1), r.proc) if step else frozenset()
+        changed = _changed_lines(self.text(self.proc_at(step - 1)), self.text(r.proc)) if step else frozenset()
         steps = [s.to_json() for s in self.steps]
         pages = dict(pages or {})
         cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "

@@ -14,6 +14,7 @@ the cell's width.
 
 from __future__ import annotations
 
+import colorsys
 from html import escape
 from itertools import product
 from typing import Optional
@@ -22,8 +23,10 @@ LEVEL_SIZES = {"thread": 1, "warp": 32, "warpgroup": 128}
 
 
 def _colour(index: int) -> str:
-    """A distinct, readable colour per group (golden-angle hue steps)."""
-    return f"hsl({(index * 137.508) % 360:.0f}, 62%, 72%)"
+    """A distinct, readable colour per group (golden-angle hue steps), as #rrggbb: notebook sanitizers drop
+    hsl() from style attributes."""
+    r, g, b = colorsys.hls_to_rgb((index * 137.508) % 360 / 360, 0.72, 0.62)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 def _ranges(threads) -> str:
