@@ -167,7 +167,7 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     widget = cells.nth(1).locator(".sl-wb.sl-live")
     expect(widget.locator(".sl-tab")).to_have_count(6, timeout=30_000)
     hazards = widget.locator(".sl-view-hazards")
-    expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile")
+    expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile", timeout=60_000)
     expect(hazards.locator(".sl-hint").first).to_contain_text("insert_fence(p, p.find_loop('tid #1').before()")
     expect(widget.locator(".sl-tab-active")).to_contain_text("Hazards (1)")
     cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_01_hazards.png"))
@@ -230,14 +230,14 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser):
         source = cell.locator(".jp-InputArea-editor").inner_text()
         if "set_memory" in source:
             widget = cell.locator(".sl-wb.sl-live")
-            expect(widget.locator(".sl-hazard")).to_have_count(2)
+            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=60_000)  # the widget may lag on a busy machine
             tiling = _tab(widget, "tiling")
             expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
             cell.screenshot(path=str(SHOTS / "tutorial01_broken_step_tiling.png"))
             broken_checked = True
         if "insert_fence" in source:
             widget = cell.locator(".sl-wb.sl-live")
-            expect(widget.locator(".sl-head")).to_contain_text("no hazards found at n=512")
+            expect(widget.locator(".sl-head")).to_contain_text("no hazards found at n=512", timeout=60_000)
             expect(_tab(widget, "hazards").locator(".sl-hazard")).to_have_count(0)
             fixed_checked = True
     assert broken_checked and fixed_checked
