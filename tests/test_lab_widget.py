@@ -246,3 +246,16 @@ def test_the_cuda_tab_is_generated_when_opened():
     v.view = "cuda"  # what clicking the tab does
     html = v.state["views"]["cuda"]
     assert "<details><summary>runtime prelude" in html and html.index("__global__") > html.index("</details>")
+
+
+def test_tiling_draws_the_shard_grid_of_a_distributed_allocation():
+    from dist_gemm import dist_mma_cta
+
+    wb = Workbench(dist_mma_cta)
+    wb.select("Sm80_mma_tf32(_)")
+    (acc,) = wb.state["data"]["tiling"]["distributed"]
+    assert acc["name"] == "D" and acc["distributed_dims"] == [0, 1] and acc["shard_shape"] == [2, 4, 16, 8]
+    assert [(s["index"], s["threads"]) for s in acc["shards"]] == [([0, 0], [[0, 32]]), ([0, 1], [[32, 64]]),
+                                                                   ([1, 0], [[64, 96]]), ([1, 1], [[96, 128]])]
+    html = wb.state["views"]["tiling"]
+    assert "2 x 2 shards of 2 x 4 x 16 x 8" in html and 'title="D[1, 0]: threads [64, 95]"' in html

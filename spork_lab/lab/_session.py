@@ -400,7 +400,8 @@ class Workbench:
             lo, hi = ctx.warp_range(w.name)
             warp_names.update({k: w.name for k in range(lo, hi)})
         grid = _tiling.tiling_grid(info.tiling, level, warp_names)
-        return _tiling.render(lines, grid, info.coll_unit_text, ""), grid
+        grid["distributed"] = [a.to_json() for a in r.analysis.value.dist.values() if a.is_distributed]
+        return _tiling.render(lines, grid, info.coll_unit_text, "", grid["distributed"]), grid
 
     def view(self, step: Optional[int] = None) -> WorkbenchView:
         """A new widget showing `step` (default: the current step), browsable to every step."""

@@ -7,7 +7,9 @@ columns and rows), each cell one
 collective, coloured by a level the user picks: thread, warp, warpgroup, or the
 value of one iterator (that loop's unit). Under it, a strip of every thread of
 the CTA (or cluster), one row per warp, named warps labelled and idle threads
-hatched. Everything drawn is computed here from the tiling's own
+hatched. Then the proc's distributed allocations (the `dist` pass): each a
+grid of its shards over the distributed dimensions, with their owner threads.
+Everything drawn is computed here from the tiling's own
 `threads`/`iter_values_of`; the grid is a CSS grid of fractions, so it fits
 the cell's width.
 """
@@ -131,8 +133,9 @@ def _axis(names: list, index: int, iters: dict) -> str:
     return ", ".join(reversed(parts))
 
 
-def render(stmt_lines: list[str], grid: Optional[dict], unit: Optional[str], note: str) -> str:
-    """The selected statement (all its lines), the collective grid, the thread strip and a compact legend."""
+def render(stmt_lines: list[str], grid: Optional[dict], unit: Optional[str], note: str, allocs: tuple = ()) -> str:
+    """The selected statement (all its lines), the collective grid, the thread strip, a compact legend, and the
+    shard grids of the proc's distributed allocations (`allocs`: DistAlloc.to_json() of each)."""
     stmt = "".join(f"<div>{escape(line)}</div>" for line in stmt_lines)
     head = f'<div class="sl-tiling-stmt"><code>{stmt}</code></div>' if stmt_lines else ""
     if grid is None:
@@ -178,6 +181,42 @@ def render(stmt_lines: list[str], grid: Optional[dict], unit: Optional[str], not
     if not one_each or grid["warp_names"]:  # else the grid already shows every thread
         parts.append(_strip(grid))
     parts.append(_legend(grid))
+    parts.append(shard_grids(list(allocs), grid["level"]))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def shard_grids(allocs: list[dict], level: str) -> str:
+    """Each distributed allocation (the `dist` pass' data) as a grid of its shards over the distributed
+    dimensions, each cell a shard with its owner threads, coloured by the owners' group at `level`."""
+    if not allocs:
+        return ""
+    size = LEVEL_SIZES.get(level, 0)
+    parts = ['<div class="sl-shards"><div class="sl-shards-title">distributed allocations</div>']
+    for a in allocs:
+        dims = [a["shape"][d] for d in a["distributed_dims"]]
+        cols = dims[-1] if dims else 1
+        owners = {tuple(s["index"]): s["threads"] for s in a["shards"]}
+        shard = " x ".join(map(str, a["shard_shape"])) or "1"
+        parts.append(
+            f'<div class="sl-shards-head"><code>{escape(a["name"])}</code> @ {escape(a["memory"])}: '
+            f'{" x ".join(map(str, dims))} shards of {escape(shard)} (dims {", ".join(map(str, a["distributed_dims"]))}), '
+            f'each owned by a {escape(a["owner_unit"])} of the allocating {escape(a["alloc_unit"])}</div>'
+        )
+        parts.append(f'<div class="sl-cgrid{" sl-grid-dense" if cols > 24 else ""}" '
+                     f'style="grid-template-columns: repeat({cols}, minmax(0, 1fr))">')
+        groups: dict = {}
+        for index in product(*[range(d) for d in dims]):
+            threads = owners.get(tuple(index))
+            if threads is None:
+                parts.append('<span class="sl-cg-cell sl-idle" title="no use touches this shard"></span>')
+                continue
+            key = threads[0][0] // size if size else tuple(index)
+            colour = _colour(groups.setdefault(key, len(groups)))
+            title = f"{a['name']}[{', '.join(map(str, index))}]: threads {_ranges(threads)}"
+            text = "" if cols > 24 else escape(_short(threads))
+            parts.append(f'<span class="sl-cg-cell" style="background:{colour}" title="{escape(title)}">{text}</span>')
+        parts.append("</div>")
     parts.append("</div>")
     return "".join(parts)
 
