@@ -4,7 +4,9 @@ The GEMM and its steps are notebooks/02_stepwise_gemm.ipynb's (examples/stepwise
 notebook's sizes. Two steps are timed, each applied `reps` times (undo, apply again: a new proc, analysed and
 checked again): the last step of "every thread copies its share", after which the checker finds hazards, and the
 second Fence of the next step, after which it finds none. The first tutorial's Fence step is timed as a
-reference measured in the same run.
+reference measured in the same run. Each also times `sl.sync_check` alone on the step's proc once
+(`sync_check_alone_s`): when the checker finds hazards it re-runs the program in its Python interpreter to
+name the earlier access of each, and that dominates the step.
 
 Run: python benchmarks/bench_workbench_step.py  (writes benchmarks/results/workbench_step.json)
 """
@@ -57,8 +59,12 @@ def time_step(wb: sl.Workbench, calls: list[str], index: int, reps: int) -> dict
         hazards = len(state["data"]["hazards"])
         wb.undo()
     exec(calls[index], names)  # noqa: S102 -- leave the step applied
+    t0 = time.perf_counter()
+    sl.sync_check(wb.proc, **wb.sizes)
+    check_s = time.perf_counter() - t0
     return {"step": calls[index], "hazards": hazards, "reps": reps, "median_s": round(statistics.median(times), 4),
-            "min_s": round(min(times), 4), "max_s": round(max(times), 4), "first_s": round(times[0], 4)}
+            "min_s": round(min(times), 4), "max_s": round(max(times), 4), "first_s": round(times[0], 4),
+            "sync_check_alone_s": round(check_s, 4)}
 
 
 def first_tutorial_fence(reps: int) -> dict:

@@ -13,7 +13,8 @@ run instead (cell metadata `spork_lab.recorded_on` names the device).
 
     python notebooks/make_tutorials.py                  # write both and execute them here (GPU cells: outputs kept)
     python notebooks/make_tutorials.py --check          # exit 1 if the stored cells differ from what this writes
-    python notebooks/make_tutorials.py --gpu-run DIR    # on a GPU machine: execute 02 and 03 fully into DIR
+    python notebooks/make_tutorials.py --gpu-run DIR    # on a GPU machine: execute each tutorial's "gpu" cells
+                                                        # (after the setup and GPU_PRELUDE) into DIR
     python notebooks/make_tutorials.py --take-gpu DIR   # keep the "gpu" cells' outputs of DIR's executed notebooks
 """
 
@@ -25,6 +26,7 @@ import copy
 import re
 import sys
 from pathlib import Path
+from typing import Optional
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -209,6 +211,8 @@ RING_WRONG_LAG = ring("ring_wrong_lag", "Await(bar[it % 2], cuda_in_order, ~1)  
 RING_MISSING_RELEASE = ring("ring_missing_release", "Await(bar[it % 2], cuda_in_order, ~0)",
                             "if it < 4:  # the bug: the slots are released only in the first four iterations\n"
                             "                        " + RELEASE)
+RING_RELEASED = ring("ring_released", "Await(bar[it % 2], cuda_in_order, ~0)",
+                     RELEASE + "  # the fix: every iteration releases its slot")
 
 RACES = [
     ("## 1 · A missing Fence: RAW",
@@ -240,11 +244,14 @@ wb3""",
     ("## 4 · A missing reverse arrive: deadlock",
      "Here the consumer stops releasing the slots after four iterations. The producer's `ReverseAwait` then waits "
      "for a release that never comes: on the GPU the kernel hangs. The workbench opens on the **Barrier "
-     "timeline**, at that event (red): it waits for reverse arrive #3 of `bar[0]`, and only two happened.",
+     "timeline**, at that event (red): it waits for reverse arrive #3 of `bar[0]`, and only two happened. "
+     "The fix releases the slot in every iteration; the timeline then pairs each producer's reverse await with "
+     "the consumer's release two iterations earlier (the ring has two slots).",
      RING_MISSING_RELEASE + """
 wb4 = sl.Workbench(ring_missing_release, sizes={"n": 256})
 wb4""",
-     None),
+     RING_RELEASED + """
+sl.Workbench(ring_released, sizes={"n": 256})"""),
     ("## 5 · A warp-scope Fence where a CTA one is needed",
      "The Fence sits inside the warp loop, so each warp runs it for itself: it orders the warp's own 32 threads "
      "(a `__syncwarp()`), but thread `t` reads what thread `255 - t` wrote, in another warp. The card's hint asks "
@@ -315,6 +322,17 @@ def race_debugging() -> nbformat.NotebookNode:
 
 
 NOTEBOOKS = {"02_stepwise_gemm.ipynb": stepwise_gemm, "03_race_debugging.ipynb": race_debugging}
+# What a tutorial's "gpu" cells need from the cells before them (the same procs, from the example files), so a
+# GPU machine runs only those cells: device time is scarce, and the rest runs the same anywhere.
+GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_mma_gemm import sm80_mma_gemm"}
+
+
+def gpu_cells(nb, name: str) -> Optional[nbformat.NotebookNode]:
+    """A notebook of the setup, GPU_PRELUDE[name] and the "gpu" cells of `nb` (None if it has none)."""
+    cells = [copy.deepcopy(c) for c in nb.cells if "gpu" in c.metadata.get("tags", [])]
+    if not cells:
+        return None
+    return new_notebook(cells=[new_code_cell(SETUP), new_code_cell(GPU_PRELUDE.get(name, "")), *cells], metadata=_KERNEL)
 
 
 def _sources(nb) -> list:
@@ -322,13 +340,13 @@ def _sources(nb) -> list:
 
 
 def execute(nb, path: Path, keep_gpu: bool) -> None:
-    """Run the notebook in a fresh kernel (widget state stored); with `keep_gpu`, cells tagged "gpu" keep the
+    """Run the notebook in a fresh kernel; with `keep_gpu`, cells tagged "gpu" keep the
     outputs recorded on a GPU (from the notebook stored at `path`)."""
     from nbclient import NotebookClient
 
     stored = nbformat.read(path, as_version=4) if path.exists() else None
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}},
-                   store_widget_state=True, record_timing=False).execute()
+                   store_widget_state=False, record_timing=False).execute()  # no state: viewers show text/html
     if keep_gpu and stored is not None:
         recorded = {c.source: c for c in stored.cells if "gpu" in c.metadata.get("tags", []) and
                     c.metadata.get("spork_lab", {}).get("recorded_on")}
@@ -373,11 +391,16 @@ def main(argv=None) -> int:
         elif args.gpu_run:
             import subprocess
 
+            nb = gpu_cells(nb, name)
+            if nb is None:
+                continue
             device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                     text=True, check=True).stdout.splitlines()[0].strip()
             execute(nb, Path(args.gpu_run) / name, keep_gpu=False)
             mark_gpu_cells(nb, device)
             nbformat.write(nb, Path(args.gpu_run) / name)
+            for c in nb.cells[2:]:
+                print(c.source, *(o.get("text") or o.get("data", {}).get("text/plain", "") for o in c.outputs), sep="\n")
         elif args.take_gpu:
             take_gpu_outputs(Path(args.take_gpu) / name, path)
         else:

@@ -99,7 +99,22 @@ def test_race_debugging_finds_each_bug_and_its_fix_clears_it():
     assert kinds[0] == ["RAW"] and kinds[1] == [] and kinds[2] == ["FREE"] and kinds[3] == []
     assert "RAW" in kinds[4] and kinds[5] == []  # wrong Await lag, then the example ring
     assert "DEADLOCK" in kinds[6] and "sl-ev-bad" in pictures[6] and "waits for arrive #3" in pictures[6]
-    assert kinds[7] == ["RAW"] and "warp-scope" not in pictures[7] and "a CTA-scope Fence" in pictures[7]
-    assert kinds[8] == []
-    assert kinds[9] == ["RAW", "FREE"] and "does not include Sm80_cp_async_instr" in pictures[9] and kinds[10] == []
-    assert "a CTA-scope Fence(Sm80_cp_async, cuda_in_order) between line" in pictures[9]
+    assert kinds[7] == [] and "sl-ev-bad" not in pictures[7] and "no hazards found at n=256" in pictures[7]
+    assert kinds[8] == ["RAW"] and "warp-scope" not in pictures[8] and "a CTA-scope Fence" in pictures[8]
+    assert kinds[9] == []
+    assert kinds[10] == ["RAW", "FREE"] and "does not include Sm80_cp_async_instr" in pictures[10] and kinds[11] == []
+    assert "a CTA-scope Fence(Sm80_cp_async, cuda_in_order) between line" in pictures[10]
+
+
+@pytest.mark.parametrize("name", ["02_stepwise_gemm.ipynb", "03_race_debugging.ipynb"])
+def test_static_html_of_a_stored_tutorial_shows_tilings_hazards_and_timelines(name):
+    """nbconvert's HTML of the stored notebook (what nbviewer and GitHub show, no kernel): the workbench
+    pictures' tilings, hazard cards and "Barrier timeline" sections are there."""
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_filename(str(next(p for p in NOTEBOOKS if p.name == name)))
+    assert html.count("Barrier timeline") >= 6
+    assert 'class="sl-hazard"' in html and "to fix:" in html
+    assert "sl-cg-cell" in html  # a tiling grid
+    if name.startswith("03"):
+        assert "sl-tl-bad" in html and "data:image/svg+xml" in html  # the deadlock's timeline, drawn as an image

@@ -13,7 +13,7 @@ import spork_lab
 from spork_lab import proc
 from spork_lab.core.coll import CollTiling, cuda_thread
 from spork_lab.lab import Workbench, _doctor
-from spork_lab.lab._codeview import code_view, highlight
+from spork_lab.lab._codeview import code_view, highlight, printed_text
 from spork_lab.lab._render import STATIC_DIR
 from spork_lab.lab._tiling import tiling_grid
 from spork_lab.platforms.cuda import *
@@ -34,13 +34,25 @@ def long_lines(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLine
                 dst[task * 32 + t] = buf[t]
 
 
-def test_code_lines_are_str_of_proc_with_wrapped_statements_mapped():
-    view = code_view(long_lines)
+def test_code_lines_of_str_of_proc_with_wrapped_statements_mapped():
+    view = code_view(long_lines, str(long_lines))
     assert [line.text for line in view.lines] == str(long_lines).split("\n")
     (cp_call,) = [i for i, s in enumerate(view.stmts) if str(s).startswith("Sm80_cp_async_f32")]
     cp_lines = view.lines_of_stmt(cp_call)
     assert len(cp_lines) == 2  # the printer wraps the call over two lines; both belong to it
     assert view.lines[0].stmt is None and view.stmt_at_path((0, 0, 1, 0, 0)) is not None
+
+
+def test_printed_text_wraps_a_long_signature_only():
+    """The workbench's own text (no yapf): the signature broken after commas, under its first argument."""
+    text = printed_text(long_lines, width=60).split("\n")
+    assert text[0].startswith("def long_lines(") and all(len(line) <= 60 for line in text[:3])
+    assert text[1].startswith(" " * len("def long_lines(")) and text[1].strip()
+    view = code_view(long_lines)
+    assert [line.text for line in view.lines] == printed_text(long_lines).split("\n")
+    assert all(line.stmt is None for line in view.lines if line.text.lstrip().startswith(("def", "n:", "src:", "dst:")))
+    (cp_call,) = [i for i, s in enumerate(view.stmts) if str(s).startswith("Sm80_cp_async_f32")]
+    assert len(view.lines_of_stmt(cp_call)) == 1
 
 
 def test_highlight_marks_keywords_loops_and_gpu_names():

@@ -3,7 +3,11 @@
 Statements keep the source line of the code they came from after scheduling,
 so `srcinfo.lineno` cannot place them in the current proc's text. Instead we
 walk the LoopIR in print order alongside the printer's unformatted lines, then
-align those with the formatted text of `str(p)` (which may wrap long lines).
+align those with the text shown (which may wrap long lines).
+
+The workbench shows `printed_text(p)`, the printer's lines with a long
+signature wrapped, rather than `str(p)`: exo formats `str(p)` with yapf, which
+takes 0.3-0.8 s for the tutorial GEMM, more than a whole step should.
 """
 
 from __future__ import annotations
@@ -89,9 +93,25 @@ def _align(raw: list[str], rows: list[Optional[int]], formatted: list[str]) -> O
     return out if f == len(formatted) else None
 
 
+def printed_text(p: Procedure, width: int = 100) -> str:
+    """The proc as the workbench prints it: the printer's lines, a signature longer than `width` broken
+    after its commas and continued under its first argument (as exo's formatter does)."""
+    lines = printer.proc_lines(p.INTERNAL_proc())
+    head = lines[0]
+    if len(head) > width:
+        indent = " " * (head.index("(") + 1)
+        wrapped = [""]
+        for part in re.split(r"(?<=,) ", head):
+            if wrapped[-1] and len(wrapped[-1]) + 1 + len(part) > width:
+                wrapped.append(indent)
+            wrapped[-1] += part if wrapped[-1] in ("", indent) else " " + part
+        lines[:1] = wrapped
+    return "\n".join(lines)
+
+
 def code_view(p: Procedure, text: Optional[str] = None) -> CodeView:
-    """The lines of `str(p)` (or of `text`, that string when the caller has it: exo formats it with yapf,
-    which is slow) with their statements (falls back to unwrapped lines if alignment fails)."""
+    """The lines of `text` (default: `printed_text(p)`; `str(p)` works too) with their statements (falls back
+    to unwrapped lines if alignment fails)."""
     ir = p.INTERNAL_proc()
     raw = printer.proc_lines(ir)
     stmts: list = []
@@ -99,7 +119,7 @@ def code_view(p: Procedure, text: Optional[str] = None) -> CodeView:
     body_rows: list[int] = []
     _walk(ir.body, (), exo_pprint.PrintEnv(), "  ", stmts, paths, body_rows)
     rows: list[Optional[int]] = [None] * (len(raw) - len(body_rows)) + body_rows
-    lines = _align(raw, rows, (str(p) if text is None else text).split("\n"))
+    lines = _align(raw, rows, (printed_text(p) if text is None else text).split("\n"))
     if lines is None:
         lines = [CodeLine(text, stmt) for text, stmt in zip(raw, rows)]
     return CodeView(tuple(lines), tuple(stmts), tuple(paths))

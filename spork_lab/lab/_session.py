@@ -29,7 +29,7 @@ from ..core.loop_modes import CudaThreads, WithBlock
 from ..errors import SporkError, SporkSchedulingError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
-from ._codeview import CodeView, code_view
+from ._codeview import CodeView, code_view, printed_text
 from ._results import Outcome, analyse, check
 from ._source import value_source
 from ._widget import WorkbenchView
@@ -197,7 +197,7 @@ class Workbench:
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
         self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
-        self._texts: dict[int, tuple] = {}  # id(proc) -> (proc, str(proc)): exo prints through yapf, slowly
+        self._texts: dict[int, tuple] = {}  # id(proc) -> (proc, printed_text(proc))
 
     # ---- the session ----
 
@@ -281,10 +281,10 @@ class Workbench:
     # ---- results ----
 
     def text(self, p: Procedure) -> str:
-        """`str(p)`, printed once per proc of the session."""
+        """`printed_text(p)` (what the Code view shows), printed once per proc of the session."""
         hit = self._texts.get(id(p))
         if hit is None or hit[0] is not p:
-            hit = self._texts[id(p)] = (p, str(p))
+            hit = self._texts[id(p)] = (p, printed_text(p))
         return hit[1]
 
     def result(self, step: Optional[int] = None) -> StepResult:

@@ -16,7 +16,8 @@ from exo.API import Procedure
 from exo.API_cursors import BlockCursor, Cursor, GapCursor
 from exo.core import internal_cursors as ic
 from exo.core.LoopIR import LoopIR
-from exo.rewrite.LoopIR_scheduling import SchedulingError
+from exo.frontend import pyparser
+from exo.frontend.pattern_match import PatternMatch
 
 from ..core.coll import cuda_thread
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
@@ -47,14 +48,21 @@ def _found_source(proc: Procedure, node: ic.Node, var: str) -> Optional[str]:
     if named is None:
         return None
     pattern, finder = named
-    try:
-        matches = getattr(proc, finder)(pattern, many=True)
-    except SchedulingError:
-        return None
-    for k, c in enumerate(matches):
-        if isinstance(c, Cursor) and c._impl._path == node._path:
+    for k, path in enumerate(_match_paths(proc, pattern, finder)):
+        if path == node._path:
             return f"{var}.{finder}({pattern if k == 0 else f'{pattern} #{k}'!r})"
     return None
+
+
+def _match_paths(proc: Procedure, pattern: str, finder: str) -> list:
+    """Paths of the statements `proc.find_loop(pattern, many=True)` / `proc.find(...)` finds, in its order.
+
+    Matched here rather than through those methods: exo's `match_pattern` calls `inspect.stack()` (to read
+    the caller's variables, which these patterns do not use), and with a notebook's deep stack that costs
+    ~0.1 s a pattern, a large part of a workbench step."""
+    text = f"for {pattern} in _: _" if finder == "find_loop" else pattern
+    found = PatternMatch().find(ic.Cursor.create(proc._loopir_proc), pyparser.pattern(text, srclocals={}, srcglobals={}))
+    return [(c[0] if isinstance(c, ic.Block) and len(c) == 1 else c)._path for c in found]
 
 
 def _node_source(proc: Procedure, node: ic.Node, var: str) -> str:

@@ -5,7 +5,8 @@ a small notebook written here is run cell by cell and every workbench view is ch
 colour level clicked, Barrier timeline, Hazards, Steps, CUDA), a failing barrier check opens the timeline at the
 right event, and a failed scheduling step is shown in the widget; the first tutorial runs cell by cell in
 JupyterLab; the stored tutorials show their pictures before anything runs. No "Error displaying widget"
-anywhere. Screenshots go to tests/browser/screenshots/.
+anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
+kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the tree).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from make_tutorials import REVERSE_MISSING_FENCE, RING_MISSING_RELEASE  # noqa: 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(__file__).resolve().parent / "screenshots"
+KEPT_SHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -112,10 +113,20 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: the kept ones only when asked for (SPORK_UPDATE_SCREENSHOTS=1), else a temporary folder."""
+    if os.environ.get("SPORK_UPDATE_SCREENSHOTS") == "1":
+        KEPT_SHOTS.mkdir(exist_ok=True)
+        return KEPT_SHOTS
+    folder = tmp_path_factory.mktemp("screenshots")
+    print(f"screenshots in {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
-    SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
@@ -155,7 +166,7 @@ def _wait_for_kernel(page) -> None:
 
 
 @pytest.mark.parametrize("front_end", ["lab", "notebook"])
-def test_every_view_in_the_front_end(server, browser, front_end):
+def test_every_view_in_the_front_end(server, browser, shots, front_end):
     from playwright.sync_api import expect
 
     page, cells = _open(browser, server, front_end, "views.ipynb")
@@ -170,18 +181,18 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile", timeout=60_000)
     expect(hazards.locator(".sl-hint").first).to_contain_text("insert_fence(p, p.find_loop('tid #1').before()")
     expect(widget.locator(".sl-tab-active")).to_contain_text("Hazards (1)")
-    cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_01_hazards.png"))
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_01_hazards.png"))
     code = _tab(widget, "code")
     expect(code.locator(".sl-mark-hazard")).to_have_count(2)
     code.locator(".sl-stmt", has_text="y[task * 256 + tid]").click()
     expect(widget.locator(".sl-view-code .sl-selected")).to_contain_text("y[task * 256 + tid]")
-    cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_02_code.png"))
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_02_code.png"))
     tiling = _tab(widget, "tiling")
     expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
     tiling.locator('.sl-btn[data-set="level:warp"]').click()
     expect(widget.locator('.sl-view-tiling .sl-btn-on')).to_have_text("warp")
     expect(widget.locator(".sl-view-tiling .sl-legend-row").first).to_contain_text("warp 0: threads [0, 31]")
-    cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_03_tiling.png"))
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_03_tiling.png"))
     _tab(widget, "timeline")
     expect(widget.locator(".sl-view-timeline")).to_contain_text("no barriers")
     steps = _tab(widget, "steps")
@@ -189,7 +200,7 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     cuda = _tab(widget, "cuda")
     expect(cuda.locator("pre.sl-cuda").last).to_contain_text("__global__", timeout=120_000)
     expect(cuda.locator("details summary")).to_contain_text("runtime prelude")
-    cells.nth(1).screenshot(path=str(SHOTS / f"{front_end}_04_cuda.png"))
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_04_cuda.png"))
 
     # A failed scheduling step: the error in the widget, the session at the previous step.
     _run(page, cells.nth(2))
@@ -197,7 +208,7 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     expect(failed.locator(".sl-step-error")).to_contain_text("no loop matches 'tidd'", timeout=30_000)
     expect(failed.locator(".sl-step-error")).to_contain_text("did you mean 'tid'")
     expect(failed.locator(".sl-step-error")).to_contain_text("stays at step 0")
-    cells.nth(2).screenshot(path=str(SHOTS / f"{front_end}_05_failed_step.png"))
+    cells.nth(2).screenshot(path=str(shots / f"{front_end}_05_failed_step.png"))
 
     # A failing barrier check opens the timeline at the event where the pairing fails; clicking it selects it.
     _run(page, cells.nth(3))
@@ -207,7 +218,7 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     expect(timeline.locator(".sl-ev-bad").first).to_have_attribute("data-event", str(BAD_EVENT))
     expect(timeline.locator(".sl-tl-bad")).to_contain_text("ReverseAwait bar[0] (reverse)")
     expect(timeline.locator(".sl-tl-bad")).to_contain_text("it=6")
-    cells.nth(3).screenshot(path=str(SHOTS / f"{front_end}_06_timeline_deadlock.png"))
+    cells.nth(3).screenshot(path=str(shots / f"{front_end}_06_timeline_deadlock.png"))
     timeline.locator(f'.sl-ev[data-event="{BAD_EVENT}"]').click()
     expect(ring.locator(".sl-view-code .sl-selected")).to_contain_text("ReverseAwait(bar[it % 2], cuda_in_order, ~1)")
     # step browsing: the first picture can still show any step (here the only one)
@@ -216,7 +227,7 @@ def test_every_view_in_the_front_end(server, browser, front_end):
     page.close()
 
 
-def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser):
+def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
     from playwright.sync_api import expect
 
     page, cells = _open(browser, server, "lab", "01_first_kernel.ipynb")
@@ -233,7 +244,7 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser):
             expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=60_000)  # the widget may lag on a busy machine
             tiling = _tab(widget, "tiling")
             expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
-            cell.screenshot(path=str(SHOTS / "tutorial01_broken_step_tiling.png"))
+            cell.screenshot(path=str(shots / "tutorial01_broken_step_tiling.png"))
             broken_checked = True
         if "insert_fence" in source:
             widget = cell.locator(".sl-wb.sl-live")
@@ -250,7 +261,7 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser):
 
 @pytest.mark.parametrize("front_end", ["lab", "notebook"])
 @pytest.mark.parametrize("name", ["02_stepwise_gemm.ipynb", "03_race_debugging.ipynb"])
-def test_stored_tutorials_show_their_pictures_before_anything_runs(server, browser, front_end, name):
+def test_stored_tutorials_show_their_pictures_before_anything_runs(server, browser, shots, front_end, name):
     """The tutorials are stored executed: opened fresh, untrusted, nothing run, their workbench outputs show the
     code, the hazards and the barrier timelines of each state, styled."""
     from playwright.sync_api import expect
@@ -263,12 +274,12 @@ def test_stored_tutorials_show_their_pictures_before_anything_runs(server, brows
     assert pictures.first.locator(".sl-line").first.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
     broken = pictures.filter(has=page.locator(".sl-hazard")).first
     broken.locator(".sl-hazard").first.scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / f"{front_end}_stored_{name[:2]}_hazard.png"))
+    page.screenshot(path=str(shots / f"{front_end}_stored_{name[:2]}_hazard.png"))
     if name.startswith("03"):  # the timeline drawing survives the sanitizer as an image
         deadlock = pictures.filter(has=page.locator(".sl-tl-bad")).first
         image = deadlock.locator(".sl-tl img").first
         image.scroll_into_view_if_needed()
         assert image.evaluate("e => e.complete && e.naturalWidth > 0")
-        page.screenshot(path=str(SHOTS / f"{front_end}_stored_03_timeline.png"))
+        page.screenshot(path=str(shots / f"{front_end}_stored_03_timeline.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
     page.close()
