@@ -98,6 +98,7 @@ def check(p: Procedure, sizes: dict, analysis: Outcome, progress: Optional[Calla
     except SporkError as e:
         return Outcome("error", f"sync check failed: {e}", error=e.to_json())
     where = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
     if report.ok:
-        return Outcome("ok", f"no hazards found at {where}", report)
-    return Outcome("ok", f"hazard(s) at {where}", report)  # the workbench puts the count of its cards first
+        return Outcome("ok", f"no hazards found at {where}{engine}", report)
+    return Outcome("ok", f"hazard(s) at {where}{engine}", report)  # the workbench puts the count of its cards first
