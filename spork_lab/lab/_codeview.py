@@ -94,19 +94,41 @@ def _align(raw: list[str], rows: list[Optional[int]], formatted: list[str]) -> O
 
 
 def printed_text(p: Procedure, width: int = 100) -> str:
-    """The proc as the workbench prints it: the printer's lines, a signature longer than `width` broken
-    after its commas and continued under its first argument (as exo's formatter does)."""
-    lines = printer.proc_lines(p.INTERNAL_proc())
-    head = lines[0]
+    """The proc as the workbench prints it: the printer's lines as exo's formatter would space them (4-space
+    indents, `x: f32[n] @ Mem`), a signature longer than `width` broken after its top-level commas and
+    continued under its first argument; other lines are not wrapped."""
+    lines = []
+    for line in printer.proc_lines(p.INTERNAL_proc()):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)  # the printer indents by 2
+        body = re.sub(r" @(\w)", r" @ \1", re.sub(r"^(\w+) : ", r"\1: ", body))
+        lines.append(" " * (2 * indent) + body)
+    head = re.sub(r"(\w) : ", r"\1: ", lines[0])
     if len(head) > width:
         indent = " " * (head.index("(") + 1)
         wrapped = [""]
-        for part in re.split(r"(?<=,) ", head):
-            if wrapped[-1] and len(wrapped[-1]) + 1 + len(part) > width:
+        for part in _top_level_parts(head):
+            if wrapped[-1].strip() and len(wrapped[-1]) + 1 + len(part) > width:
                 wrapped.append(indent)
-            wrapped[-1] += part if wrapped[-1] in ("", indent) else " " + part
+            wrapped[-1] += part if not wrapped[-1].strip() else " " + part
         lines[:1] = wrapped
+    else:
+        lines[0] = head
     return "\n".join(lines)
+
+
+def _top_level_parts(head: str) -> list[str]:
+    """`def f(a: x, b: y[m, n]):` split after each comma that is not inside brackets."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(head):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(head[start : k + 1].strip())
+            start = k + 1
+    return parts + [head[start:].strip()]
 
 
 def code_view(p: Procedure, text: Optional[str] = None) -> CodeView:
