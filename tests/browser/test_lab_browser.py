@@ -241,7 +241,7 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
         source = cell.locator(".jp-InputArea-editor").inner_text()
         if "set_memory" in source:
             widget = cell.locator(".sl-wb.sl-live")
-            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=60_000)  # the widget may lag on a busy machine
+            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=150_000)  # the widget may lag on a busy machine
             tiling = _tab(widget, "tiling")
             expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
             cell.screenshot(path=str(shots / "tutorial01_broken_step_tiling.png"))
