@@ -98,8 +98,8 @@ def test_race_debugging_finds_each_bug_and_its_fix_clears_it():
     kinds = [re.findall(r'class="sl-hazard-kind"[^>]*>(\w+) hazard', html) for html in pictures]
     assert kinds[0] == ["RAW"] and kinds[1] == [] and kinds[2] == ["FREE"] and kinds[3] == []
     assert "RAW" in kinds[4] and kinds[5] == []  # wrong Await lag, then the example ring
-    assert "DEADLOCK" in kinds[6] and "sl-ev-bad" in pictures[6] and "waits for arrive #3" in pictures[6]
-    assert kinds[7] == [] and "sl-ev-bad" not in pictures[7] and "no hazards found at n=256" in pictures[7]
+    assert "DEADLOCK" in kinds[6] and 'class="sl-tl-bad"' in pictures[6] and "waits for arrive #3" in pictures[6]
+    assert kinds[7] == [] and 'class="sl-tl-bad"' not in pictures[7] and "no hazards found at n=256" in pictures[7]
     assert kinds[8] == ["RAW"] and "warp-scope" not in pictures[8] and "a CTA-scope Fence" in pictures[8]
     assert kinds[9] == []
     assert kinds[10] == ["RAW", "FREE"] and "does not include Sm80_cp_async_instr" in pictures[10] and kinds[11] == []
