@@ -23,7 +23,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 SPORK_LAB_CACHE=/tmp/spork_c
 # builds in the background while the sweep builds its own (nvcc is single-threaded; the machine has 16 cores)
 [[ $STEPS == *2* ]] && { python3 benchmarks/mutation_test_sm90.py --prebuild $ONLY > "$OUT/prebuild_log.txt" 2>&1 & }
 if [[ $STEPS == *3* ]]; then
-  for ex in sm90_tma_wgmma sm90_rmem_a sm90_gemm; do
+  for ex in sm90_tma_wgmma sm90_rmem_a sm90_gemm sm90_tma_store; do
     python3 -c "import sys; sys.path.insert(0, 'examples'); import spork_lab as sl, $ex as m; sl.build(m.PROCS)" &
   done
 fi
@@ -39,6 +39,6 @@ if [[ $STEPS == *2* ]]; then
   grep -E "Kill rate|proc [0-9]+:" "$OUT/mutation_log.txt"
 fi
 if [[ $STEPS == *3* ]]; then
-  timeout "${SANITIZE_S:-200}" python3 benchmarks/sanitize_examples.py --only sm90_tma_wgmma,sm90_rmem_a,sm90_gemm --out "$OUT/sanitizer.md" 2>&1 | tail -8
+  timeout "${SANITIZE_S:-200}" python3 benchmarks/sanitize_examples.py --only sm90_tma_wgmma,sm90_rmem_a,sm90_gemm,sm90_tma_store --out "$OUT/sanitizer.md" 2>&1 | tail -8
 fi
 cat "$OUT/machine.txt"
