@@ -52,6 +52,12 @@ def run_one(target: str) -> int:
     return 0 if ok else 1
 
 
+def _last_line(output: str) -> str:
+    """The program's own last line (a RESULT line, or the error that stopped it), for a failed run's row."""
+    mine = [line for line in output.splitlines() if line.strip() and not line.startswith("=========")]
+    return mine[-1].strip()[:160].replace("|", "/") if mine else "no output"
+
+
 def summarize(output: str) -> str:
     """compute-sanitizer's own summary line (hazard/error counts)."""
     found = re.findall(r"========= (?:RACECHECK|ERROR) SUMMARY: .*", output)
@@ -80,7 +86,7 @@ def main() -> int:
                 run = subprocess.run([sanitizer, "--tool", tool, sys.executable, __file__, "--one", target],
                                      capture_output=True, text=True)
                 out = run.stdout + run.stderr
-                result = "correct" if "RESULT correct" in out else "WRONG or failed"
+                result = "correct" if "RESULT correct" in out else "WRONG or failed: " + _last_line(out)
                 rows.append(f"| {module_name} | {p.name()} | {tool} | {result} | {summarize(out)} |")
                 print(rows[-1], flush=True)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
