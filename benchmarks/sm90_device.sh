@@ -32,7 +32,9 @@ fi
 if [[ $STEPS == *1* ]]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
   SMI=$!
-  timeout "${SWEEP_S:-200}" python3 benchmarks/sm90_sweep.py --out "$OUT" --dtypes "$DTYPES" --variants "$VARIANTS" --hand "$HAND" --hand-dtypes "${HAND_DTYPES:-tf32,f16,bf16}" 2>&1 | grep -v Warning | tee "$OUT/sweep.txt"
+  HAND_ARGS=()  # the hand kernel only where its library was built (nvcc -shared ... benchmarks/sm90_hand/gemm_hand.cu)
+  [[ -f $HAND/gemm_hand.so ]] && HAND_ARGS=(--hand "$HAND" --hand-dtypes "${HAND_DTYPES:-tf32,f16,bf16}")
+  timeout "${SWEEP_S:-200}" python3 benchmarks/sm90_sweep.py --out "$OUT" --dtypes "$DTYPES" --variants "$VARIANTS" "${HAND_ARGS[@]}" 2>&1 | grep -v Warning | tee "$OUT/sweep.txt"
   kill $SMI
 fi
 wait  # the background builds
