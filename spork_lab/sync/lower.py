@@ -65,6 +65,22 @@ class _Ctx:
     in_instr: object = None  # the outermost instr call whose body is being lowered
 
 
+REGISTER_PAIR = tl.pair_bit(tl.cuda_in_order_instr, tl.register_usage)
+
+# Instr-tls whose completion the abstract machine does not model yet: TMA completes on the mbarrier its
+# load trails (`copy(...) >> bar`) or on bulk commit groups, not through its threads' Arrive.
+UNMODELLED_INSTR_TLS = frozenset({tl.tma_to_smem_async_instr, tl.tma_to_gmem_async_instr})
+
+
+def refuse_unmodelled(instr_tl: tl.InstrTl, s) -> None:
+    """A SyncError at statement s if it runs on an instr-tl the machine does not model (soundness first:
+    a program the machine cannot judge is refused, never passed)."""
+    if instr_tl in UNMODELLED_INSTR_TLS:
+        raise SyncError(f"sync_check does not model {instr_tl} (TMA completing on its mbarrier) yet, so it cannot "
+                        "tell whether this program is correctly synchronized; it refuses it rather than pass it "
+                        "unchecked", s.srcinfo)
+
+
 def lower(proc_ir: LoopIR.proc) -> P.Program:
     """The proc as a Program (computed from its cached analysis); SyncError for what cannot be checked."""
     return _Lowering(proc_ir).program()
@@ -312,11 +328,19 @@ class _Lowering:
         return _View(view.slot, self.let(base), tuple(strides), view.usage, view.unordered)
 
     def assign(self, s, ctx: _Ctx, env: dict) -> None:
+        refuse_unmodelled(ctx.instr_tl, s)
         mask, site = self.mask(ctx), self.site(ctx.in_instr or s, ctx)
         for sym, idx, mode in statement_accesses(s):
             view = env[sym]
-            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            pair = self.pair(ctx, view)
             self.access(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site), ctx)
+
+    def pair(self, ctx: _Ctx, view: _View) -> int:
+        """The (instr-tl, usage-tl) pair bit of an access: in-order accesses to registers have their own
+        (core/timelines.py: wgmma.fence orders them, and nothing in shared memory)."""
+        if ctx.instr_tl is tl.cuda_in_order_instr and view.usage is None and not self.slots[view.slot].shared:
+            return REGISTER_PAIR
+        return tl.pair_bit(ctx.instr_tl, view.usage)
 
     def access(self, op: P.Access, ctx: _Ctx) -> None:
         unit = getattr(self.mems[op.slot], "native_unit", None)
@@ -332,7 +356,8 @@ class _Lowering:
         shard's owner's), and only by in-order instructions, can never be part of a hazard: each such
         access finds the owner's own in-order record, visible to it in program order, and leaves one; a
         sync only widens that; the free of registers asks only that the owners' asynchronous accesses
-        completed. So the machine has nothing to record for them, and both engines skip them.
+        completed. So the machine has nothing to record for them, and both engines skip them. (wgmma's
+        accumulator is ordered after the same warpgroup's earlier wgmma, but asynchronous: kept.)
         """
         by_slot: dict = {}
         for k, op in enumerate(self.ops):
@@ -342,8 +367,8 @@ class _Lowering:
         for slot, indices in by_slot.items():
             if self.slots[slot].shared:
                 continue
-            if all(k in self.by_owner and not self.ops[k].unordered
-                   and P.PROGRAM_ORDER[self.ops[k].pair] >> self.ops[k].pair & 1 for k in indices):
+            if all(k in self.by_owner and not self.ops[k].unordered and self.ops[k].pair == REGISTER_PAIR
+                   for k in indices):
                 private.update(indices)
         return private
 
@@ -459,6 +484,7 @@ class _Lowering:
             callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
         if s.f.instr is not None and ctx.dev is not None:
             inner = replace(ctx, instr_tl=info.instr_tl if info else ctx.instr_tl, in_instr=ctx.in_instr or s)
+            refuse_unmodelled(inner.instr_tl, s)
             accesses = instr_accesses(s.f.body)
             if accesses is not None:
                 self.instr_call(accesses, inner, callee)
@@ -481,7 +507,7 @@ class _Lowering:
                 starts.append((self.emit(None), v, loop))
                 inner[loop.iter] = P.Var(v)
             view = env[sym]
-            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            pair = self.pair(ctx, view)
             self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
             for start, v, loop in reversed(starts):
                 end = self.emit(P.EndFor(start))
