@@ -152,9 +152,10 @@ class _Lowering:
             if a.type.is_numeric():
                 env[a.name] = self.buffer(a, ctx, env)
         self.block(self.ir.body, ctx, env)
+        ops = self.hoist_read_nests(_without(self.ops, self.private_accesses()))
         return P.Program(
             proc=str(self.ir.name),
-            ops=_without(self.ops, self.private_accesses()),
+            ops=ops,
             n_vars=self.n_vars,
             sizes=tuple(sizes),
             masks=tuple(self.masks),
@@ -429,6 +430,45 @@ class _Lowering:
             self.ops[at] = loop
             self.ops[loop.end] = P.EndFor(at)
 
+    def hoist_read_nests(self, ops: tuple) -> tuple:
+        """In loops that only read (once the private register accesses are gone), move the reads and the
+        loop nests of reads that do not depend on the loop in front of it: reads commute with reads, and
+        a repeated read changes nothing (see `hoist_reads`), so each runs once. A scalar GEMM's inner
+        `for i: read A_s[i, k]; for j: read B_s[k, j]` becomes `for j: read B_s[k, j]` then `for i: ...`.
+        Only for loops with constant bounds that run at least once."""
+        return _flatten(self.hoist_in(_tree(list(ops), 0, len(ops))))
+
+    def hoist_in(self, nodes: list) -> list:
+        out = []
+        for node in nodes:
+            if not isinstance(node, _Loop):
+                out.append(node)
+                continue
+            body = self.hoist_in(node.body)
+            loop = node.op
+            if not (isinstance(loop.lo, P.Const) and isinstance(loop.hi, P.Const) and loop.lo.value < loop.hi.value
+                    and all(_only_reads(n) for n in body)):
+                out.append(_Loop(loop, body))
+                continue
+            defined = {loop.var}.union(*(_defines(n) for n in body))
+            stay = []
+            for n in body:
+                if isinstance(n, (_Loop, P.Access)) and not (_uses(n) - _defines(n)) & defined:
+                    out.append(self.without_loop(n, loop.var))
+                else:
+                    stay.append(n)
+            if stay:
+                out.append(_Loop(loop, stay))
+        return out
+
+    def without_loop(self, node, v: int):
+        """A hoisted node whose reports no longer show loop variable v."""
+        if isinstance(node, _Loop):
+            return _Loop(node.op, [self.without_loop(n, v) for n in node.body])
+        if isinstance(node, P.Access):
+            return replace(node, site=self.resite(node.site, tuple(lp for lp in self.sites[node.site].loops if lp[1] != v)))
+        return node
+
     def resite(self, site: int, loops: tuple) -> int:
         """The site of the same statement showing other loops."""
         old = self.sites[site]
@@ -625,6 +665,81 @@ def _variables(e: P.Expr) -> set:
         return _variables(e.arg)
     if isinstance(e, P.Table):
         return _variables(e.index)
+    return set()
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """A For op, its body (ops and loops), and its EndFor: the ops as a tree while loops are moved."""
+
+    op: P.For
+    body: list
+
+
+def _tree(ops: list, lo: int, hi: int) -> list:
+    out, k = [], lo
+    while k < hi:
+        op = ops[k]
+        if isinstance(op, P.For):
+            out.append(_Loop(op, _tree(ops, k + 1, op.end)))
+            k = op.end + 1
+        else:
+            out.append(op)
+            k += 1
+    return out
+
+
+def _flatten(nodes: list) -> tuple:
+    """The tree's ops in order, with every jump (For, EndFor, If, Else) renumbered."""
+    flat: list = []
+
+    def walk(ns):
+        for n in ns:
+            if isinstance(n, _Loop):
+                flat.append(n.op)
+                walk(n.body)
+                flat.append(P.EndFor(0))
+            else:
+                flat.append(n)
+
+    walk(nodes)
+    stack = []
+    for k, op in enumerate(flat):
+        if isinstance(op, (P.For, P.If)):
+            stack.append(k)
+        elif isinstance(op, P.EndFor):
+            start = stack.pop()
+            flat[start], flat[k] = replace(flat[start], end=k), P.EndFor(start)
+        elif isinstance(op, P.Else):
+            flat[stack[-1]] = replace(flat[stack[-1]], orelse=k)
+            stack[-1] = k
+        elif isinstance(op, P.EndIf):
+            at = stack.pop()
+            flat[at] = replace(flat[at], end=k) if isinstance(flat[at], P.Else) else replace(flat[at], orelse=k)
+    return tuple(flat)
+
+
+def _only_reads(node) -> bool:
+    if isinstance(node, _Loop):
+        return all(_only_reads(n) for n in node.body)
+    return isinstance(node, P.Let) or (isinstance(node, P.Access) and node.mode == P.READ)
+
+
+def _defines(node) -> set:
+    """The variables a node sets (loop variables, Lets)."""
+    if isinstance(node, _Loop):
+        return {node.op.var}.union(*(_defines(n) for n in node.body))
+    return {node.var} if isinstance(node, P.Let) else set()
+
+
+def _uses(node) -> set:
+    """The variables a node reads."""
+    if isinstance(node, _Loop):
+        return _variables(node.op.lo) | _variables(node.op.hi) | set().union(*(_uses(n) for n in node.body))
+    if isinstance(node, P.Access):
+        return _variables(node.element) | _variables(node.mask)
+    if isinstance(node, P.Let):
+        return _variables(node.value)
     return set()
 
 
