@@ -10,7 +10,8 @@ the lines, with the machine's name, to benchmarks/bench_sync_check_results.md (o
 figure is the best of 3 wall-clock runs (time.perf_counter) of the whole sync_check call in one
 process, after one untimed call that compiles the checker (or finds it in the disk cache); CPU time
 (time.process_time) of the same run beside it, and the load average, because this machine's two
-cores are shared.
+cores are shared: under load the wall time is the CPU time times the share the run got, so each
+target is judged both ways.
 """
 
 from __future__ import annotations
@@ -157,9 +158,10 @@ def main(argv: list) -> list:
         for name, sizes, target, before, upstream in TARGETS:
             wall, cpu = bench(CASES[name][0], "compiled", **sizes)
             verdict = "meets" if wall <= target else "MISSES"
-            versus = f"upstream {upstream} s (x{upstream / wall:.1f} faster)" if upstream else "no upstream figure"
+            by_cpu = "meets" if cpu <= target else "MISSES"
+            versus = f"upstream {upstream} s (ours/upstream: {wall / upstream:.2f})" if upstream else "no upstream figure"
             say(f"- {name} {sizes}: {wall:.3f} s (CPU {cpu:.3f} s); before: {before}; {versus}; "
-                f"target <= {target} s: {verdict}")
+                f"target <= {target} s: {verdict} (by CPU time: {by_cpu})")
         for name, sizes in RATIO:
             compiled, _ = bench(CASES[name][0], "compiled", **sizes)
             python, _ = bench(CASES[name][0], "python", repeats=1, **sizes)
