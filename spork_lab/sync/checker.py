@@ -18,15 +18,14 @@ the reference engine runs it and the report says so (`engine`,
 
 from __future__ import annotations
 
-from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
 from ..core.cache import ProcCache
 from ..errors import SporkError, SyncError, user_facing
 from . import program as P
 from .engine import Compiled, Unsupported
-from .lower import lower
-from .reference import Reference
+from .lower import index_expr, lower
+from .reference import Reference, expr_source
 from .report import SyncReport, build_report
 
 ENGINES = ("compiled", "python")
@@ -108,41 +107,12 @@ def _size_values(ir, sizes: dict) -> tuple:
             name = str(a.name)
             if name not in sizes:
                 raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
-            env[a.name] = int(sizes[name])
-            values.append(env[a.name])
+            env[a.name] = P.Var(len(values))
+            values.append(int(sizes[name]))
     for pred in ir.preds:
-        if not _evaluate(pred, env):
+        if not eval(f"lambda V: {expr_source(index_expr(pred, env))}")(values):  # noqa: S307
             raise SyncError(f"the sizes {sizes} violate the assertion {pred}", pred.srcinfo)
     return tuple(values)
 
-
-def _evaluate(e, env: dict):
-    """An assertion's value over the sizes (exo's predicates: sizes, constants, arithmetic, comparisons)."""
-    if isinstance(e, LoopIR.Const):
-        return e.val
-    if isinstance(e, LoopIR.Read):
-        return env[e.name]
-    if isinstance(e, LoopIR.USub):
-        return -_evaluate(e.arg, env)
-    if isinstance(e, LoopIR.BinOp):
-        a, b = _evaluate(e.lhs, env), _evaluate(e.rhs, env)
-        return _BINOPS[e.op](a, b)
-    raise SyncError(f"sync_check cannot evaluate the assertion {e}", e.srcinfo)
-
-
-_BINOPS = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "<": lambda a, b: a < b,
-    ">": lambda a, b: a > b,
-    "<=": lambda a, b: a <= b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "and": lambda a, b: a and b,
-    "or": lambda a, b: a or b,
-}
 
 __all__ = ["sync_check", "SyncReport", "program_of", "ENGINES"]
