@@ -69,6 +69,6 @@ def test_tma_is_refused_until_modelled():
     """TMA completes on the mbarrier its load trails, which the machine does not model yet: a SyncError
     at the user's line, never a pass."""
     for engine in ENGINES:
-        with pytest.raises(SyncError, match="does not model tma_to_smem_async_instr") as e:
+        with pytest.raises(SyncError, match="does not model tma_load on tma_to_smem_async_instr") as e:
             sync_check(W.uses_tma, engine=engine)
         assert e.value.lineno is not None and "procs_wgmma.py" in str(e.value.filename)
