@@ -14,6 +14,7 @@ from .lang.gpu_ops import (
     set_loop_mode,
     wrap_with_context,
 )
+from .lang.pipeline import pipeline_loop
 
 __all__ = [
     name
@@ -27,4 +28,5 @@ __all__ = [
     "insert_arrive",
     "insert_await",
     "find_blocks",
+    "pipeline_loop",
 ]

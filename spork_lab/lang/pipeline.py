@@ -1,0 +1,948 @@
+"""Asynchronous software pipelining of a sequential loop: the scheduling op `pipeline_loop` (issue 13).
+
+The user gives a `seq` loop, a stage for each statement of its body, the
+asynchronous stages and a barrier memory. Stage s of the pipelined loop works
+on tile `t` at time step `t + s`, so a statement runs `s` tiles behind stage 0
+(TVM's software pipeline, seed 002). The op
+
+1. finds each buffer written by one stage p and read by a later stage c (a
+   *ring*) and gives it a leading ring dimension of depth `max(c) - p + 1`,
+   indexed by the tile modulo the depth;
+2. inserts the synchronization of each producing stage, on one barrier per
+   producing stage:
+   - commit groups (a memory that pairs by count, `CudaCommitGroup`): an
+     Arrive after the producer's last write, in every time step (an empty
+     group where the producer has no tile), and an Await before each consuming
+     stage whose N is the producer head minus the consumer head (the groups
+     committed after the one the consumer needs); a final `Await(..., 0)`
+     after the loops when some N is positive;
+   - mbarrier rings (a memory that pairs by lag, `CudaMbarrier`): an Arrive
+     after the producer's writes and an Await (lag 0) before the consumer, and
+     for slot reuse a ReverseArrive after the consumer and a ReverseAwait
+     (lag = ring depth) before the producer; these travel with their stage's
+     statements;
+3. skews the loop: a prologue loop (time steps before the last stage has a
+   tile), the steady-state loop (the original loop, every stage busy) and an
+   epilogue loop; or, with `keep_loop=True`, one loop over every time step
+   whose statements are guarded by their stage's tile range.
+
+When every statement of the body is a `with CudaWarps` block (warp
+specialization), the stages already run concurrently on their own warps: the
+loop is not skewed, and the ring lets the producer run up to depth - 1 tiles
+ahead. On an mbarrier, a side of a queue whose statements are one `with
+CudaWarps` block or one `cuda_threads` loop gets its barrier statements inside
+it (run by those threads), otherwise around it; commit-group statements are
+always run by the loop's collective.
+
+The op changes the schedule, not what is computed: it refuses (SchedulingError
+naming the statements) loops it cannot pipeline without changing the result.
+Ordering between different threads of one collective (a Fence after an Await,
+or before a slot is overwritten) is not derived: such Fences are statements of
+the body like any other, and `sl.sync_check` says where one is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from exo.API import Procedure
+from exo.API_scheduling import ArgumentProcessor, BoolA, ForCursorA, sched_op
+from exo.core import internal_cursors as ic
+from exo.core.LoopIR import Alpha_Rename, LoopIR, SubstArgs, T
+from exo.core.prelude import Sym
+from exo.rewrite.LoopIR_scheduling import (
+    Check_CompareExprs,
+    SchedulingError,
+    _compose,
+    _replace_reads,
+    _replace_writes,
+)
+
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.ir import walk_stmts
+from ..core.loop_modes import CudaThreads, WithBlock
+from ..core.memories import CudaMemory
+from ..core.sync_stmts import BARRIER_CARRIER, BarrierMemory, SyncSpec, is_barrier_alloc, sync_proc, sync_spec_of
+from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order
+
+# The most shared memory one CTA may use on sm_90 (227 KiB); pass smem_budget= for other targets.
+SMEM_BUDGET = 227 * 1024
+
+
+# ---------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------
+
+
+class _StagesA(ArgumentProcessor):
+    """A stage per body statement (list of ints), or a rule: {buffer name: stage, "*": stage of the rest}."""
+
+    def __call__(self, stages, all_args):
+        if isinstance(stages, (list, tuple)):
+            if not stages or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in stages):
+                self.err(f"expected a list of stages (ints >= 0), one per statement of the loop body, got {stages!r}")
+            return list(stages)
+        if isinstance(stages, dict):
+            if not all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in stages.items()):
+                self.err(f'expected {{buffer name: stage, "*": stage}} with stages >= 0, got {stages!r}')
+            return dict(stages)
+        self.err(f'expected a list of stages or a rule {{"buffer": stage, "*": stage}}, got {stages!r}')
+
+
+class _StageListA(ArgumentProcessor):
+    def __call__(self, stages, all_args):
+        if not isinstance(stages, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in stages):
+            self.err(f"expected a list of stage numbers, e.g. [0], got {stages!r}")
+        return sorted(set(stages))
+
+
+class _PipelineBarrierA(ArgumentProcessor):
+    """A barrier memory (a new barrier is allocated) or the name of a barrier the proc allocates."""
+
+    def __call__(self, barrier, all_args):
+        if isinstance(barrier, str):
+            return barrier
+        if isinstance(barrier, type) and issubclass(barrier, BarrierMemory):
+            if not barrier.lives_on_device:
+                self.err(f"{barrier.name()} barriers live in CPU code; pipeline with CudaCommitGroup or CudaMbarrier")
+            return barrier
+        self.err(f"expected a barrier memory (CudaCommitGroup, CudaMbarrier) or the name of a barrier, got {barrier!r}")
+
+
+class _OptSyncTlA(ArgumentProcessor):
+    def __call__(self, tl, all_args):
+        if tl is not None and not isinstance(tl, SyncTl):
+            self.err(f"expected a sync-tl such as cuda_in_order (or None for the default), got {tl!r}")
+        return tl
+
+
+class _OptNameA(ArgumentProcessor):
+    def __call__(self, name, all_args):
+        if name is not None and (not isinstance(name, str) or not name.isidentifier()):
+            self.err(f"expected a barrier name (or None for a fresh one), got {name!r}")
+        return name
+
+
+class _PosIntA(ArgumentProcessor):
+    def __call__(self, n, all_args):
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            self.err(f"expected a positive number of bytes, got {n!r}")
+        return n
+
+
+# ---------------------------------------------------------------------------
+# What the body does: stages, buffer accesses, rings and barrier queues
+# ---------------------------------------------------------------------------
+
+
+def _where(s) -> str:
+    text = str(s).strip().split("\n")[0]
+    return f"line {s.srcinfo.lineno} `{text}`"
+
+
+@dataclass
+class _Stmt:
+    """One statement of the loop body: its stage and the buffers it reads and writes (by Sym)."""
+
+    index: int
+    node: LoopIR.stmt
+    stage: int
+    reads: set
+    writes: set
+
+
+@dataclass
+class _Ring:
+    """A buffer written by stage `producer` and read by later stages: it gets a ring dimension."""
+
+    sym: Sym
+    alloc: LoopIR.Alloc
+    producer: int
+    depth: int
+
+
+@dataclass
+class _Queue:
+    """The barrier between a producing stage and the stages that read what it writes."""
+
+    producer: int
+    consumers: list  # stages that read its buffers (>= producer)
+    buffers: set  # Syms written by the producer and read by the consumers
+    instr_tl: Optional[InstrTl]  # the producer's asynchronous instr-tl, None if it is synchronous
+    bar: Optional[Sym] = None
+    inserted_alloc: Optional[LoopIR.Alloc] = None
+    entries: list = field(default_factory=list)
+
+
+_EFFECTS_CACHE: dict = {}
+
+
+def _callee_effects(f: LoopIR.proc) -> tuple:
+    """(formals read, formals written) of a called proc (an instr's semantics body)."""
+    key = id(f)
+    if key not in _EFFECTS_CACHE:
+        reads, writes = set(), set()
+        _collect(f.body, {}, reads, writes)
+        formals = {a.name for a in f.args}
+        _EFFECTS_CACHE[key] = (f, reads & formals, writes & formals)
+    return _EFFECTS_CACHE[key][1:]
+
+
+def _collect(stmts: list, alias: dict, reads: set, writes: set) -> None:
+    """Add the buffers (Syms, through window aliases) that `stmts` read and write."""
+    for s in stmts:
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            name = alias.get(s.name, s.name)
+            writes.add(name)
+            if isinstance(s, LoopIR.Reduce):
+                reads.add(name)
+            _expr_reads(s.rhs, alias, reads)
+        elif isinstance(s, LoopIR.Call):
+            if sync_spec_of(s) is not None:
+                continue
+            f_reads, f_writes = _callee_effects(s.f)
+            for a, formal in zip(s.args, s.f.args):
+                if isinstance(formal.mem, type) and issubclass(formal.mem, BarrierMemory):
+                    continue  # a barrier an instr completes on (a TMA load's `>> bar`) is not data
+                if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and formal.type.is_numeric():
+                    name = alias.get(a.name, a.name)
+                    if formal.name in f_reads:
+                        reads.add(name)
+                    if formal.name in f_writes:
+                        writes.add(name)
+                else:
+                    _expr_reads(a, alias, reads)
+        elif isinstance(s, LoopIR.WindowStmt):
+            alias[s.name] = alias.get(s.rhs.name, s.rhs.name)
+        elif isinstance(s, LoopIR.For):
+            _collect(s.body, alias, reads, writes)
+        elif isinstance(s, LoopIR.If):
+            _collect(s.body, alias, reads, writes)
+            _collect(s.orelse, alias, reads, writes)
+
+
+def _expr_reads(e, alias: dict, reads: set) -> None:
+    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and e.type.is_numeric():
+        reads.add(alias.get(e.name, e.name))
+    for child in ("lhs", "rhs", "arg"):
+        if hasattr(e, child):
+            _expr_reads(getattr(e, child), alias, reads)
+    if isinstance(e, LoopIR.Extern):
+        for a in e.args:
+            _expr_reads(a, alias, reads)
+
+
+def _stmt_effects(s) -> tuple:
+    """(reads, writes) of a body statement, without the buffers it allocates itself."""
+    reads, writes = set(), set()
+    _collect([s], {}, reads, writes)
+    local = {t.name for t in walk_stmts([s]) if isinstance(t, (LoopIR.Alloc, LoopIR.WindowStmt))}
+    return reads - local, writes - local
+
+
+def _assign_stages(body: list, stages, names: dict) -> list:
+    """The stage of each body statement, from the list or the rule."""
+    if isinstance(stages, list):
+        if len(stages) != len(body):
+            listing = "\n".join(f"  {i}: {_where(s)}" for i, s in enumerate(body))
+            raise SchedulingError(
+                f"pipeline_loop: {len(stages)} stages for a loop body of {len(body)} statements; give one per "
+                f"statement:\n{listing}"
+            )
+        return stages
+    out = []
+    for s in body:
+        _, writes = _stmt_effects(s)
+        found = {stages[names[w]] for w in writes if names.get(w) in stages}
+        if len(found) > 1:
+            raise SchedulingError(f"pipeline_loop: {_where(s)} writes buffers of different stages {sorted(found)}")
+        if not found and "*" not in stages:
+            raise SchedulingError(
+                f'pipeline_loop: {_where(s)} writes none of {sorted(k for k in stages if k != "*")}; '
+                'give the other statements a stage with "*": stage'
+            )
+        out.append(found.pop() if found else stages["*"])
+    return out
+
+
+def _async_tls(s) -> set:
+    """The instr-tls of the `with CudaAsync(...)` blocks inside a statement."""
+    return {
+        t.loop_mode.ctx.instr_tl
+        for t in walk_stmts([s])
+        if isinstance(t, LoopIR.For) and isinstance(t.loop_mode, WithBlock) and isinstance(t.loop_mode.ctx, CudaAsync)
+    }
+
+
+def _plan(stmts: list, async_stages: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
+    """The rings and queues of the pipeline; SchedulingError where pipelining would change the result.
+
+    A buffer used by one stage keeps its order, unless that stage writes it
+    asynchronously, or (warp specialization) writes it in one warp block and
+    reads it in another: then a queue orders the write before the read.
+    """
+    by_sym: dict = {}
+    for st in stmts:
+        for sym in st.reads | st.writes:
+            by_sym.setdefault(sym, []).append(st)
+    rings, queues = {}, {}
+    for sym, users in by_sym.items():
+        if len({u.stage for u in users}) == 1 and not _needs_queue(sym, users, async_stages, warp_specialized):
+            continue
+        writers = [u for u in users if sym in u.writes]
+        name = allocs[sym].name if sym in allocs else sym
+        if len({w.stage for w in writers}) > 1:
+            a, b = writers[0], next(w for w in writers if w.stage != writers[0].stage)
+            raise SchedulingError(
+                f"pipeline_loop: {name} is written by stage {a.stage} ({_where(a.node)}) and by stage {b.stage} "
+                f"({_where(b.node)}); a buffer may be written by one stage only"
+            )
+        if not writers:
+            continue  # read-only: any order of the reads is the same
+        p = writers[0].stage
+        last_write = max(w.index for w in writers)
+        for u in users:
+            if sym in u.reads and u.stage < p:
+                raise SchedulingError(
+                    f"pipeline_loop: a later stage feeds an earlier one: {_where(u.node)} (stage {u.stage}) reads "
+                    f"{name}, which {_where(writers[0].node)} (stage {p}) writes"
+                )
+            if sym in u.reads and u.stage == p and (sym in u.writes or u.index < last_write):
+                raise SchedulingError(
+                    f"pipeline_loop: {_where(u.node)} (stage {p}) reads {name} before stage {p} is done writing it "
+                    f"({_where(writers[-1].node)}): the value comes from an earlier iteration, and pipelining would "
+                    "change which"
+                )
+        readers = [u for u in users if sym in u.reads and u not in writers]
+        if not readers:
+            continue
+        depth = max(u.stage for u in readers) - p + 1
+        if depth > 1:
+            if sym not in allocs:
+                raise SchedulingError(
+                    f"pipeline_loop: {name} is an argument of the proc, written by stage {p} ({_where(writers[0].node)}) "
+                    f"and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): it needs a ring of {depth} "
+                    "copies; stage it through a buffer allocated in the proc"
+                )
+            rings[sym] = _Ring(sym, allocs[sym], p, depth)
+        if p in async_stages or by_lag:
+            q = queues.setdefault(p, _Queue(p, [], set(), None))
+            q.buffers.add(sym)
+            q.consumers = sorted(set(q.consumers) | {u.stage for u in readers})
+    return rings, queues
+
+
+def _needs_queue(sym, users, async_stages, warp_specialized: bool) -> bool:
+    writers = [u for u in users if sym in u.writes]
+    readers = [u for u in users if sym in u.reads and u not in writers]
+    return bool(writers and readers) and (warp_specialized or writers[0].stage in async_stages)
+
+
+def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) -> None:
+    """Each async stage runs one asynchronous instr-tl and feeds a later statement; each producer is declared."""
+    for p in async_stages:
+        members = [st for st in stmts if st.stage == p]
+        if not members:
+            raise SchedulingError(f"pipeline_loop: async stage {p} has no statements")
+        tls = set().union(*(_async_tls(st.node) for st in members))
+        if not tls:
+            raise SchedulingError(
+                f"pipeline_loop: stage {p} is in async_stages, but none of its statements runs asynchronous "
+                f"instructions (no `with CudaAsync(...)` in {_where(members[0].node)})"
+            )
+        if len(tls) > 1:
+            raise SchedulingError(f"pipeline_loop: stage {p} runs instructions of {sorted(map(str, tls))}; one queue "
+                                  "orders one asynchronous instr-tl")
+        if p not in queues:
+            raise SchedulingError(
+                f"pipeline_loop: async stage {p} ({_where(members[0].node)}) writes nothing that a later statement of "
+                "the loop reads, so nothing would wait for it"
+            )
+        queues[p].instr_tl = tls.pop()
+    for p, q in queues.items():
+        if p not in async_stages:
+            writer = next(st for st in stmts if st.stage == p and q.buffers & st.writes)
+            if _async_tls(writer.node):
+                raise SchedulingError(
+                    f"pipeline_loop: stage {p} writes {_names(q.buffers)} with asynchronous instructions "
+                    f"({_where(writer.node)}): add {p} to async_stages"
+                )
+        if by_lag and len(q.consumers) > 1:
+            raise SchedulingError(
+                f"pipeline_loop: on an mbarrier ring each producing stage feeds one stage; stage {p} feeds stages "
+                f"{q.consumers}"
+            )
+    if not by_lag:
+        flavours: dict = {}
+        for p, q in queues.items():
+            if q.instr_tl in flavours:
+                raise SchedulingError(
+                    f"pipeline_loop: stages {flavours[q.instr_tl]} and {p} both commit {q.instr_tl} groups, and each "
+                    "thread has one such commit queue; put both in one stage"
+                )
+            flavours[q.instr_tl] = p
+
+
+def _names(syms) -> str:
+    return ", ".join(sorted(str(s) for s in syms))
+
+
+# ---------------------------------------------------------------------------
+# The pipelined loop
+# ---------------------------------------------------------------------------
+
+
+def _const(v: int, srcinfo, typ=T.index):
+    return LoopIR.Const(v, T.int if typ is T.int else typ, srcinfo)
+
+
+def _binop(op: str, lhs, rhs, srcinfo, typ=T.index):
+    return LoopIR.BinOp(op, lhs, rhs, typ, srcinfo)
+
+
+def _plus(e, k: int, srcinfo):
+    """e + k (e - |k|), or e when k is 0."""
+    if k == 0:
+        return e
+    if isinstance(e, LoopIR.Const):
+        return LoopIR.Const(e.val + k, e.type, srcinfo)
+    return _binop("+" if k > 0 else "-", e, LoopIR.Const(abs(k), T.int, srcinfo), srcinfo)
+
+
+def _read(sym: Sym, srcinfo):
+    return LoopIR.Read(sym, [], T.index, srcinfo)
+
+
+@dataclass
+class _Entry:
+    """A statement of the pipelined body: an original one (index) or an inserted sync, with its stage.
+
+    `stage` None: the statement runs at every time step (a commit-group Arrive:
+    an empty group where the producer has no tile keeps every wait count the same).
+    """
+
+    node: LoopIR.stmt
+    stage: Optional[int]
+    index: Optional[int] = None
+    inner_before: list = field(default_factory=list)
+    inner_after: list = field(default_factory=list)
+
+
+def _block_like(s) -> bool:
+    """A statement run by one sub-collective: a `with CudaWarps` block, or a `cuda_threads` loop of one
+    iteration (the thread that issues a TMA load). An mbarrier's arrives (awaits) go inside it."""
+    if not isinstance(s, LoopIR.For):
+        return False
+    mode = s.loop_mode
+    if isinstance(mode, WithBlock):
+        return isinstance(mode.ctx, CudaWarps)
+    one = isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val == 1
+    return isinstance(mode, CudaThreads) and one
+
+
+class _Syncs:
+    """Builds the sync statements of one pipeline (one barrier per queue)."""
+
+    def __init__(self, mem: type, tls: dict):
+        self.mem, self.tls = mem, tls
+
+    def stmt(self, kind: str, q: _Queue, n: int, srcinfo) -> LoopIR.stmt:
+        spec = SyncSpec(kind, **self._fields(kind, q), N=n, barrier_mem=self.mem, barrier_ndim=0)
+        return LoopIR.Call(sync_proc(spec)._loopir_proc, [LoopIR.Read(q.bar, [], BARRIER_CARRIER, srcinfo)], srcinfo)
+
+    def _fields(self, kind: str, q: _Queue) -> dict:
+        produced = SYNC_TLS[q.instr_tl.sync_tl_name] if q.instr_tl is not None else cuda_in_order
+        if kind == "Arrive":
+            return {"first_tl": self.tls["arrive"] or produced}
+        if kind == "Await":
+            return {"second_tl": self.tls["await"] or cuda_in_order}
+        if kind == "ReverseArrive":
+            return {"first_tl": self.tls["reverse_arrive"] or cuda_in_order}
+        return {"second_tl": self.tls["reverse_await"] or produced}
+
+
+def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
+    """The body as entries: the original statements with the queues' sync statements in place.
+
+    Arrive after the producer's last write; Await before the consuming
+    stage's first statement (after the Arrive when they share a stage); on
+    mbarriers also ReverseAwait before the producer's first write and
+    ReverseArrive after the consumer's last statement, inside the producer's
+    (consumer's) statement when it is one `with CudaWarps` block or
+    `cuda_threads` loop.
+    """
+    entries = [_Entry(st.node, st.stage, st.index) for st in stmts]
+    before: dict = {}  # original index -> entries to insert before it
+    after: dict = {}
+    for p in sorted(queues):
+        q = queues[p]
+        writers = [st for st in stmts if st.stage == p and st.writes & q.buffers]
+        first_w, last_w = writers[0].index, writers[-1].index
+        src = writers[-1].node.srcinfo
+        for c in q.consumers:
+            members = [st for st in stmts if st.stage == c and (c > p or st.index > last_w)]
+            csrc = members[0].node.srcinfo
+            if by_lag:  # one consumer stage (checked)
+                produce = [syncs.stmt("ReverseAwait", q, ~(c - p + 1), src), syncs.stmt("Arrive", q, 1, src)]
+                consume = [syncs.stmt("Await", q, ~0, csrc), syncs.stmt("ReverseArrive", q, 1, members[-1].node.srcinfo)]
+                for side, (wait, signal) in (((writers, p), produce), ((members, c), consume)):
+                    group, stage = side
+                    if len(group) == 1 and _block_like(group[0].node):
+                        entries[group[0].index].inner_before.append(wait)
+                        entries[group[0].index].inner_after.append(signal)
+                    else:
+                        before.setdefault(group[0].index, []).append(_Entry(wait, stage))
+                        after.setdefault(group[-1].index, []).append(_Entry(signal, stage))
+            else:
+                # N: the commit groups made after the one this stage's tile needs (one group per time step).
+                n = c - p - 1 + (1 if last_w < members[0].index else 0)
+                before.setdefault(members[0].index, []).append(_Entry(syncs.stmt("Await", q, n, csrc), c))
+        if not by_lag:
+            after.setdefault(last_w, []).append(_Entry(syncs.stmt("Arrive", q, 1, src), None))
+    out = []
+    for e in entries:
+        out += before.get(e.index, [])
+        out.append(e)
+        out += after.get(e.index, [])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The scheduling op
+# ---------------------------------------------------------------------------
+
+
+@sched_op([
+    ForCursorA, _StagesA, _StageListA, _PipelineBarrierA, BoolA,
+    _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptNameA, _PosIntA,
+])  # fmt: skip
+def pipeline_loop(
+    proc: Procedure,
+    loop,
+    stages,
+    async_stages,
+    barrier,
+    keep_loop: bool = False,
+    arrive_tl: Optional[SyncTl] = None,
+    await_tl: Optional[SyncTl] = None,
+    reverse_arrive_tl: Optional[SyncTl] = None,
+    reverse_await_tl: Optional[SyncTl] = None,
+    barrier_name: Optional[str] = None,
+    smem_budget: int = SMEM_BUDGET,
+) -> Procedure:
+    """Software-pipeline a `seq` loop: stage s of the body works s tiles behind stage 0.
+
+    `stages`: a stage (int >= 0) per body statement, or a rule {buffer: stage,
+    "*": stage} (a statement gets the stage of the buffers it writes).
+    `async_stages`: the stages whose writes are asynchronous (cp.async, TMA).
+    `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per producing
+    stage, named `barrier_name` or a fresh name), or the name of a scalar
+    barrier the proc allocates before the loop (TMA loads completing on it).
+    Buffers written by stage p and read by stage c get a ring of depth c - p + 1;
+    the sync statements and their counts are derived (see the module
+    docstring); `*_tl` override their sync-tls. `keep_loop=True` gives one
+    guarded loop instead of prologue, steady state and epilogue. Rings must
+    fit in `smem_budget` bytes of shared memory with the device function's
+    other allocations.
+    """
+    ir = proc._loopir_proc
+    loop_c = loop._impl
+    s = loop_c._node
+    if not isinstance(s.loop_mode, LoopIR.Seq):
+        raise SchedulingError(f"pipeline_loop: {_where(s)} is not a seq loop; pipeline a sequential loop")
+    allocs = {a.name: a for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
+    names = {sym: sym.name() for sym in allocs} | {a.name: a.name.name() for a in ir.args}
+    stage_of = _assign_stages(s.body, stages, names)
+    stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(s.body)]
+    S = max(stage_of)
+    warp_specialized = len(s.body) > 1 and all(
+        isinstance(b, LoopIR.For) and isinstance(b.loop_mode, WithBlock) and isinstance(b.loop_mode.ctx, CudaWarps)
+        for b in s.body
+    )
+    mem, bar_alloc = _barrier_memory(ir, s, barrier)
+    by_lag = mem.pairs_by_lag
+    if warp_specialized and not by_lag:
+        raise SchedulingError(
+            f"pipeline_loop: every statement of {_where(s)} is a `with CudaWarps` block: warps hand tiles to other "
+            f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
+        )
+    _check_body_allocs(stmts)
+    rings, queues = _plan(stmts, async_stages, by_lag, warp_specialized, allocs)
+    _check_async(stmts, async_stages, queues, by_lag)
+    if not rings and not queues:
+        raise SchedulingError(
+            f"pipeline_loop: nothing to pipeline in {_where(s)}: no buffer is written by one stage and read by a "
+            "later one, and no stage writes asynchronously"
+        )
+    _check_escapes(ir, s, rings)
+    _check_budget(ir, s, rings, smem_budget)
+    _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name)
+    tls = {"arrive": arrive_tl, "await": await_tl, "reverse_arrive": reverse_arrive_tl, "reverse_await": reverse_await_tl}
+    syncs = _Syncs(mem, tls)
+    entries = _layout(stmts, queues, by_lag, syncs)
+    skew = 0 if warp_specialized else S
+    if skew and not keep_loop:
+        try:
+            Check_CompareExprs(ir, [s], _binop("-", s.hi, s.lo, s.srcinfo), ">=", LoopIR.Const(skew, T.int, s.srcinfo))
+        except SchedulingError:
+            raise SchedulingError(
+                f"pipeline_loop: {_where(s)} may run fewer than {skew} iterations, which the prologue of a "
+                f"{skew + 1}-stage pipeline needs; assert that it runs at least {skew} (or pass keep_loop=True)"
+            ) from None
+
+    edit = _Edit(ir)
+    for ring in rings.values():
+        _expand_ring(edit, loop_c, ring, s.iter)
+    _insert_syncs(edit, loop_c, entries)
+    canonical = edit.at(loop_c)._node.body
+    for e, node in zip(entries, canonical):
+        e.node = node
+    if skew:
+        _skew(edit, loop_c, s, entries, skew, keep_loop)
+    new_allocs = [q.inserted_alloc for q in queues.values() if q.inserted_alloc is not None]
+    if new_allocs:
+        edit.apply(edit.at(loop_c).before()._insert, new_allocs)
+    if skew and not keep_loop:
+        edit.apply(edit.at(loop_c).before()._insert, [_side_loop(s, entries, skew, "prologue")])
+        edit.apply(edit.at(loop_c).after()._insert, [_side_loop(s, entries, skew, "epilogue")])
+    drains = [] if by_lag else [_drain(q, entries, syncs) for q in queues.values()]
+    drains = [d for d in drains if d is not None]
+    if drains:
+        last = edit.at(loop_c).next() if skew and not keep_loop else edit.at(loop_c)
+        edit.apply(last.after()._insert, drains)
+    for ring in rings.values():
+        edit.apply(edit.at(_path_cursor(ir, ring.alloc))._child_node("type")._replace, _ring_type(ring))
+    return Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
+
+
+# ---------------------------------------------------------------------------
+# Checks on the proc around the loop
+# ---------------------------------------------------------------------------
+
+
+def _barrier_memory(ir, loop, barrier) -> tuple:
+    """(barrier memory, the existing allocation or None); checks the loop's own use of barriers."""
+    inside = list(walk_stmts(loop.body))
+    bar_syms = {a.name for a in walk_stmts(ir.body) if is_barrier_alloc(a)}
+    trailing = [
+        (t, a.name)
+        for t in inside
+        if isinstance(t, LoopIR.Call) and sync_spec_of(t) is None
+        for a in t.args
+        if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and a.name in bar_syms
+    ]
+    if isinstance(barrier, type):
+        if trailing:
+            t, sym = trailing[0]
+            raise SchedulingError(
+                f"pipeline_loop: {_where(t)} completes on barrier {sym}: pass barrier={str(sym)!r} to pipeline on it"
+            )
+        return barrier, None
+    found = [a for a in walk_stmts(ir.body) if is_barrier_alloc(a) and a.name.name() == barrier and
+             not any(a is t for t in inside)]
+    if not found:
+        raise SchedulingError(f"pipeline_loop: no barrier named {barrier!r} is allocated outside {_where(loop)}")
+    alloc = found[-1]
+    if alloc.type.is_tensor_or_window():
+        raise SchedulingError(f"pipeline_loop: barrier {barrier} is an array; pipeline on a scalar barrier")
+    for t in inside:
+        spec = sync_spec_of(t)
+        if spec is not None and spec.barrier_mem is not None and t.args[0].name == alloc.name:
+            raise SchedulingError(
+                f"pipeline_loop: {_where(t)} already synchronizes on {barrier}; pipeline_loop inserts the Arrive and "
+                "Await statements itself: pipeline the loop without them"
+            )
+    return alloc.mem, alloc
+
+
+def _check_body_allocs(stmts: list) -> None:
+    """A buffer allocated in the loop body lives for one iteration: only its own stage may use it."""
+    for st in stmts:
+        if isinstance(st.node, LoopIR.Alloc):
+            for u in stmts:
+                if st.node.name in u.reads | u.writes and u.stage != st.stage:
+                    raise SchedulingError(
+                        f"pipeline_loop: {st.node.name} is allocated in the loop body ({_where(st.node)}, stage "
+                        f"{st.stage}) and used by stage {u.stage} ({_where(u.node)}); lift_alloc it above the loop, "
+                        "or give its allocation the stage that uses it"
+                    )
+
+
+def _check_escapes(ir, loop, rings: dict) -> None:
+    """A ring buffer lives in the loop: code outside would see one slot of it, not the buffer."""
+    inside = {id(t) for t in walk_stmts([loop])}
+    for t in walk_stmts(ir.body):
+        if id(t) in inside or not isinstance(t, (LoopIR.Assign, LoopIR.Reduce, LoopIR.Call, LoopIR.WindowStmt)):
+            continue
+        reads, writes = set(), set()
+        _collect([t], {}, reads, writes)
+        for sym in (reads | writes) & set(rings):
+            raise SchedulingError(
+                f"pipeline_loop: {sym} escapes the loop: stage {rings[sym].producer} writes it and a later stage reads "
+                f"it, so it becomes a ring of {rings[sym].depth} slots, but {_where(t)} uses it outside {_where(loop)}"
+            )
+
+
+_ELEM_BYTES = ((LoopIR.F16, 2), (LoopIR.F64, 8), (LoopIR.INT8, 1), (LoopIR.UINT8, 1), (LoopIR.UINT16, 2))
+
+
+def _elem_bytes(t) -> int:
+    return next((n for cls, n in _ELEM_BYTES if isinstance(t, cls)), 4)
+
+
+def _check_budget(ir, loop, rings: dict, budget: int) -> None:
+    """The device function's shared memory, rings included, must fit in `budget` bytes."""
+    dfs = [
+        t for t in walk_stmts(ir.body)
+        if isinstance(t, LoopIR.For) and isinstance(t.loop_mode, WithBlock)
+        and isinstance(t.loop_mode.ctx, CudaDeviceFunction) and any(x is loop for x in walk_stmts(t.body))
+    ]  # fmt: skip
+    if not dfs:
+        return
+    total, grown = 0, []
+    by_alloc = {id(r.alloc): r for r in rings.values()}
+    for a in walk_stmts(dfs[0].body):
+        if not (isinstance(a, LoopIR.Alloc) and isinstance(a.mem, type) and issubclass(a.mem, CudaMemory)):
+            continue
+        shape = a.type.shape() if a.type.is_tensor_or_window() else []
+        if not all(isinstance(d, LoopIR.Const) for d in shape):
+            continue
+        dims = [d.val for d in shape]
+        ring = by_alloc.get(id(a))
+        if ring is not None:
+            dims = [ring.depth] + dims
+        n = a.mem.smem_bytes(_elem_bytes(a.type.basetype()), [str(d) for d in dims], a.srcinfo)
+        total += n
+        if ring is not None and n:
+            grown.append(f"{a.name}[{', '.join(map(str, dims))}] ({n} bytes)")
+    if total > budget:
+        raise SchedulingError(
+            f"pipeline_loop: the rings {', '.join(grown)} bring the device function's shared memory to {total} bytes, "
+            f"over the budget of {budget} bytes (smem_budget=); use fewer stages or smaller tiles"
+        )
+
+
+def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: Optional[str]) -> None:
+    """Give each queue its barrier: the existing one, or a new allocation with a fresh name."""
+    if bar_alloc is not None:
+        if len(queues) > 1:
+            raise SchedulingError(
+                f"pipeline_loop: stages {sorted(queues)} each produce for later stages and need a barrier each; "
+                f"pass a barrier memory instead of the one barrier {bar_alloc.name}"
+            )
+        for q in queues.values():
+            q.bar = bar_alloc.name
+        return
+    taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)} | {a.name.name() for a in ir.args}
+    if barrier_name is not None and barrier_name in taken:
+        raise SchedulingError(f"pipeline_loop: barrier_name {barrier_name!r} is already a name in {ir.name}")
+    base = barrier_name or ("bar" if mem.pairs_by_lag else "cg")
+    for p in sorted(queues):
+        name = base if len(queues) == 1 else f"{base}{p}"
+        k = 1
+        while name in taken:
+            k += 1
+            name = f"{base}{'' if len(queues) == 1 else p}_{k}"
+        taken.add(name)
+        q = queues[p]
+        q.bar = Sym(name)
+        q.inserted_alloc = LoopIR.Alloc(q.bar, BARRIER_CARRIER, mem, loop.srcinfo)
+
+
+# ---------------------------------------------------------------------------
+# Edits
+# ---------------------------------------------------------------------------
+
+
+class _Edit:
+    """A chain of exo cursor edits: the current proc and the forwarding from the original one."""
+
+    def __init__(self, ir):
+        self.ir = ir
+        self.fwd = lambda c: c
+
+    def at(self, c):
+        """An original-proc cursor, in the current proc."""
+        return self.fwd(c)
+
+    def apply(self, method, *args) -> None:
+        """Run an internal cursor edit (`gap._insert`, `node._replace`, ...) of the current proc."""
+        self.ir, f = method(*args)
+        self.fwd = _compose(f, self.fwd)
+
+    def rewrite(self, helper, c, sym, repl, attrs: bool) -> None:
+        """exo's `_replace_reads` / `_replace_writes` of `sym` inside current-proc cursor `c`."""
+        self.ir, f = helper(self.ir, lambda x: x, c, sym, repl, only_replace_attrs=attrs)
+        self.fwd = _compose(f, self.fwd)
+
+
+def _path_cursor(ir, node):
+    """The internal cursor of a statement of `ir`, found by identity."""
+    def find(stmts, path, attr="body"):
+        for i, t in enumerate(stmts):
+            here = path + [(attr, i)]
+            if t is node:
+                return here
+            hit = None
+            if isinstance(t, (LoopIR.For, LoopIR.If)):
+                hit = find(t.body, here)
+            if hit is None and isinstance(t, LoopIR.If):
+                hit = find(t.orelse, here, "orelse")
+            if hit is not None:
+                return hit
+        return None
+
+    return ic.Node(ir, find(ir.body, []))
+
+
+def _ring_type(ring: _Ring):
+    t = ring.alloc.type
+    dims = list(t.shape()) if t.is_tensor_or_window() else []
+    return T.Tensor([LoopIR.Const(ring.depth, T.int, ring.alloc.srcinfo)] + dims, False, t.basetype())
+
+
+def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
+    """Index every access of the ring buffer in the loop by `it % depth` (its new leading dimension)."""
+    new_type = _ring_type(ring)
+
+    def slot(srcinfo):
+        return _binop("%", _read(it, srcinfo), LoopIR.Const(ring.depth, T.int, srcinfo), srcinfo)
+
+    def indexed(c):
+        rd = c._node
+        if isinstance(rd, LoopIR.WindowExpr):
+            idx = [LoopIR.Point(slot(rd.srcinfo), rd.srcinfo)] + rd.idx
+            return {"idx": idx, "type": T.Window(new_type, rd.type.as_tensor, rd.name, idx)}
+        if rd.idx:
+            return {"idx": [slot(rd.srcinfo)] + rd.idx}
+        if isinstance(c.parent()._node, LoopIR.Call):
+            if not rd.type.is_tensor_or_window():
+                raise SchedulingError(
+                    f"pipeline_loop: the scalar {rd.name} is passed to {c.parent()._node.f.name}; a ring buffer "
+                    "must have dimensions: give it one (expand_dim) first"
+                )
+            return None  # a whole tensor passed to a call: `whole` makes it a window of one slot
+        return {"idx": [slot(rd.srcinfo)]}  # a scalar's value
+
+    def whole(c):
+        rd = c._node
+        if not (isinstance(rd, LoopIR.Read) and not rd.idx and rd.type.is_tensor_or_window()):
+            return None
+        src = rd.srcinfo
+        dims = list(ring.alloc.type.shape())
+        idx = [LoopIR.Point(slot(src), src)] + [LoopIR.Interval(_const(0, src), d, src) for d in dims]
+        as_tensor = T.Tensor(dims, True, new_type.basetype())
+        return LoopIR.WindowExpr(rd.name, idx, T.Window(new_type, as_tensor, rd.name, idx), src)
+
+    edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, indexed, True)
+    edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, whole, False)
+    edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, lambda c: {"idx": [slot(c._node.srcinfo)] + c._node.idx}, True)
+
+
+def _insert_syncs(edit: _Edit, loop_c, entries: list) -> None:
+    """Insert the entries' sync statements into the loop body (and into the blocks they go inside)."""
+    for e in entries:
+        if e.inner_before:
+            edit.apply(edit.at(loop_c.body()[e.index]).body()[0].before()._insert, e.inner_before)
+        if e.inner_after:
+            edit.apply(edit.at(loop_c.body()[e.index]).body()[-1].after()._insert, e.inner_after)
+    pending, last = [], None
+    for e in entries:
+        if e.index is None:
+            pending.append(e.node)
+            continue
+        if pending:
+            edit.apply(edit.at(loop_c.body()[e.index]).before()._insert, pending)
+            pending = []
+        last = e.index
+    if pending:
+        edit.apply(edit.at(loop_c.body()[last]).after()._insert, pending)
+
+
+def _guard(stage: int, skew: int, it_read, lo, hi, form: str, src):
+    """The condition under which a stage has a tile in a loop of the given form (None: always)."""
+    conds = []
+    if form in ("prologue", "keep") and stage > 0:  # tile it - stage >= lo
+        conds.append(_binop(">=", it_read(), _plus(lo, stage, src), src, T.bool))
+    if form == "keep" and stage < skew:  # tile it - stage < hi
+        conds.append(_binop("<", it_read(), _plus(hi, stage, src), src, T.bool))
+    if form == "epilogue" and stage < skew:  # tile it + skew - stage < hi
+        conds.append(_binop("<", it_read(), _plus(hi, stage - skew, src), src, T.bool))
+    if not conds:
+        return None
+    return conds[0] if len(conds) == 1 else _binop("and", conds[0], conds[1], src, T.bool)
+
+
+def _offset(stage: int, skew: int, form: str) -> int:
+    """The loop iterator plus this is the stage's tile (prologue and keep: time steps; else the last stage's tile)."""
+    return -stage if form in ("prologue", "keep") else skew - stage
+
+
+def _skew(edit: _Edit, loop_c, s, entries: list, skew: int, keep_loop: bool) -> None:
+    """The original loop becomes the steady state (or, keep_loop, the one guarded loop over every time step)."""
+    form = "keep" if keep_loop else "steady"
+    it = s.iter
+    for k, e in enumerate(entries):
+        off = 0 if e.stage is None else _offset(e.stage, skew, form)
+        if off:
+            edit.rewrite(_replace_reads, edit.at(loop_c).body()[k], it, lambda c: _plus(_read(it, c._node.srcinfo), off, c._node.srcinfo), False)
+    if keep_loop:
+        runs = _runs(entries, lambda e: None if e.stage is None else e.stage)
+        for a, b, stage in reversed(runs):
+            cond = _guard(stage, skew, lambda: _read(it, s.srcinfo), s.lo, s.hi, form, s.srcinfo)
+            if cond is not None:
+                edit.apply(edit.at(loop_c).body()[a:b]._wrap, lambda body, c=cond: LoopIR.If(c, body, [], s.srcinfo), "body")
+    new_hi = _plus(s.hi, skew if keep_loop else -skew, s.srcinfo)
+    edit.apply(edit.at(loop_c)._child_node("hi")._replace, new_hi)
+
+
+def _runs(entries: list, key) -> list:
+    """Maximal runs [a, b) of consecutive entries with the same key (not None): (a, b, key)."""
+    runs = []
+    for k, e in enumerate(entries):
+        v = key(e)
+        if v is not None and runs and runs[-1][1] == k and runs[-1][2] == v:
+            runs[-1] = (runs[-1][0], k + 1, v)
+        elif v is not None:
+            runs.append((k, k + 1, v))
+    return runs
+
+
+def _side_loop(s, entries: list, skew: int, form: str):
+    """The prologue (time steps before the last stage has a tile) or the epilogue (after stage 0's last)."""
+    it, src = s.iter, s.srcinfo
+    lo, hi = (s.lo, _plus(s.lo, skew, src)) if form == "prologue" else (_plus(s.hi, -skew, src), s.hi)
+    items = []
+    for e in entries:
+        if e.stage is None:
+            items.append((None, e.node))
+            continue
+        if (form == "prologue" and e.stage == skew) or (form == "epilogue" and e.stage == 0):
+            continue  # the stage has no tile in this loop
+        off = _offset(e.stage, skew, form)
+        node = SubstArgs([e.node], {it: _plus(_read(it, src), off, src)}).result()[0] if off else e.node
+        cond = _guard(e.stage, skew, lambda: _read(it, src), s.lo, s.hi, form, src)
+        items.append((None if cond is None else (e.stage, cond), node))
+    body = []
+    for key, node in items:
+        if key is not None and body and isinstance(body[-1], tuple) and body[-1][0] == key[0]:
+            body[-1][1].append(node)
+        elif key is not None:
+            body.append((key[0], [node], key[1]))
+        else:
+            body.append(node)
+    stmts = [LoopIR.If(b[2], b[1], [], src) if isinstance(b, tuple) else b for b in body]
+    return Alpha_Rename([LoopIR.For(it, lo, hi, stmts, s.loop_mode, src)]).result()[0]
+
+
+def _drain(q: _Queue, entries: list, syncs: _Syncs):
+    """After the loops, wait for the commit groups no Await waited for (empty ones made after the last tile)."""
+    ns = [
+        spec.N
+        for e in entries
+        if (spec := sync_spec_of(e.node)) is not None and spec.kind == "Await" and e.node.args[0].name == q.bar
+    ]
+    if not ns or max(ns) == 0:
+        return None
+    return syncs.stmt("Await", q, 0, entries[-1].node.srcinfo)
