@@ -150,6 +150,7 @@ class _Stmt:
     stage: int
     reads: set
     writes: set
+    async_writes: set  # the writes made inside `with CudaAsync(...)` blocks
 
 
 @dataclass
@@ -234,11 +235,19 @@ def _expr_reads(e, alias: dict, reads: set) -> None:
 
 
 def _stmt_effects(s) -> tuple:
-    """(reads, writes) of a body statement, without the buffers it allocates itself."""
-    reads, writes = set(), set()
+    """(reads, writes, asynchronous writes) of a body statement, without the buffers it allocates itself."""
+    reads, writes, async_writes = set(), set(), set()
     _collect([s], {}, reads, writes)
+    for block in walk_stmts([s]):
+        if _is_block(block, CudaAsync):
+            _collect(block.body, {}, set(), async_writes)
     local = {t.name for t in walk_stmts([s]) if isinstance(t, (LoopIR.Alloc, LoopIR.WindowStmt))}
-    return reads - local, writes - local
+    return reads - local, writes - local, async_writes - local
+
+
+def _is_block(s, ctx_type) -> bool:
+    """Whether s is a `with ctx:` block whose context is a ctx_type."""
+    return isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, ctx_type)
 
 
 def _assign_stages(body: list, stages, names: dict) -> list:
@@ -253,7 +262,7 @@ def _assign_stages(body: list, stages, names: dict) -> list:
         return stages
     out = []
     for s in body:
-        _, writes = _stmt_effects(s)
+        _, writes, _ = _stmt_effects(s)
         found = {stages[names[w]] for w in writes if names.get(w) in stages}
         if len(found) > 1:
             raise SchedulingError(f"pipeline_loop: {_where(s)} writes buffers of different stages {sorted(found)}")
@@ -268,19 +277,17 @@ def _assign_stages(body: list, stages, names: dict) -> list:
 
 def _async_tls(s) -> set:
     """The instr-tls of the `with CudaAsync(...)` blocks inside a statement."""
-    return {
-        t.loop_mode.ctx.instr_tl
-        for t in walk_stmts([s])
-        if isinstance(t, LoopIR.For) and isinstance(t.loop_mode, WithBlock) and isinstance(t.loop_mode.ctx, CudaAsync)
-    }
+    return {t.loop_mode.ctx.instr_tl for t in walk_stmts([s]) if _is_block(t, CudaAsync)}
 
 
-def _plan(stmts: list, async_stages: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
+def _plan(stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
     """The rings and queues of the pipeline; SchedulingError where pipelining would change the result.
 
-    A buffer used by one stage keeps its order, unless that stage writes it
-    asynchronously, or (warp specialization) writes it in one warp block and
-    reads it in another: then a queue orders the write before the read.
+    A buffer used by one stage keeps its order and needs nothing, unless the
+    stage writes it asynchronously or (warp specialization) writes it in one
+    warp block and reads it in another: then a queue orders the write before
+    the read. A buffer read by a later stage gets a ring, and on an mbarrier
+    (which orders any accesses between any threads) a queue.
     """
     by_sym: dict = {}
     for st in stmts:
@@ -288,9 +295,10 @@ def _plan(stmts: list, async_stages: list, by_lag: bool, warp_specialized: bool,
             by_sym.setdefault(sym, []).append(st)
     rings, queues = {}, {}
     for sym, users in by_sym.items():
-        if len({u.stage for u in users}) == 1 and not _needs_queue(sym, users, async_stages, warp_specialized):
-            continue
         writers = [u for u in users if sym in u.writes]
+        is_async = any(sym in w.async_writes for w in writers)
+        if len({u.stage for u in users}) == 1 and not (is_async or warp_specialized):
+            continue
         name = allocs[sym].name if sym in allocs else sym
         if len({w.stage for w in writers}) > 1:
             a, b = writers[0], next(w for w in writers if w.stage != writers[0].stage)
@@ -326,62 +334,61 @@ def _plan(stmts: list, async_stages: list, by_lag: bool, warp_specialized: bool,
                     "copies; stage it through a buffer allocated in the proc"
                 )
             rings[sym] = _Ring(sym, allocs[sym], p, depth)
-        if p in async_stages or by_lag:
-            q = queues.setdefault(p, _Queue(p, [], set(), None))
+        if is_async or (by_lag and (depth > 1 or warp_specialized)):
+            stages = sorted({u.stage for u in readers})
+            # Commit groups: one queue per producing stage (a thread has one queue per instr-tl). mbarriers:
+            # one per handoff, as the reverse barrier releases a slot after its last reader.
+            key = (p, stages[0], stages[-1]) if by_lag else (p,)
+            q = queues.setdefault(key, _Queue(p, [], set(), None))
             q.buffers.add(sym)
-            q.consumers = sorted(set(q.consumers) | {u.stage for u in readers})
+            q.consumers = sorted(set(q.consumers) | set(stages))
     return rings, queues
 
 
-def _needs_queue(sym, users, async_stages, warp_specialized: bool) -> bool:
-    writers = [u for u in users if sym in u.writes]
-    readers = [u for u in users if sym in u.reads and u not in writers]
-    return bool(writers and readers) and (warp_specialized or writers[0].stage in async_stages)
-
-
 def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) -> None:
-    """Each async stage runs one asynchronous instr-tl and feeds a later statement; each producer is declared."""
-    for p in async_stages:
+    """The declared async stages are the ones that write asynchronously, each on one instr-tl, for a later
+    statement; on commit groups, one stage per hardware queue."""
+    for p in sorted(set(async_stages) | {st.stage for st in stmts if st.async_writes}):
         members = [st for st in stmts if st.stage == p]
         if not members:
             raise SchedulingError(f"pipeline_loop: async stage {p} has no statements")
-        tls = set().union(*(_async_tls(st.node) for st in members))
-        if not tls:
+        writers = [st for st in members if st.async_writes]
+        if p not in async_stages:
             raise SchedulingError(
-                f"pipeline_loop: stage {p} is in async_stages, but none of its statements runs asynchronous "
+                f"pipeline_loop: stage {p} writes {_names(writers[0].async_writes)} with asynchronous instructions "
+                f"({_where(writers[0].node)}): add {p} to async_stages"
+            )
+        if not writers:
+            raise SchedulingError(
+                f"pipeline_loop: stage {p} is in async_stages, but none of its statements writes with asynchronous "
                 f"instructions (no `with CudaAsync(...)` in {_where(members[0].node)})"
             )
+        tls = set().union(*(_async_tls(st.node) for st in writers))
         if len(tls) > 1:
-            raise SchedulingError(f"pipeline_loop: stage {p} runs instructions of {sorted(map(str, tls))}; one queue "
-                                  "orders one asynchronous instr-tl")
-        if p not in queues:
             raise SchedulingError(
-                f"pipeline_loop: async stage {p} ({_where(members[0].node)}) writes nothing that a later statement of "
+                f"pipeline_loop: stage {p} runs instructions of {sorted(map(str, tls))}; one queue orders one "
+                "asynchronous instr-tl"
+            )
+        fed = [q for q in queues.values() if q.producer == p and q.buffers & set().union(*(w.async_writes for w in writers))]
+        if not fed:
+            raise SchedulingError(
+                f"pipeline_loop: async stage {p} ({_where(writers[0].node)}) writes nothing that a later statement of "
                 "the loop reads, so nothing would wait for it"
             )
-        queues[p].instr_tl = tls.pop()
-    for p, q in queues.items():
-        if p not in async_stages:
-            writer = next(st for st in stmts if st.stage == p and q.buffers & st.writes)
-            if _async_tls(writer.node):
-                raise SchedulingError(
-                    f"pipeline_loop: stage {p} writes {_names(q.buffers)} with asynchronous instructions "
-                    f"({_where(writer.node)}): add {p} to async_stages"
-                )
-        if by_lag and len(q.consumers) > 1:
-            raise SchedulingError(
-                f"pipeline_loop: on an mbarrier ring each producing stage feeds one stage; stage {p} feeds stages "
-                f"{q.consumers}"
-            )
+        tl = tls.pop()
+        for q in fed:
+            q.instr_tl = tl
+
+
     if not by_lag:
         flavours: dict = {}
-        for p, q in queues.items():
+        for q in queues.values():
             if q.instr_tl in flavours:
                 raise SchedulingError(
-                    f"pipeline_loop: stages {flavours[q.instr_tl]} and {p} both commit {q.instr_tl} groups, and each "
-                    "thread has one such commit queue; put both in one stage"
+                    f"pipeline_loop: stages {flavours[q.instr_tl]} and {q.producer} both commit {q.instr_tl} groups, "
+                    "and each thread has one such commit queue; put both in one stage"
                 )
-            flavours[q.instr_tl] = p
+            flavours[q.instr_tl] = q.producer
 
 
 def _names(syms) -> str:
@@ -436,7 +443,7 @@ def _block_like(s) -> bool:
         return False
     mode = s.loop_mode
     if isinstance(mode, WithBlock):
-        return isinstance(mode.ctx, CudaWarps)
+        return _is_block(s, CudaWarps)
     one = isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val == 1
     return isinstance(mode, CudaThreads) and one
 
@@ -475,31 +482,44 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
     entries = [_Entry(st.node, st.stage, st.index) for st in stmts]
     before: dict = {}  # original index -> entries to insert before it
     after: dict = {}
-    for p in sorted(queues):
-        q = queues[p]
+
+    def place(group: list, stage: Optional[int], wait, signal) -> None:
+        """`wait` before the group of statements and `signal` after it (inside it: one block on an mbarrier)."""
+        if by_lag and len(group) == 1 and _block_like(group[0].node):
+            entries[group[0].index].inner_before.append(wait)
+            entries[group[0].index].inner_after.append(signal)
+            return
+        if wait is not None:
+            before.setdefault(group[0].index, []).append(_Entry(wait, stage))
+        if signal is not None:
+            after.setdefault(group[-1].index, []).append(_Entry(signal, stage))
+
+    for key in sorted(queues):
+        q, p = queues[key], key[0]
         writers = [st for st in stmts if st.stage == p and st.writes & q.buffers]
-        first_w, last_w = writers[0].index, writers[-1].index
-        src = writers[-1].node.srcinfo
-        for c in q.consumers:
-            members = [st for st in stmts if st.stage == c and (c > p or st.index > last_w)]
-            csrc = members[0].node.srcinfo
-            if by_lag:  # one consumer stage (checked)
-                produce = [syncs.stmt("ReverseAwait", q, ~(c - p + 1), src), syncs.stmt("Arrive", q, 1, src)]
-                consume = [syncs.stmt("Await", q, ~0, csrc), syncs.stmt("ReverseArrive", q, 1, members[-1].node.srcinfo)]
-                for side, (wait, signal) in (((writers, p), produce), ((members, c), consume)):
-                    group, stage = side
-                    if len(group) == 1 and _block_like(group[0].node):
-                        entries[group[0].index].inner_before.append(wait)
-                        entries[group[0].index].inner_after.append(signal)
-                    else:
-                        before.setdefault(group[0].index, []).append(_Entry(wait, stage))
-                        after.setdefault(group[-1].index, []).append(_Entry(signal, stage))
+        src, last_w = writers[-1].node.srcinfo, writers[-1].index
+
+        def consumer(c: int) -> list:
+            return [st for st in stmts if st.stage == c and (c > p or st.index > last_w)]
+
+        if by_lag:
+            first, last = consumer(q.consumers[0]), consumer(q.consumers[-1])
+            depth = q.consumers[-1] - p + 1
+            place(writers, p, syncs.stmt("ReverseAwait", q, ~depth, src), syncs.stmt("Arrive", q, 1, src))
+            wait = syncs.stmt("Await", q, ~0, first[0].node.srcinfo)
+            release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo)
+            if first is last or first == last:
+                place(first, q.consumers[0], wait, release)
             else:
+                place(first, q.consumers[0], wait, None)
+                place(last, q.consumers[-1], None, release)
+        else:
+            for c in q.consumers:
+                members = consumer(c)
                 # N: the commit groups made after the one this stage's tile needs (one group per time step).
                 n = c - p - 1 + (1 if last_w < members[0].index else 0)
-                before.setdefault(members[0].index, []).append(_Entry(syncs.stmt("Await", q, n, csrc), c))
-        if not by_lag:
-            after.setdefault(last_w, []).append(_Entry(syncs.stmt("Arrive", q, 1, src), None))
+                place(members, c, syncs.stmt("Await", q, n, members[0].node.srcinfo), None)
+            place(writers, None, None, syncs.stmt("Arrive", q, 1, src))
     out = []
     for e in entries:
         out += before.get(e.index, [])
@@ -556,10 +576,7 @@ def pipeline_loop(
     stage_of = _assign_stages(s.body, stages, names)
     stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(s.body)]
     S = max(stage_of)
-    warp_specialized = len(s.body) > 1 and all(
-        isinstance(b, LoopIR.For) and isinstance(b.loop_mode, WithBlock) and isinstance(b.loop_mode.ctx, CudaWarps)
-        for b in s.body
-    )
+    warp_specialized = len(s.body) > 1 and all(_is_block(b, CudaWarps) for b in s.body)
     mem, bar_alloc = _barrier_memory(ir, s, barrier)
     by_lag = mem.pairs_by_lag
     if warp_specialized and not by_lag:
@@ -568,7 +585,7 @@ def pipeline_loop(
             f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
         )
     _check_body_allocs(stmts)
-    rings, queues = _plan(stmts, async_stages, by_lag, warp_specialized, allocs)
+    rings, queues = _plan(stmts, by_lag, warp_specialized, allocs)
     _check_async(stmts, async_stages, queues, by_lag)
     if not rings and not queues:
         raise SchedulingError(
@@ -728,8 +745,9 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: O
     if bar_alloc is not None:
         if len(queues) > 1:
             raise SchedulingError(
-                f"pipeline_loop: stages {sorted(queues)} each produce for later stages and need a barrier each; "
-                f"pass a barrier memory instead of the one barrier {bar_alloc.name}"
+                f"pipeline_loop: the pipeline has {len(queues)} handoffs (producing stages "
+                f"{sorted(q.producer for q in queues.values())}) and needs a barrier for each; pass a barrier memory "
+                f"instead of the one barrier {bar_alloc.name}"
             )
         for q in queues.values():
             q.bar = bar_alloc.name
@@ -738,14 +756,14 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: O
     if barrier_name is not None and barrier_name in taken:
         raise SchedulingError(f"pipeline_loop: barrier_name {barrier_name!r} is already a name in {ir.name}")
     base = barrier_name or ("bar" if mem.pairs_by_lag else "cg")
-    for p in sorted(queues):
-        name = base if len(queues) == 1 else f"{base}{p}"
-        k = 1
+    for k, key in enumerate(sorted(queues)):
+        stem = base if len(queues) == 1 else f"{base}{k}"
+        name, n = stem, 1
         while name in taken:
-            k += 1
-            name = f"{base}{'' if len(queues) == 1 else p}_{k}"
+            n += 1
+            name = f"{stem}_{n}"
         taken.add(name)
-        q = queues[p]
+        q = queues[key]
         q.bar = Sym(name)
         q.inserted_alloc = LoopIR.Alloc(q.bar, BARRIER_CARRIER, mem, loop.srcinfo)
 
