@@ -10,10 +10,12 @@ loops that cannot be pipelined are refused with the statements named.
 
 from __future__ import annotations
 
+import functools
 import runpy
 
 import numpy as np
 import pytest
+from conftest import ir_equal
 from exo.rewrite.LoopIR_scheduling import SchedulingError
 from procs_pipeline import (
     argument_tile,
@@ -60,19 +62,29 @@ def pipelined(case: str, depth: int, keep_loop: bool = False):
     return pipeline_loop(p, "it", stages(depth), async_stages, mem, keep_loop=keep_loop)
 
 
-@pytest.mark.parametrize("keep_loop", [False, True])
-@pytest.mark.parametrize("depth", [1, 2, 3, 4])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_pipelined_checks_and_computes_the_same(case, depth, keep_loop):
+@functools.lru_cache(maxsize=None)
+def unpipelined_results(case: str) -> tuple:
+    """(arguments, results on the CPU) of the loop before pipelining."""
     p, _, _, _, n = CASES[case]
-    q = pipelined(case, depth, keep_loop)
-    report = sl.sync_check(q, n=n)
-    assert report.ok, "\n".join(map(str, report.hazards))
     args = _args(p, n)
-    want, got = run_cpu(p, **args), run_cpu(q, **args)
+    return args, run_cpu(p, **args)
+
+
+# Every case at every depth as prologue, steady state and epilogue; one guarded loop for one case per mechanism.
+MATRIX = [(c, d, False) for c in sorted(CASES) for d in (1, 2, 3, 4)]
+MATRIX += [(c, d, True) for c in ("commit", "mbarrier_3stage") for d in (1, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("case,depth,keep_loop", MATRIX)
+def test_pipelined_checks_and_computes_the_same(case, depth, keep_loop):
+    q = pipelined(case, depth, keep_loop)
+    report = sl.sync_check(q, n=CASES[case][4])
+    assert report.ok, "\n".join(map(str, report.hazards))
+    args, want = unpipelined_results(case)
+    got = run_cpu(q, **args)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    assert sl.parse_source(str(q)) is not None  # the result prints as a proc the front end reads back
+    assert ir_equal(sl.parse_source(str(q))._loopir_proc, q._loopir_proc), str(q)  # printing round-trips
 
 
 def test_the_cpu_comparison_sees_a_wrong_ring():
@@ -204,7 +216,7 @@ def test_ring_through_an_argument():
 
 def test_loop_that_may_be_too_short():
     msg = _refused(short_loop, "it", [0, 2], [], CudaMbarrier)
-    assert "may run fewer than 2 iterations" in msg and "keep_loop=True" in msg
+    assert "may run fewer than 2 iterations" in msg and "assert n / 128 >= 2" in msg and "keep_loop=True" in msg
     q = pipeline_loop(short_loop, "it", [0, 2], [], CudaMbarrier, keep_loop=True)
     for n in (128, 256, 1024):  # one guarded loop is right for any trip count
         assert sl.sync_check(q, n=n).ok

@@ -8,19 +8,20 @@ on tile `t` at time step `t + s`, so a statement runs `s` tiles behind stage 0
 1. finds each buffer written by one stage p and read by a later stage c (a
    *ring*) and gives it a leading ring dimension of depth `max(c) - p + 1`,
    indexed by the tile modulo the depth;
-2. inserts the synchronization of each producing stage, on one barrier per
-   producing stage:
-   - commit groups (a memory that pairs by count, `CudaCommitGroup`): an
-     Arrive after the producer's last write, in every time step (an empty
-     group where the producer has no tile), and an Await before each consuming
-     stage whose N is the producer head minus the consumer head (the groups
-     committed after the one the consumer needs); a final `Await(..., 0)`
-     after the loops when some N is positive;
-   - mbarrier rings (a memory that pairs by lag, `CudaMbarrier`): an Arrive
-     after the producer's writes and an Await (lag 0) before the consumer, and
-     for slot reuse a ReverseArrive after the consumer and a ReverseAwait
-     (lag = ring depth) before the producer; these travel with their stage's
-     statements;
+2. inserts the synchronization, one new barrier per queue:
+   - commit groups (a memory that pairs by count, `CudaCommitGroup`): one
+     queue per stage that writes asynchronously (cp.async, wgmma), for the
+     buffers it writes so: an Arrive after its last write, at every time step
+     (an empty group where the stage has no tile keeps the counts constant),
+     and before each stage that reads them an Await whose N is the producer
+     head minus the consumer head (the groups committed after the one the
+     reader needs); a final `Await(..., 0)` after the loops when some N > 0;
+   - mbarrier rings (a memory that pairs by lag, `CudaMbarrier`): one queue
+     per handoff (a producing stage and the stages reading what it writes,
+     synchronously or not): Arrive after the producer's writes and Await (lag
+     0) before the first reading stage, and for slot reuse a ReverseArrive
+     after the last reading stage and a ReverseAwait (lag = ring depth)
+     before the producer; these travel with their stage's statements;
 3. skews the loop: a prologue loop (time steps before the last stage has a
    tile), the steady-state loop (the original loop, every stage busy) and an
    epilogue loop; or, with `keep_loop=True`, one loop over every time step
@@ -44,7 +45,7 @@ the body like any other, and `sl.sync_check` says where one is missing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 from exo.API import Procedure
 from exo.API_scheduling import ArgumentProcessor, BoolA, ForCursorA, sched_op
@@ -165,7 +166,7 @@ class _Ring:
 
 @dataclass
 class _Queue:
-    """The barrier between a producing stage and the stages that read what it writes."""
+    """A barrier between a producing stage and the stages that read what it writes."""
 
     producer: int
     consumers: list  # stages that read its buffers (>= producer)
@@ -173,7 +174,6 @@ class _Queue:
     instr_tl: Optional[InstrTl]  # the producer's asynchronous instr-tl, None if it is synchronous
     bar: Optional[Sym] = None
     inserted_alloc: Optional[LoopIR.Alloc] = None
-    entries: list = field(default_factory=list)
 
 
 _EFFECTS_CACHE: dict = {}
@@ -329,8 +329,8 @@ def _plan(stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tu
         if depth > 1:
             if sym not in allocs:
                 raise SchedulingError(
-                    f"pipeline_loop: {name} is an argument of the proc, written by stage {p} ({_where(writers[0].node)}) "
-                    f"and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): it needs a ring of {depth} "
+                    f"pipeline_loop: {name} is an argument of the proc, written by stage {p} "
+                    f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): it needs a ring of {depth} "
                     "copies; stage it through a buffer allocated in the proc"
                 )
             rings[sym] = _Ring(sym, allocs[sym], p, depth)
@@ -369,7 +369,8 @@ def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) ->
                 f"pipeline_loop: stage {p} runs instructions of {sorted(map(str, tls))}; one queue orders one "
                 "asynchronous instr-tl"
             )
-        fed = [q for q in queues.values() if q.producer == p and q.buffers & set().union(*(w.async_writes for w in writers))]
+        written = set().union(*(w.async_writes for w in writers))
+        fed = [q for q in queues.values() if q.producer == p and q.buffers & written]
         if not fed:
             raise SchedulingError(
                 f"pipeline_loop: async stage {p} ({_where(writers[0].node)}) writes nothing that a later statement of "
@@ -400,10 +401,6 @@ def _names(syms) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _const(v: int, srcinfo, typ=T.index):
-    return LoopIR.Const(v, T.int if typ is T.int else typ, srcinfo)
-
-
 def _binop(op: str, lhs, rhs, srcinfo, typ=T.index):
     return LoopIR.BinOp(op, lhs, rhs, typ, srcinfo)
 
@@ -414,7 +411,8 @@ def _plus(e, k: int, srcinfo):
         return e
     if isinstance(e, LoopIR.Const):
         return LoopIR.Const(e.val + k, e.type, srcinfo)
-    return _binop("+" if k > 0 else "-", e, LoopIR.Const(abs(k), T.int, srcinfo), srcinfo)
+    typ = e.type if e.type in (T.size, T.index) else T.index  # as exo's type checker types `e + k`
+    return _binop("+" if k > 0 else "-", e, LoopIR.Const(abs(k), T.int, srcinfo), srcinfo, typ)
 
 
 def _read(sym: Sym, srcinfo):
@@ -463,7 +461,7 @@ class _Syncs:
         if kind == "Arrive":
             return {"first_tl": self.tls["arrive"] or produced}
         if kind == "Await":
-            return {"second_tl": self.tls["await"] or cuda_in_order}
+            return {"second_tl": self.tls["await_"] or cuda_in_order}
         if kind == "ReverseArrive":
             return {"first_tl": self.tls["reverse_arrive"] or cuda_in_order}
         return {"second_tl": self.tls["reverse_await"] or produced}
@@ -595,17 +593,17 @@ def pipeline_loop(
     _check_escapes(ir, s, rings)
     _check_budget(ir, s, rings, smem_budget)
     _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name)
-    tls = {"arrive": arrive_tl, "await": await_tl, "reverse_arrive": reverse_arrive_tl, "reverse_await": reverse_await_tl}
-    syncs = _Syncs(mem, tls)
+    syncs = _Syncs(mem, dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl))
     entries = _layout(stmts, queues, by_lag, syncs)
     skew = 0 if warp_specialized else S
     if skew and not keep_loop:
+        trips = _binop("-", s.hi, s.lo, s.srcinfo) if not (isinstance(s.lo, LoopIR.Const) and s.lo.val == 0) else s.hi
         try:
-            Check_CompareExprs(ir, [s], _binop("-", s.hi, s.lo, s.srcinfo), ">=", LoopIR.Const(skew, T.int, s.srcinfo))
+            Check_CompareExprs(ir, [s], trips, ">=", LoopIR.Const(skew, T.int, s.srcinfo))
         except SchedulingError:
             raise SchedulingError(
                 f"pipeline_loop: {_where(s)} may run fewer than {skew} iterations, which the prologue of a "
-                f"{skew + 1}-stage pipeline needs; assert that it runs at least {skew} (or pass keep_loop=True)"
+                f"{skew + 1}-stage pipeline needs: add `assert {trips} >= {skew}` to the proc, or pass keep_loop=True"
             ) from None
 
     edit = _Edit(ir)
@@ -656,10 +654,10 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
                 f"pipeline_loop: {_where(t)} completes on barrier {sym}: pass barrier={str(sym)!r} to pipeline on it"
             )
         return barrier, None
-    found = [a for a in walk_stmts(ir.body) if is_barrier_alloc(a) and a.name.name() == barrier and
-             not any(a is t for t in inside)]
+    found = [a for a in _allocs_in_scope(ir, loop) if is_barrier_alloc(a) and a.name.name() == barrier]
     if not found:
-        raise SchedulingError(f"pipeline_loop: no barrier named {barrier!r} is allocated outside {_where(loop)}")
+        raise SchedulingError(f"pipeline_loop: no barrier named {barrier!r} is allocated before {_where(loop)}, "
+                              "in a block around it")
     alloc = found[-1]
     if alloc.type.is_tensor_or_window():
         raise SchedulingError(f"pipeline_loop: barrier {barrier} is an array; pipeline on a scalar barrier")
@@ -673,9 +671,38 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
     return alloc.mem, alloc
 
 
+def _allocs_in_scope(ir, loop) -> list:
+    """The allocations visible at `loop`: those before it in each block that encloses it."""
+    out = []
+
+    def visit(stmts) -> bool:
+        for t in stmts:
+            if t is loop:
+                return True
+            if isinstance(t, LoopIR.Alloc):
+                out.append(t)
+            inner = [t.body] if isinstance(t, LoopIR.For) else [t.body, t.orelse] if isinstance(t, LoopIR.If) else []
+            for block in inner:
+                mark = len(out)
+                if visit(block):
+                    return True
+                del out[mark:]  # a sibling block's allocations are out of scope
+        return False
+
+    visit(ir.body)
+    return out
+
+
 def _check_body_allocs(stmts: list) -> None:
     """A buffer allocated in the loop body lives for one iteration: only its own stage may use it."""
     for st in stmts:
+        if isinstance(st.node, LoopIR.WindowStmt):
+            raise SchedulingError(f"pipeline_loop: {_where(st.node)} names a window for later statements: "
+                                  "inline_window it first")
+        config = next((t for t in walk_stmts([st.node]) if isinstance(t, LoopIR.WriteConfig)), None)
+        if config is not None:
+            raise SchedulingError(f"pipeline_loop: {_where(config)} writes a configuration field, which "
+                                  "pipeline_loop does not track across stages")
         if isinstance(st.node, LoopIR.Alloc):
             for u in stmts:
                 if st.node.name in u.reads | u.writes and u.stage != st.stage:
@@ -752,7 +779,8 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: O
         for q in queues.values():
             q.bar = bar_alloc.name
         return
-    taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)} | {a.name.name() for a in ir.args}
+    taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
+    taken |= {a.name.name() for a in ir.args}
     if barrier_name is not None and barrier_name in taken:
         raise SchedulingError(f"pipeline_loop: barrier_name {barrier_name!r} is already a name in {ir.name}")
     base = barrier_name or ("bar" if mem.pairs_by_lag else "cg")
@@ -831,7 +859,7 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
         rd = c._node
         if isinstance(rd, LoopIR.WindowExpr):
             idx = [LoopIR.Point(slot(rd.srcinfo), rd.srcinfo)] + rd.idx
-            return {"idx": idx, "type": T.Window(new_type, rd.type.as_tensor, rd.name, idx)}
+            return {"idx": idx, "type": _window_type(new_type, rd.name, idx)}
         if rd.idx:
             return {"idx": [slot(rd.srcinfo)] + rd.idx}
         if isinstance(c.parent()._node, LoopIR.Call):
@@ -849,13 +877,13 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
             return None
         src = rd.srcinfo
         dims = list(ring.alloc.type.shape())
-        idx = [LoopIR.Point(slot(src), src)] + [LoopIR.Interval(_const(0, src), d, src) for d in dims]
-        as_tensor = T.Tensor(dims, True, new_type.basetype())
-        return LoopIR.WindowExpr(rd.name, idx, T.Window(new_type, as_tensor, rd.name, idx), src)
+        idx = [LoopIR.Point(slot(src), src)] + [LoopIR.Interval(LoopIR.Const(0, T.int, src), d, src) for d in dims]
+        return LoopIR.WindowExpr(rd.name, idx, _window_type(new_type, rd.name, idx), src)
 
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, indexed, True)
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, whole, False)
-    edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, lambda c: {"idx": [slot(c._node.srcinfo)] + c._node.idx}, True)
+    written = lambda c: {"idx": [slot(c._node.srcinfo)] + c._node.idx}  # noqa: E731
+    edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, written, True)
 
 
 def _insert_syncs(edit: _Edit, loop_c, entries: list) -> None:
@@ -878,15 +906,15 @@ def _insert_syncs(edit: _Edit, loop_c, entries: list) -> None:
         edit.apply(edit.at(loop_c.body()[last]).after()._insert, pending)
 
 
-def _guard(stage: int, skew: int, it_read, lo, hi, form: str, src):
+def _guard(stage: int, skew: int, it: Sym, lo, hi, form: str, src):
     """The condition under which a stage has a tile in a loop of the given form (None: always)."""
     conds = []
     if form in ("prologue", "keep") and stage > 0:  # tile it - stage >= lo
-        conds.append(_binop(">=", it_read(), _plus(lo, stage, src), src, T.bool))
+        conds.append(_binop(">=", _read(it, src), _plus(lo, stage, src), src, T.bool))
     if form == "keep" and stage < skew:  # tile it - stage < hi
-        conds.append(_binop("<", it_read(), _plus(hi, stage, src), src, T.bool))
+        conds.append(_binop("<", _read(it, src), _plus(hi, stage, src), src, T.bool))
     if form == "epilogue" and stage < skew:  # tile it + skew - stage < hi
-        conds.append(_binop("<", it_read(), _plus(hi, stage - skew, src), src, T.bool))
+        conds.append(_binop("<", _read(it, src), _plus(hi, stage - skew, src), src, T.bool))
     if not conds:
         return None
     return conds[0] if len(conds) == 1 else _binop("and", conds[0], conds[1], src, T.bool)
@@ -904,15 +932,56 @@ def _skew(edit: _Edit, loop_c, s, entries: list, skew: int, keep_loop: bool) -> 
     for k, e in enumerate(entries):
         off = 0 if e.stage is None else _offset(e.stage, skew, form)
         if off:
-            edit.rewrite(_replace_reads, edit.at(loop_c).body()[k], it, lambda c: _plus(_read(it, c._node.srcinfo), off, c._node.srcinfo), False)
+            tile = lambda c, off=off: _plus(_read(it, c._node.srcinfo), off, c._node.srcinfo)  # noqa: E731
+            edit.rewrite(_replace_reads, edit.at(loop_c).body()[k], it, tile, False)
+            _refresh_window_types(edit, lambda k=k: edit.at(loop_c).body()[k])
     if keep_loop:
-        runs = _runs(entries, lambda e: None if e.stage is None else e.stage)
-        for a, b, stage in reversed(runs):
-            cond = _guard(stage, skew, lambda: _read(it, s.srcinfo), s.lo, s.hi, form, s.srcinfo)
+        for a, b, stage in reversed(_runs(entries, lambda e: e.stage)):
+            cond = _guard(stage, skew, it, s.lo, s.hi, form, s.srcinfo)
             if cond is not None:
-                edit.apply(edit.at(loop_c).body()[a:b]._wrap, lambda body, c=cond: LoopIR.If(c, body, [], s.srcinfo), "body")
+                wrap = lambda body, c=cond: LoopIR.If(c, body, [], s.srcinfo)  # noqa: E731
+                edit.apply(edit.at(loop_c).body()[a:b]._wrap, wrap, "body")
     new_hi = _plus(s.hi, skew if keep_loop else -skew, s.srcinfo)
     edit.apply(edit.at(loop_c)._child_node("hi")._replace, new_hi)
+
+
+def _refresh_window_types(edit: _Edit, stmt) -> None:
+    """Window expressions keep their indices in their type too: bring those up to date after a substitution
+    (exo's `_replace_reads` rewrites the indices only)."""
+
+    def fix(c):
+        w = c._node
+        if not isinstance(w, LoopIR.WindowExpr):
+            return None
+        typ = _window_type(w.type.src_type, w.name, w.idx)
+        return {"type": typ} if typ != w.type else None
+
+    names = {e.name for e in _window_exprs(stmt()._node)}
+    for name in sorted(names, key=str):
+        edit.rewrite(_replace_reads, stmt(), name, fix, True)
+
+
+def _window_type(src_type, name: Sym, idx: list):
+    """The type of window `name[idx]` of a buffer of type `src_type`, built as exo's type checker builds it."""
+    shape = [
+        w.hi if isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 else _binop("-", w.hi, w.lo, w.hi.srcinfo)
+        for w in idx
+        if isinstance(w, LoopIR.Interval)
+    ]
+    return T.Window(src_type, T.Tensor(shape, True, src_type.basetype()), name, idx)
+
+
+def _window_exprs(node) -> list:
+    """Every window expression inside a LoopIR node."""
+    found = [node] if isinstance(node, LoopIR.WindowExpr) else []
+    for f in getattr(type(node), "__attrs_attrs__", ()):
+        if f.name in ("type", "srcinfo"):
+            continue
+        v = getattr(node, f.name)
+        for child in v if isinstance(v, list) else [v]:
+            if hasattr(type(child), "__attrs_attrs__"):
+                found += _window_exprs(child)
+    return found
 
 
 def _runs(entries: list, key) -> list:
@@ -931,27 +1000,22 @@ def _side_loop(s, entries: list, skew: int, form: str):
     """The prologue (time steps before the last stage has a tile) or the epilogue (after stage 0's last)."""
     it, src = s.iter, s.srcinfo
     lo, hi = (s.lo, _plus(s.lo, skew, src)) if form == "prologue" else (_plus(s.hi, -skew, src), s.hi)
-    items = []
-    for e in entries:
-        if e.stage is None:
-            items.append((None, e.node))
-            continue
-        if (form == "prologue" and e.stage == skew) or (form == "epilogue" and e.stage == 0):
-            continue  # the stage has no tile in this loop
-        off = _offset(e.stage, skew, form)
-        node = SubstArgs([e.node], {it: _plus(_read(it, src), off, src)}).result()[0] if off else e.node
-        cond = _guard(e.stage, skew, lambda: _read(it, src), s.lo, s.hi, form, src)
-        items.append((None if cond is None else (e.stage, cond), node))
-    body = []
-    for key, node in items:
-        if key is not None and body and isinstance(body[-1], tuple) and body[-1][0] == key[0]:
-            body[-1][1].append(node)
-        elif key is not None:
-            body.append((key[0], [node], key[1]))
-        else:
-            body.append(node)
-    stmts = [LoopIR.If(b[2], b[1], [], src) if isinstance(b, tuple) else b for b in body]
-    return Alpha_Rename([LoopIR.For(it, lo, hi, stmts, s.loop_mode, src)]).result()[0]
+    kept = [
+        e for e in entries
+        if e.stage is None or not ((form == "prologue" and e.stage == skew) or (form == "epilogue" and e.stage == 0))
+    ]  # fmt: skip  (a stage with no tile in this loop is left out)
+    nodes = []
+    for e in kept:
+        off = 0 if e.stage is None else _offset(e.stage, skew, form)
+        nodes.append(SubstArgs([e.node], {it: _plus(_read(it, src), off, src)}).result()[0] if off else e.node)
+    guards = [None if e.stage is None else _guard(e.stage, skew, it, s.lo, s.hi, form, src) for e in kept]
+    body, k = [], 0
+    for a, b, _ in _runs(kept, lambda e: e.stage) + [(len(kept), len(kept), None)]:
+        body += nodes[k:a]  # statements of no stage (commit-group arrives)
+        if a < b:
+            body += [LoopIR.If(guards[a], nodes[a:b], [], src)] if guards[a] is not None else nodes[a:b]
+        k = b
+    return Alpha_Rename([LoopIR.For(it, lo, hi, body, s.loop_mode, src)]).result()[0]
 
 
 def _drain(q: _Queue, entries: list, syncs: _Syncs):
