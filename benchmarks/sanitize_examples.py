@@ -5,6 +5,7 @@ Each example proc is built once, then run once per tool in a child process
 The table of hazards found goes to benchmarks/sanitizer_results.md.
 
     python benchmarks/sanitize_examples.py
+    python benchmarks/sanitize_examples.py --only dist_gemm,dist_cluster_smem --out /tmp/dist.md
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 # Every runnable example, at a size small enough for the sanitizers.
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
-         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64}  # fmt: skip
+         "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64, "dist_gemm": 128,
+         "dist_cluster_smem": 256 * 4}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 
@@ -59,6 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", help="MODULE:PROC: run one example (used under compute-sanitizer)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "sanitizer_results.md"))
+    parser.add_argument("--only", help="comma-separated example modules (default: every one in SMALL)")
     args = parser.parse_args()
     if args.one:
         return run_one(args.one)
@@ -68,7 +71,7 @@ def main() -> int:
         print("compute-sanitizer not found on PATH")
         return 1
     rows = ["| example | proc | tool | result | sanitizer summary |", "|---|---|---|---|---|"]
-    for module_name in SMALL:
+    for module_name in args.only.split(",") if args.only else SMALL:
         for p in importlib.import_module(module_name).PROCS:
             target = f"{module_name}:{p.name()}"
             subprocess.run([sys.executable, __file__, "--one", target], capture_output=True)  # build (cached)

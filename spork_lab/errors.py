@@ -59,6 +59,10 @@ class TimelineError(SporkError):
     """An instruction or memory access is on the wrong instruction timeline."""
 
 
+class DistributedMemoryError(SporkError):
+    """The uses of a distributed allocation do not deduce one owner collective per shard (seed 000, rules 1-3)."""
+
+
 class SyncError(SporkError):
     """Misuse of barriers and synchronization statements."""
 

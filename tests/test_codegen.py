@@ -66,7 +66,9 @@ def example_sources(tmp_path_factory):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("gencode", ["-arch=sm_80", "-gencode=arch=compute_90a,code=sm_90a"])
 def test_examples_compile_with_nvcc(example_sources, gencode):
-    files = [f"{n}.cu" for n in EXAMPLES] + [f"{n}.c" for n in sorted(HOST_USES_CUDA)]
+    # examples with ARCH = "sm_90a" (clusters) stop sm_80 builds with an #error that says why
+    names = [n for n in EXAMPLES if "sm_90" in gencode or not getattr(importlib.import_module(n), "ARCH", "").startswith("sm_90")]
+    files = [f"{n}.cu" for n in names] + [f"{n}.c" for n in sorted(HOST_USES_CUDA)]
     res = subprocess.run(["nvcc", "-c", "-std=c++17", gencode, *files], cwd=example_sources, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 

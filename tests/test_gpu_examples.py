@@ -9,19 +9,34 @@ import pytest
 from conftest import runnable_examples
 
 EXAMPLES = runnable_examples()
-CASES = [(m, i) for m in EXAMPLES for i in range(len(importlib.import_module(m).PROCS))]
+# An example's SHAPES (make_args' `shape`, or its `n`) run each proc at several sizes; others run at make_args' default.
+CASES = [
+    (m, i, shape)
+    for m in EXAMPLES
+    for i in range(len(importlib.import_module(m).PROCS))
+    for shape in getattr(importlib.import_module(m), "SHAPES", [None])
+]
+
+
+def _make_args(mod, shape) -> dict:
+    rng = np.random.default_rng()  # fresh random inputs every run
+    if shape is None:
+        return mod.make_args(rng)
+    return mod.make_args(rng, shape=shape) if isinstance(shape, tuple) else mod.make_args(rng, n=shape)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("module_name,index", CASES)
-def test_example_matches_numpy(module_name, index):
+@pytest.mark.parametrize(
+    "module_name,index,shape", CASES, ids=[f"{m}-{i}-{'x'.join(map(str, np.atleast_1d(s))) if s else 'default'}" for m, i, s in CASES]
+)
+def test_example_matches_numpy(module_name, index, shape):
     cupy = pytest.importorskip("cupy")
     import spork_lab as sl
 
     mod = importlib.import_module(module_name)
     p = mod.PROCS[index]
     built = getattr(sl.build([p]), p.name())
-    args = mod.make_args(np.random.default_rng())
+    args = _make_args(mod, shape)
     expected = mod.reference(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()})
     dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     built(*dev.values())
@@ -48,3 +63,15 @@ def test_bad_arguments_raise_before_launch():
         built(100, x[:100], x[:100])
     with pytest.raises(TypeError, match="CuPy array"):
         built(256, x, np.ones(256, dtype=np.float32))
+
+
+def test_sanitizer_sweep_covers_every_example():
+    """benchmarks/sanitize_examples.py runs racecheck and synccheck on the examples listed in its SMALL table."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sanitize_examples.py"
+    spec = importlib.util.spec_from_file_location("sanitize_examples", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert sorted(sweep.SMALL) == sorted(EXAMPLES)

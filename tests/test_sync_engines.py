@@ -51,6 +51,8 @@ CASES = [
         ("cp_async_double_buffer", "cp_async_double_buffer", {"n": 2048}),
         ("mbarrier_ring_tasks", "mbarrier_ring_tasks", {"n": 768}),
         ("event_two_stage", "event_two_stage", {"n": 512}),
+        ("dist_gemm", "dist_register_tile", {"M": 128, "N": 128, "K": 2}),
+        ("dist_gemm", "dist_mma_cta", {"M": 64, "N": 64, "K": 16}),
     ]
 ]
 

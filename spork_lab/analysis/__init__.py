@@ -18,6 +18,10 @@ before it (`PassContext.results`) and returns its own value, or raises a
    Value: None.
 3. ``barriers``: the uses of every barrier, checked against its memory's rules
    (`BarrierMemory` hooks). Value: {Sym: BarrierInfo}.
+4. ``dist`` (`spork_lab.dist`): distributed memory deduction, seed 000
+   rules 1-3: per device allocation whose memory has a native unit, its
+   distributed dimensions, shard shape, tiling chain and the owner threads of
+   each shard. Value: {Sym: DistAlloc}.
 
 Adding a pass is one line in `PASSES`: ``Pass("name", module.run)``, where
 ``run(ctx: PassContext)`` returns the pass's value; `Analysis.result("name")`
@@ -29,8 +33,8 @@ that proc is garbage collected (the Analysis holds no reference to the proc).
 `sync_check`, the code generator and the workbench all call `analyze` and get
 the cached value.
 
-Errors are `DeviceScopeError`, `CollectiveError`, `TimelineError` and
-`SyncError` (all `SporkError`) at the user's line.
+Errors are `DeviceScopeError`, `CollectiveError`, `TimelineError`,
+`DistributedMemoryError` and `SyncError` (all `SporkError`) at the user's line.
 
 Python API (used by the code generator, the sync checker and the workbench)::
 
@@ -52,6 +56,9 @@ Python API (used by the code generator, the sync checker and the workbench)::
     a.ref(stmt)                       # StmtRef(file, line, source text, path): how reports name a statement
     a.device_functions                # (DeviceFunctionInfo(block, ctx, tasks), ...); .body: the task body
     a.barriers                        # {Sym: BarrierInfo}; info.queue_rule(reverse) for the sync engines
+    a.dist                            # {alloc Sym: DistAlloc} for device allocations with a native unit:
+                                      # .dims distributed dims (0: none), .shard_shape, .owners {shard: threads},
+                                      # .owner_threads(shard, outer iterator values)
     a.stmts                           # ((stmt, StmtInfo), ...) in source order
     a.result("name")                  # the value of any pass
     a.to_json()                       # plain JSON-serialisable data
@@ -72,6 +79,7 @@ from typing import Callable, Mapping, Union
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
+from .. import dist
 from ..errors import user_facing
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
@@ -96,6 +104,7 @@ PASSES = (
     Pass("scopes", scopes.run),
     Pass("checks", checks.run),
     Pass("barriers", barriers.run),
+    Pass("dist", dist.run),
 )
 
 _cache: dict = {}  # id(LoopIR proc) -> Analysis, dropped when the proc is collected
@@ -112,7 +121,7 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     results: dict = {}
     if proc_ir.instr is not None:  # an instr's body states its effect; it is not code that runs
         results = {step.name: None for step in PASSES}
-        results.update(scopes=Scopes((), ()), barriers=MappingProxyType({}))
+        results.update(scopes=Scopes((), ()), dist=MappingProxyType({}), barriers=MappingProxyType({}))
     else:
         for step in PASSES:
             results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))

@@ -186,6 +186,11 @@ class Analysis:
         """Barrier Sym -> BarrierInfo (the `barriers` pass)."""
         return self._results["barriers"]
 
+    @property
+    def dist(self) -> Mapping:
+        """Allocation Sym -> spork_lab.dist.DistAlloc (the `dist` pass): distributed memory deductions."""
+        return self._results["dist"]
+
     def stmt_info(self, stmt: LoopIR.stmt) -> StmtInfo:
         """The StmtInfo of a statement object of the analysed proc."""
         info = self._scopes.info(stmt)
@@ -225,4 +230,5 @@ class Analysis:
             "statements": [info.to_json() for _, info in self.stmts],
             "device_functions": functions,
             "barriers": [b.to_json() for b in self.barriers.values()],
+            "distributed": [a.to_json() for a in self.dist.values() if a.is_distributed],
         }

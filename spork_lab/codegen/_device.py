@@ -3,7 +3,11 @@
 The kernel body is compiled by `CudaCompiler`, a subclass of exo's C
 `Compiler` (so expressions, windows and instr templates print exactly as exo
 prints them), overriding what differs on the GPU: loop modes, device
-allocations and synchronization statements.
+allocations and synchronization statements. Distributed memory (seed 000,
+rule 4): the leading distributed dimensions of an allocation and the leading
+indices of its accesses and windows are stripped before exo's printing and
+the memories' and instrs' templates see them, so each owner declares one
+shard and memory and instr authors never see distributed dimensions.
 """
 
 from __future__ import annotations
@@ -191,6 +195,7 @@ class CudaCompiler(FaithfulExprs, Compiler):
         block = proc.body[0]
         self._ctx: CudaDeviceFunction = block.loop_mode.ctx
         self._tilings = scope_tilings(df.analysis, df.block, block)
+        self._dist = {sym: a.dims for sym, a in df.analysis.dist.items() if a.is_distributed}  # Sym -> leading dims
         self._tiling_stack = []
         self._iter_syms = {}
         self._smem_offsets: dict = {}
@@ -227,7 +232,25 @@ class CudaCompiler(FaithfulExprs, Compiler):
             return None  # device allocations end with their scope
         if isinstance(s, LoopIR.Call):
             return self._call(s)
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)) and s.name in self._dist:
+            s = s.update(idx=s.idx[self._dist[s.name] :])
         return super().comp_s(s)
+
+    # ---- distributed memory: accesses see one shard (rule 4) ----
+
+    def comp_e(self, e, prec=0):
+        d = self._dist.get(getattr(e, "name", None))
+        if d and isinstance(e, LoopIR.Read) and e.idx:
+            e = e.update(idx=e.idx[d:])
+        elif d and isinstance(e, LoopIR.StrideExpr):
+            if e.dim < d:
+                raise CodegenError(f"stride({e.name}, {e.dim}) is the stride of a distributed dimension", e.srcinfo)
+            e = e.update(dim=e.dim - d)
+        return super().comp_e(e, prec)
+
+    def window_struct_fields(self, e):
+        d = self._dist.get(e.name)
+        return super().window_struct_fields(e.update(idx=e.idx[d:]) if d else e)
 
     def comp_fnarg(self, e, fn, i, *, prec=0):
         """Windows as C++ aggregates: nvcc rejects C compound literals in device code."""
@@ -402,9 +425,13 @@ class CudaCompiler(FaithfulExprs, Compiler):
         mem = s.mem
         if not (isinstance(mem, type) and issubclass(mem, CudaMemory)) or not mem.device_allocated:
             raise CodegenError(f"{s.name} @ {mem.name()} cannot be allocated in CUDA code", s.srcinfo)
-        name = self.new_varname(s.name, typ=s.type, mem=mem)
-        ctype = s.type.basetype().ctype()
-        shape = self.shape_strs(s.type.shape())
+        typ = s.type
+        if s.name in self._dist:  # one shard per owner
+            shard = typ.shape()[self._dist[s.name] :]
+            typ = T.Tensor(shard, False, typ.basetype()) if shard else typ.basetype()
+        name = self.new_varname(s.name, typ=typ, mem=mem)
+        ctype = typ.basetype().ctype()
+        shape = self.shape_strs(typ.shape()) if typ.is_tensor_or_window() else []
         smem_ptr = ""
         nbytes = mem.smem_bytes(ELEM_BYTES[ctype], shape, s.srcinfo)
         if nbytes:

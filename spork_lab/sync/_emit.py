@@ -23,7 +23,7 @@ from ..core.instrs import instr_info
 from ..core.ir import numeric_reads
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
-from .access import is_shared_memory, unordered_access
+from .access import distributed_shared, is_shared_memory, unordered_access
 from .threads import ThreadMap
 
 _C_OPS = {"+": "+", "-": "-", "*": "*", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "==": "==", "and": "&&", "or": "||"}
@@ -312,6 +312,8 @@ class Emitter:
             if is_barrier_alloc(s):
                 ends.append(self.barrier_alloc(s, ctx, env))
             else:
+                if distributed_shared(self.tmap.analysis, s.name):
+                    raise Unsupported("distributed shared memory (each shard's own owner at the free)")
                 view = env[s.name] = self.buffer(s, ctx, env, is_arg=False)
                 ends.append(f"sc_release(M, {view.slot}, {self.stmt_id(s)});")
         elif isinstance(s, LoopIR.WindowStmt):

@@ -17,6 +17,16 @@ def is_shared_memory(mem) -> bool:
     return getattr(mem, "native_unit", None) not in REGISTER_UNITS
 
 
+def distributed_shared(analysis, sym) -> bool:
+    """Is allocation `sym` shared memory split into shards (seed 000, distributed memory)?
+
+    Its elements are reused, after the free, by each shard's owner only (e.g.
+    one CTA of a cluster), not by the whole allocating collective.
+    """
+    a = analysis.dist.get(sym)
+    return a is not None and a.is_distributed and is_shared_memory(a.mem)
+
+
 @lru_cache(maxsize=None)
 def unordered_access(instr_name: Optional[str], collective_threads: int, mem) -> bool:
     """Whether an access starts visible to no thread at all (an empty V_S, as for async instructions).

@@ -23,6 +23,8 @@ elements the compiled run names.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional
@@ -39,7 +41,7 @@ from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
 from ..errors import SyncError, user_facing
 from . import sigsets as ss
-from .access import is_shared_memory, unordered_access
+from .access import distributed_shared, is_shared_memory, unordered_access
 from .threads import ThreadMap
 
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
@@ -437,7 +439,7 @@ class _Machine:
             else:
                 shape = [self._eval(d) for d in s.type.shape()] if s.type.is_tensor_or_window() else []
                 self.env[s.name] = self._new_view(s, shape)
-                allocs.append((s, (self.env[s.name], self._threads(ctx))))
+                allocs.append((s, (self.env[s.name], self._threads(ctx), self._shard_owners(s, shape, ctx))))
         elif isinstance(s, LoopIR.WindowStmt):
             self.env[s.name] = self._window(s.rhs)
         elif isinstance(s, LoopIR.Call):
@@ -495,6 +497,19 @@ class _Machine:
             return ()
         env = self.env
         return self.tmap.collective(ctx.tiling, ctx.cuda_names, tuple([env[s] for s in ctx.cuda_syms]), ctx.base)
+
+    def _shard_owners(self, s, shape: list, ctx: _Ctx) -> Optional[tuple]:
+        """For distributed shared memory, (elements per shard, each shard's owner threads): each shard is
+        reused after the free by its own owner only (seed 000, distributed memory). None otherwise."""
+        if not distributed_shared(self.tmap.analysis, s.name):
+            return None
+        a = self.tmap.analysis.dist[s.name]
+        outer = {name: self.env[sym] for name, sym in zip(ctx.cuda_names, ctx.cuda_syms)}
+        owners = []
+        for shard in itertools.product(*(range(n) for n in shape[: a.dims])):
+            runs = a.owner_threads(shard, outer)
+            owners.append(None if runs is None else tuple((lo + ctx.base, hi + ctx.base) for lo, hi in runs))
+        return math.prod(shape[a.dims :]), tuple(owners)
 
     def _window(self, w) -> _View:
         view = self.env[w.name]
@@ -747,12 +762,16 @@ class _Machine:
         if value is None:
             self._end_queues(s.name, s)
             return
-        view, owner = value
+        view, owner, shards = value
         buf = view.buf
         if ctx.dev is not None:
             bit = 1 << tl.pair_bit(tl.cuda_in_order_instr)
             shared = is_shared_memory(buf.mem)
             for e in range(len(buf.w)):
+                if shards is not None:
+                    owner = shards[1][e // shards[0]]
+                    if owner is None:  # a shard no statement uses
+                        continue
                 recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in buf.r[e]]
                 for which, rec in recs:
                     rec = _find(rec)
