@@ -179,3 +179,25 @@ def big_tile(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear
                     for k in seq(0, 96):
                         dst[it * 12288 + k * 128 + t] = buf[k * 128 + t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# A register ring distributed per thread (CTA scope, logical size): each thread keeps its values in
+# flight in its own registers; the ring dimension goes after the distributed one.
+@proc
+def register_ring(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 512 == 0
+    assert n >= 1024
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            buf: f32[128] @ CudaSmemLinear
+            r: f32[128, 2] @ CudaRmem
+            for it in seq(0, n / 128):
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[t : t + 1], src[it * 128 + t : it * 128 + t + 1], size=4)
+                for t in cuda_threads(0, 128):
+                    r[t, 0] = buf[t]
+                    r[t, 1] = 3.0 * buf[t]
+                for t in cuda_threads(0, 128):
+                    dst[it * 128 + t] = r[t, 0] + r[t, 1]
+            Fence(cuda_in_order, cuda_in_order)

@@ -23,6 +23,7 @@ from procs_pipeline import (
     cp_async_tiles,
     escaping_tile,
     mbar_tiles,
+    register_ring,
     short_loop,
     three_stages,
     three_stages_mbar,
@@ -32,6 +33,7 @@ from procs_sync import line_of
 from sequential import run_cpu
 
 import spork_lab as sl
+from spork_lab.core.ir import walk_stmts
 from spork_lab.core.sync_stmts import sync_spec_of
 from spork_lab.platforms.cuda import CudaCommitGroup, CudaMbarrier, cuda_in_order
 from spork_lab.scheduling import pipeline_loop
@@ -53,6 +55,7 @@ CASES = {
     "mbarrier": (mbar_tiles, lambda d: [0, d - 1], [0], CudaMbarrier, 2048),
     "mbarrier_ws": (ws_tiles, lambda d: [0, d - 1], [], CudaMbarrier, 256),
     "commit_3stage": (three_stages, lambda d: [0, d - 1, 2 * d - 2, 2 * d - 2, 2 * d - 2], [0], CudaCommitGroup, 1024),
+    "commit_registers": (register_ring, lambda d: [0, d - 1, 2 * d - 2], [0], CudaCommitGroup, 1024),
     "mbarrier_3stage": (three_stages_mbar, lambda d: [0, d - 1, d], [0], CudaMbarrier, 1024),  # rings of d and 2
 }
 
@@ -85,6 +88,17 @@ def test_pipelined_checks_and_computes_the_same(case, depth, keep_loop):
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert ir_equal(sl.parse_source(str(q))._loopir_proc, q._loopir_proc), str(q)  # printing round-trips
+
+
+def test_register_ring_keeps_its_shards():
+    """The ring dimension of a distributed buffer goes after its distributed one: each thread its own slots."""
+    q = pipelined("commit_registers", 3)
+    assert "r: f32[128, 3, 2] @ CudaRmem" in str(q) and "r[t, (it + 2) % 3, 0]" in str(q)
+    assert sl.analyze(q).result("dist")[_alloc_sym(q, "r")].dims == 1
+
+
+def _alloc_sym(q, name: str):
+    return next(s.name for s in walk_stmts(q._loopir_proc.body) if getattr(s, "name", None) and str(s.name) == name)
 
 
 def test_the_cpu_comparison_sees_a_wrong_ring():

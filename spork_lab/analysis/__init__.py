@@ -81,6 +81,7 @@ from exo.core.LoopIR import LoopIR
 
 from .. import dist
 from ..errors import user_facing
+from ..lang.pipeline import register_distributed_dims
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
 
@@ -130,6 +131,15 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     weakref.finalize(proc_ir, _cache.pop, key, None)
     return analysis
 
+
+def _distributed_dims(proc_ir: LoopIR.proc, alloc: LoopIR.Alloc) -> int:
+    """The leading distributed dimensions the dist pass deduced for an allocation (0 if none)."""
+    deduced = analyze(proc_ir).result("dist").get(alloc.name)
+    return deduced.dims if deduced is not None else 0
+
+
+# pipeline_loop (a scheduling op, a layer below) puts a ring dimension after the distributed ones.
+register_distributed_dims(_distributed_dims)
 
 __all__ = [
     "analyze", "Analysis", "StmtInfo", "StmtRef", "IterInfo", "DeviceFunctionInfo", "PASSES", "Pass", "PassContext",

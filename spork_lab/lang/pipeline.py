@@ -136,6 +136,16 @@ class _PosIntA(ArgumentProcessor):
 # What the body does: stages, buffer accesses, rings and barrier queues
 # ---------------------------------------------------------------------------
 
+# How many leading dimensions of an allocation are distributed (seed 000, distributed memory). The dist
+# analysis knows; it sits above this layer and registers itself here (`register_distributed_dims`).
+_DISTRIBUTED_DIMS: list = [lambda proc_ir, alloc: 0]
+
+
+def register_distributed_dims(fn) -> None:
+    """fn(proc LoopIR, Alloc) -> number of leading distributed dimensions; called by spork_lab.analysis."""
+    _DISTRIBUTED_DIMS[0] = fn
+
+
 
 def _where(s) -> str:
     text = str(s).strip().split("\n")[0]
@@ -156,12 +166,15 @@ class _Stmt:
 
 @dataclass
 class _Ring:
-    """A buffer written by stage `producer` and read by later stages: it gets a ring dimension."""
+    """A buffer written by stage `producer` and read by later stages: it gets a ring dimension, the first
+    after its distributed dimensions (`position`), so every thread keeps its shard and the slot is outermost
+    in the shard."""
 
     sym: Sym
     alloc: LoopIR.Alloc
     producer: int
     depth: int
+    position: int = 0
 
 
 @dataclass
@@ -280,7 +293,7 @@ def _async_tls(s) -> set:
     return {t.loop_mode.ctx.instr_tl for t in walk_stmts([s]) if _is_block(t, CudaAsync)}
 
 
-def _plan(stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
+def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
     """The rings and queues of the pipeline; SchedulingError where pipelining would change the result.
 
     A buffer used by one stage keeps its order and needs nothing, unless the
@@ -333,7 +346,7 @@ def _plan(stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tu
                     f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): it needs a ring of {depth} "
                     "copies; stage it through a buffer allocated in the proc"
                 )
-            rings[sym] = _Ring(sym, allocs[sym], p, depth)
+            rings[sym] = _Ring(sym, allocs[sym], p, depth, _DISTRIBUTED_DIMS[0](proc_ir, allocs[sym]))
         if is_async or (by_lag and (depth > 1 or warp_specialized)):
             stages = sorted({u.stage for u in readers})
             # Commit groups: one queue per producing stage (a thread has one queue per instr-tl). mbarriers:
@@ -583,7 +596,7 @@ def pipeline_loop(
             f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
         )
     _check_body_allocs(stmts)
-    rings, queues = _plan(stmts, by_lag, warp_specialized, allocs)
+    rings, queues = _plan(ir, stmts, by_lag, warp_specialized, allocs)
     _check_async(stmts, async_stages, queues, by_lag)
     if not rings and not queues:
         raise SchedulingError(
@@ -755,7 +768,7 @@ def _check_budget(ir, loop, rings: dict, budget: int) -> None:
         dims = [d.val for d in shape]
         ring = by_alloc.get(id(a))
         if ring is not None:
-            dims = [ring.depth] + dims
+            dims = dims[: ring.position] + [ring.depth] + dims[ring.position :]
         n = a.mem.smem_bytes(_elem_bytes(a.type.basetype()), [str(d) for d in dims], a.srcinfo)
         total += n
         if ring is not None and n:
@@ -845,7 +858,8 @@ def _path_cursor(ir, node):
 def _ring_type(ring: _Ring):
     t = ring.alloc.type
     dims = list(t.shape()) if t.is_tensor_or_window() else []
-    return T.Tensor([LoopIR.Const(ring.depth, T.int, ring.alloc.srcinfo)] + dims, False, t.basetype())
+    depth = LoopIR.Const(ring.depth, T.int, ring.alloc.srcinfo)
+    return T.Tensor(dims[: ring.position] + [depth] + dims[ring.position :], False, t.basetype())
 
 
 def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
@@ -855,13 +869,16 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
     def slot(srcinfo):
         return _binop("%", _read(it, srcinfo), LoopIR.Const(ring.depth, T.int, srcinfo), srcinfo)
 
+    def at(idx: list, index) -> list:
+        return idx[: ring.position] + [index] + idx[ring.position :]
+
     def indexed(c):
         rd = c._node
         if isinstance(rd, LoopIR.WindowExpr):
-            idx = [LoopIR.Point(slot(rd.srcinfo), rd.srcinfo)] + rd.idx
+            idx = at(rd.idx, LoopIR.Point(slot(rd.srcinfo), rd.srcinfo))
             return {"idx": idx, "type": _window_type(new_type, rd.name, idx)}
         if rd.idx:
-            return {"idx": [slot(rd.srcinfo)] + rd.idx}
+            return {"idx": at(rd.idx, slot(rd.srcinfo))}
         if isinstance(c.parent()._node, LoopIR.Call):
             if not rd.type.is_tensor_or_window():
                 raise SchedulingError(
@@ -875,6 +892,7 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
         rd = c._node
         if not (isinstance(rd, LoopIR.Read) and not rd.idx and rd.type.is_tensor_or_window()):
             return None
+        assert ring.position == 0, "a distributed buffer is used with its distributed indices"
         src = rd.srcinfo
         dims = list(ring.alloc.type.shape())
         idx = [LoopIR.Point(slot(src), src)] + [LoopIR.Interval(LoopIR.Const(0, T.int, src), d, src) for d in dims]
@@ -882,7 +900,7 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
 
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, indexed, True)
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, whole, False)
-    written = lambda c: {"idx": [slot(c._node.srcinfo)] + c._node.idx}  # noqa: E731
+    written = lambda c: {"idx": at(c._node.idx, slot(c._node.srcinfo))}  # noqa: E731
     edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, written, True)
 
 
