@@ -7,9 +7,16 @@ themselves are statements of the body, with stages like the others.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+# mbarrier ring, one collective: cp.async tiles awaited by the whole CTA, read reversed; many tasks.
+from pipelined_tiles import tiles_one_collective as mbar_tiles  # noqa: E402,F401
 
 warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
 
@@ -54,22 +61,6 @@ def ws_tiles(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear
                 with CudaWarps(name="consumer"):
                     for t in cuda_threads(0, 32):
                         dst[it * 32 + t] = 2.0 * buf[31 - t]
-            Fence(cuda_in_order, cuda_in_order)
-
-
-# mbarrier ring, one collective: cp.async tiles awaited by the whole CTA, read reversed; many tasks.
-@proc
-def mbar_tiles(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 1024 == 0
-    with CudaDeviceFunction(blockDim=128):
-        for task in cuda_tasks(0, n / 1024):
-            buf: f32[128] @ CudaSmemLinear
-            for it in seq(0, 8):
-                for t in cuda_threads(0, 128):
-                    with CudaAsync(Sm80_cp_async_instr):
-                        Sm80_cp_async_f32(buf[t : t + 1], src[task * 1024 + it * 128 + t : task * 1024 + it * 128 + t + 1], size=4)
-                for t in cuda_threads(0, 128):
-                    dst[task * 1024 + it * 128 + t] = buf[127 - t] + 1.0
             Fence(cuda_in_order, cuda_in_order)
 
 
