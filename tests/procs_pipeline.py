@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spork_lab import proc
+from spork_lab import instr, proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 
@@ -191,4 +191,52 @@ def register_ring(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemL
                     r[t, 1] = 3.0 * buf[t]
                 for t in cuda_threads(0, 128):
                     dst[it * 128 + t] = r[t, 0] + r[t, 1]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# The ring buffer allocated in the loop body, as staging leaves it: pipeline_loop lifts it out (exo's lift_alloc).
+@proc
+def body_alloc_tiles(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 1024 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 1024):
+            for it in seq(0, 8):
+                buf: f32[128] @ CudaSmemLinear
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[t : t + 1], src[task * 1024 + it * 128 + t : task * 1024 + it * 128 + t + 1], size=4)
+                for t in cuda_threads(0, 128):
+                    dst[task * 1024 + it * 128 + t] = buf[127 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# An asynchronous accumulator (as wgmma's): a later stage adds into it asynchronously and reads it back only
+# through the same instruction; its own commit group waits for it. No queue of the pipeline's is needed.
+@instr("/* acc[0] += x[0] */", instr_tl=Sm80_cp_async_instr)
+def async_accumulate(acc: [f32][1] @ CudaSmemLinear, x: [f32][1] @ CudaSmemLinear):
+    acc[0] += x[0]
+
+
+@proc
+def async_accumulator(n: size, src: f32[n] @ CudaGmemLinear, sums: f32[128] @ CudaGmemLinear):
+    assert n % 1024 == 0
+    assert n >= 1024
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            buf: f32[128] @ CudaSmemLinear
+            acc: f32[128] @ CudaSmemLinear
+            mine: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 128):
+                acc[t] = 0.0
+            for it in seq(0, n / 128):
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[t : t + 1], src[it * 128 + t : it * 128 + t + 1], size=4)
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        async_accumulate(acc[t : t + 1], buf[t : t + 1])
+                Arrive(Sm80_cp_async, 1) >> mine
+                Await(mine, cuda_in_order, 0)
+            for t in cuda_threads(0, 128):
+                sums[t] = acc[t]
             Fence(cuda_in_order, cuda_in_order)

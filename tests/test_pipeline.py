@@ -19,7 +19,9 @@ from conftest import ir_equal
 from exo.rewrite.LoopIR_scheduling import SchedulingError
 from procs_pipeline import (
     argument_tile,
+    async_accumulator,
     big_tile,
+    body_alloc_tiles,
     cp_async_tiles,
     escaping_tile,
     mbar_tiles,
@@ -177,6 +179,26 @@ def test_result_is_an_ordinary_proc():
 
     r = insert_fence(q, steady.body()[0].before(), cuda_in_order, cuda_in_order)
     assert str(r).count("Fence(cuda_in_order, cuda_in_order)") == str(q).count("Fence(cuda_in_order, cuda_in_order)") + 1
+
+
+def test_ring_allocated_in_the_body_is_lifted():
+    """A buffer the loop body allocates and a later stage reads is lifted above the loop (exo's lift_alloc)."""
+    q = pipeline_loop(body_alloc_tiles, "it", {"buf": 0, "*": 2}, [0], CudaMbarrier)
+    text = str(q)
+    assert text.index("buf: f32[3, 128] @ CudaSmemLinear") < text.index("for it in seq(0, 2):")
+    assert sl.sync_check(q, n=2048).ok
+    args = _args(body_alloc_tiles, 2048)
+    np.testing.assert_array_equal(run_cpu(q, **args)["dst"], run_cpu(body_alloc_tiles, **args)["dst"])
+
+
+def test_asynchronous_accumulator_in_a_later_stage():
+    """A later stage's asynchronous accumulator, read back only by its own instruction, needs no queue and no
+    async declaration: only the stage that hands buffers on asynchronously does."""
+    q = pipeline_loop(async_accumulator, "it", [0, 1, 1, 1], [0], CudaCommitGroup)
+    assert str(q).count("Arrive(Sm80_cp_async, 1) >> cg") == 3  # the op's: prologue, steady state, epilogue
+    assert "acc: f32[128]" in str(q)  # no ring for the accumulator
+    msg = _refused(async_accumulator, "it", [0, 1, 1, 1], [0, 1], CudaCommitGroup)
+    assert "async stage 1" in msg and "writes nothing that a later statement of the loop reads" in msg
 
 
 def test_stage_rule():

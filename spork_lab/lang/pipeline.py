@@ -54,6 +54,7 @@ from exo.core.LoopIR import Alpha_Rename, LoopIR, SubstArgs, T
 from exo.core.prelude import Sym
 from exo.rewrite.LoopIR_scheduling import (
     Check_CompareExprs,
+    DoLiftAllocSimple,
     SchedulingError,
     _compose,
     _replace_reads,
@@ -329,15 +330,16 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
                     f"pipeline_loop: a later stage feeds an earlier one: {_where(u.node)} (stage {u.stage}) reads "
                     f"{name}, which {_where(writers[0].node)} (stage {p}) writes"
                 )
+        readers = [u for u in users if sym in u.reads and u not in writers]
+        if not readers:
+            continue  # written (and maybe read back, as an accumulator) by its own stage only: order kept
+        for u in users:
             if sym in u.reads and u.stage == p and (sym in u.writes or u.index < last_write):
                 raise SchedulingError(
                     f"pipeline_loop: {_where(u.node)} (stage {p}) reads {name} before stage {p} is done writing it "
                     f"({_where(writers[-1].node)}): the value comes from an earlier iteration, and pipelining would "
                     "change which"
                 )
-        readers = [u for u in users if sym in u.reads and u not in writers]
-        if not readers:
-            continue
         depth = max(u.stage for u in readers) - p + 1
         if depth > 1:
             if sym not in allocs:
@@ -361,21 +363,27 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
 def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) -> None:
     """The declared async stages are the ones that write asynchronously, each on one instr-tl, for a later
     statement; on commit groups, one stage per hardware queue."""
-    for p in sorted(set(async_stages) | {st.stage for st in stmts if st.async_writes}):
+    handed: dict = {}  # stage -> the buffers it hands to later statements through a queue
+    for q in queues.values():
+        handed.setdefault(q.producer, set()).update(q.buffers)
+    feeding = {st.stage for st in stmts if st.async_writes & handed.get(st.stage, set())}
+    for p in sorted(set(async_stages) | feeding):
         members = [st for st in stmts if st.stage == p]
         if not members:
             raise SchedulingError(f"pipeline_loop: async stage {p} has no statements")
         writers = [st for st in members if st.async_writes]
         if p not in async_stages:
+            buffers = writers[0].async_writes & handed[p]
             raise SchedulingError(
-                f"pipeline_loop: stage {p} writes {_names(writers[0].async_writes)} with asynchronous instructions "
-                f"({_where(writers[0].node)}): add {p} to async_stages"
+                f"pipeline_loop: stage {p} writes {_names(buffers)} with asynchronous instructions "
+                f"({_where(writers[0].node)}) for a later statement: add {p} to async_stages"
             )
         if not writers:
             raise SchedulingError(
                 f"pipeline_loop: stage {p} is in async_stages, but none of its statements writes with asynchronous "
                 f"instructions (no `with CudaAsync(...)` in {_where(members[0].node)})"
             )
+        writers = [st for st in writers if st.async_writes & handed.get(p, set())] or writers
         tls = set().union(*(_async_tls(st.node) for st in writers))
         if len(tls) > 1:
             raise SchedulingError(
@@ -392,8 +400,6 @@ def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) ->
         tl = tls.pop()
         for q in fed:
             q.instr_tl = tl
-
-
     if not by_lag:
         flavours: dict = {}
         for q in queues.values():
@@ -577,14 +583,13 @@ def pipeline_loop(
     fit in `smem_budget` bytes of shared memory with the device function's
     other allocations.
     """
+    if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
+        raise SchedulingError(f"pipeline_loop: {_where(loop._impl._node)} is not a seq loop; pipeline a sequential loop")
+    proc, loop, stage_of = _lift_allocs(proc, loop, stages)
     ir = proc._loopir_proc
     loop_c = loop._impl
     s = loop_c._node
-    if not isinstance(s.loop_mode, LoopIR.Seq):
-        raise SchedulingError(f"pipeline_loop: {_where(s)} is not a seq loop; pipeline a sequential loop")
     allocs = {a.name: a for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
-    names = {sym: sym.name() for sym in allocs} | {a.name: a.name.name() for a in ir.args}
-    stage_of = _assign_stages(s.body, stages, names)
     stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(s.body)]
     S = max(stage_of)
     warp_specialized = len(s.body) > 1 and all(_is_block(b, CudaWarps) for b in s.body)
@@ -595,7 +600,7 @@ def pipeline_loop(
             f"pipeline_loop: every statement of {_where(s)} is a `with CudaWarps` block: warps hand tiles to other "
             f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
         )
-    _check_body_allocs(stmts)
+    _check_body(stmts)
     rings, queues = _plan(ir, stmts, by_lag, warp_specialized, allocs)
     _check_async(stmts, async_stages, queues, by_lag)
     if not rings and not queues:
@@ -706,24 +711,41 @@ def _allocs_in_scope(ir, loop) -> list:
     return out
 
 
-def _check_body_allocs(stmts: list) -> None:
-    """A buffer allocated in the loop body lives for one iteration: only its own stage may use it."""
+def _check_body(stmts: list) -> None:
+    """What pipeline_loop does not follow across stages: window names and configuration fields."""
     for st in stmts:
         if isinstance(st.node, LoopIR.WindowStmt):
-            raise SchedulingError(f"pipeline_loop: {_where(st.node)} names a window for later statements: "
-                                  "inline_window it first")
+            raise SchedulingError(
+                f"pipeline_loop: {_where(st.node)} names a window for later statements: inline_window it first"
+            )
         config = next((t for t in walk_stmts([st.node]) if isinstance(t, LoopIR.WriteConfig)), None)
         if config is not None:
-            raise SchedulingError(f"pipeline_loop: {_where(config)} writes a configuration field, which "
-                                  "pipeline_loop does not track across stages")
-        if isinstance(st.node, LoopIR.Alloc):
-            for u in stmts:
-                if st.node.name in u.reads | u.writes and u.stage != st.stage:
-                    raise SchedulingError(
-                        f"pipeline_loop: {st.node.name} is allocated in the loop body ({_where(st.node)}, stage "
-                        f"{st.stage}) and used by stage {u.stage} ({_where(u.node)}); lift_alloc it above the loop, "
-                        "or give its allocation the stage that uses it"
-                    )
+            raise SchedulingError(
+                f"pipeline_loop: {_where(config)} writes a configuration field, which pipeline_loop does not "
+                "track across stages"
+            )
+
+
+def _lift_allocs(proc: Procedure, loop, stages) -> tuple:
+    """(proc, loop, stage of each body statement) with every buffer that the loop body allocates and another
+    stage uses lifted above the loop (exo's `lift_alloc`): a ring lives across iterations."""
+    ir = proc._loopir_proc
+    body = loop._impl._node.body
+    names = {a.name: a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
+    names |= {a.name: a.name.name() for a in ir.args}
+    stage_of = _assign_stages(body, stages, names)
+    uses = [set().union(*_stmt_effects(b)[:2]) for b in body]
+    lift = [
+        i for i, b in enumerate(body)
+        if isinstance(b, LoopIR.Alloc) and any(b.name in u and stage_of[k] != stage_of[i] for k, u in enumerate(uses))
+    ]  # fmt: skip
+    if not lift:
+        return proc, loop, stage_of
+    edit = _Edit(ir)
+    for i in lift:
+        edit.apply(DoLiftAllocSimple, edit.at(loop._impl.body()[i]), 1)
+    lifted = Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
+    return lifted, lifted.forward(loop), [st for i, st in enumerate(stage_of) if i not in lift]
 
 
 def _check_escapes(ir, loop, rings: dict) -> None:
