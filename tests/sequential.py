@@ -89,10 +89,8 @@ def run_cpu(p: Procedure, **args) -> dict:
     subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, directory / f"{name}.c"], check=True, cwd=directory)
     fn = getattr(ctypes.CDLL(str(lib)), name)
     arrays = {k: np.ascontiguousarray(v).copy() for k, v in args.items() if isinstance(v, np.ndarray)}
-    call = [None]
-    for a in seq._loopir_proc.args:
-        key = str(a.name)
-        call.append(arrays[key].ctypes.data if key in arrays else ctypes.c_long(args[key]))
-    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if str(a.name) in arrays else ctypes.c_long for a in seq._loopir_proc.args]
+    names = [str(a.name) for a in seq._loopir_proc.args]
+    call = [None] + [arrays[key].ctypes.data if key in arrays else ctypes.c_long(args[key]) for key in names]
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if key in arrays else ctypes.c_long for key in names]
     fn(*call)
     return arrays

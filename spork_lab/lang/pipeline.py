@@ -345,8 +345,8 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
             if sym not in allocs:
                 raise SchedulingError(
                     f"pipeline_loop: {name} is an argument of the proc, written by stage {p} "
-                    f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): it needs a ring of {depth} "
-                    "copies; stage it through a buffer allocated in the proc"
+                    f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): "
+                    f"it needs a ring of {depth} copies; stage it through a buffer allocated in the proc"
                 )
             rings[sym] = _Ring(sym, allocs[sym], p, depth, _DISTRIBUTED_DIMS[0](proc_ir, allocs[sym]))
         if is_async or (by_lag and (depth > 1 or warp_specialized)):
@@ -584,7 +584,7 @@ def pipeline_loop(
     other allocations.
     """
     if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
-        raise SchedulingError(f"pipeline_loop: {_where(loop._impl._node)} is not a seq loop; pipeline a sequential loop")
+        raise SchedulingError(f"pipeline_loop: {_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
     proc, loop, stage_of = _lift_allocs(proc, loop, stages)
     ir = proc._loopir_proc
     loop_c = loop._impl
@@ -611,7 +611,8 @@ def pipeline_loop(
     _check_escapes(ir, s, rings)
     _check_budget(ir, s, rings, smem_budget)
     _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name)
-    syncs = _Syncs(mem, dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl))
+    tls = dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl)
+    syncs = _Syncs(mem, tls)
     entries = _layout(stmts, queues, by_lag, syncs)
     skew = 0 if warp_specialized else S
     if skew and not keep_loop:
