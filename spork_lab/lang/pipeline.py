@@ -525,7 +525,7 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
             place(writers, p, syncs.stmt("ReverseAwait", q, ~depth, src), syncs.stmt("Arrive", q, 1, src))
             wait = syncs.stmt("Await", q, ~0, first[0].node.srcinfo)
             release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo)
-            if first is last or first == last:
+            if q.consumers[0] == q.consumers[-1]:  # one reading stage
                 place(first, q.consumers[0], wait, release)
             else:
                 place(first, q.consumers[0], wait, None)
