@@ -573,9 +573,9 @@ def pipeline_loop(
     `stages`: a stage (int >= 0) per body statement, or a rule {buffer: stage,
     "*": stage} (a statement gets the stage of the buffers it writes).
     `async_stages`: the stages whose writes are asynchronous (cp.async, TMA).
-    `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per producing
-    stage, named `barrier_name` or a fresh name), or the name of a scalar
-    barrier the proc allocates before the loop (TMA loads completing on it).
+    `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per queue, named
+    `barrier_name` or a fresh name), or the name of a scalar barrier the proc
+    allocates before the loop (TMA loads completing on it).
     Buffers written by stage p and read by stage c get a ring of depth c - p + 1;
     the sync statements and their counts are derived (see the module
     docstring); `*_tl` override their sync-tls. `keep_loop=True` gives one
@@ -680,6 +680,9 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
     alloc = found[-1]
     if alloc.type.is_tensor_or_window():
         raise SchedulingError(f"pipeline_loop: barrier {barrier} is an array; pipeline on a scalar barrier")
+    if not alloc.mem.lives_on_device:
+        raise SchedulingError(f"pipeline_loop: {barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
+                              "CudaCommitGroup or CudaMbarrier")
     for t in inside:
         spec = sync_spec_of(t)
         if spec is not None and spec.barrier_mem is not None and t.args[0].name == alloc.name:
