@@ -153,3 +153,32 @@ def test_cuda_computes_what_the_program_says(seed):
     for k, e in enumerate(exprs):
         want = [[value(e, {"task": task, "t": t, **SIZES}) for t in range(32)] for task in range(4)]
         assert (got[k] - offsets[k]).tolist() == want, f"CUDA disagrees on {source(e)}"
+
+
+WRITTEN_ALIAS = """
+def written_alias(n: size, y: f32[n] @ CudaGmemLinear, z: f32[8] @ DRAM):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 32):
+                r: f32[4] @ CudaRmem
+                mine = r[:]
+                mine[0] = 1.0
+                y[task * 32 + t] = r[0]
+    h: f32[4] @ DRAM
+    also = h[1:3]
+    also[0] = 2.0
+    z[0] = h[1]
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nvcc") is None, reason="needs gcc and nvcc")
+def test_a_window_written_through_its_alias_compiles_in_c_and_cuda(tmp_path):
+    """exo typed such aliases const and built them with compound literals nvcc rejects in device code."""
+    from spork_lab.runtime import find_nvcc
+
+    p = sl.parse_source(WRITTEN_ALIAS)
+    paths = sl.compile_procs([p], tmp_path, "alias")
+    assert "struct exo_win_1f32 mine = { &r[0], { 1 } };" in paths[2].read_text()
+    subprocess.run(["gcc", "-c", "-o", tmp_path / "alias.o", paths[0]], check=True, cwd=tmp_path)
+    subprocess.run([find_nvcc(), "-c", "-arch=sm_80", "-o", tmp_path / "alias_cu.o", paths[2]], check=True, cwd=tmp_path)

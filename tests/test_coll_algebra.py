@@ -389,3 +389,10 @@ def test_type_matching_follows_the_definition(ctype, data):
     except ValueError:
         return
     assert completed.matches(mu) == by_definition
+
+
+def test_nested_warp_selections_compose_before_matching():
+    """Warps [0, 5) then [0, 4) of those are warps [0, 4): a warpgroup of the cluster (found by hypothesis)."""
+    tiling = CollTiling.top(64, 4).select_warps(0, 5).select_warps(0, 4)
+    assert tiling.matches(cuda_warpgroup)
+    assert not CollTiling.top(64, 4).select_warps(0, 5).select_warps(1, 5).matches(cuda_warpgroup)

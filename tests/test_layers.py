@@ -68,7 +68,23 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"{module} belongs to no layer; add its package to LAYERS and docs/architecture.md")
 
 
-GRAPH = {module_name(p): imports_of(module_name(p), p.read_text(), p.name == "__init__.py") for p in sorted(PACKAGE.rglob("*.py"))}
+def with_parent_packages(name: str, targets: set) -> set:
+    """Importing `spork_lab.a.b` first runs `spork_lab/a/__init__.py`: an edge to package `spork_lab.a` too,
+    unless the importer lives inside that package (a submodule importing a sibling is how packages work)."""
+    out = set(targets)
+    for target in targets:
+        parts = target.split(".")
+        for k in range(2, len(parts)):
+            package = ".".join(parts[:k])
+            if not (name == package or name.startswith(package + ".")):
+                out.add(package)
+    return out
+
+
+GRAPH = {
+    module_name(p): with_parent_packages(module_name(p), imports_of(module_name(p), p.read_text(), p.name == "__init__.py"))
+    for p in sorted(PACKAGE.rglob("*.py"))
+}
 
 
 def test_every_module_has_a_layer():
@@ -113,6 +129,14 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_importing_a_submodule_counts_as_importing_its_package():
+    """`from ..analysis.result import X` runs spork_lab/analysis/__init__.py first: if that imports the importer's
+    package back, the import fails at run time although no module names the other directly."""
+    found = with_parent_packages("spork_lab.dist.deduction", {"spork_lab.analysis.result"})
+    assert found == {"spork_lab.analysis.result", "spork_lab.analysis"}
+    assert with_parent_packages("spork_lab.analysis.scopes", {"spork_lab.analysis.result"}) == {"spork_lab.analysis.result"}
 
 
 def test_an_upward_import_inside_a_function_is_found():

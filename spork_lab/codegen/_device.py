@@ -32,6 +32,7 @@ from ..platforms.cuda import CudaGmemLinear
 from ._c_exprs import FaithfulExprs
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
+from ._windows import WindowAliases
 from .barrier_text import lowering
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
@@ -188,7 +189,7 @@ def _free_syms(e, out: set) -> set:
     return out
 
 
-class CudaCompiler(FaithfulExprs, Compiler):
+class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):

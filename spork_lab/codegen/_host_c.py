@@ -30,6 +30,7 @@ from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR
 
 from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
+from ._windows import WindowAliases
 
 # exo's header preamble: stdint/stdbool and EXO_ASSUME (which exo's compiler emits for assertions).
 _HEADER_PREAMBLE = """
@@ -52,8 +53,8 @@ _HEADER_PREAMBLE = """
 """
 
 
-class HostCompiler(FaithfulExprs, Compiler):
-    """exo's C compiler with expressions printed by `FaithfulExprs`."""
+class HostCompiler(FaithfulExprs, WindowAliases, Compiler):
+    """exo's C compiler with our expressions and window aliases."""
 
 
 def host_c_to_strings(procs: list, h_file_name: str) -> tuple:

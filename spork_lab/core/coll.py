@@ -699,6 +699,26 @@ class CollTiling:
         }
 
 
+def _fold_selections(tiling: CollTiling) -> CollTiling:
+    """Compose consecutive constant selections (CudaWarps) of a dimension into one.
+
+    Selecting warps [0, 5) and then [0, 4) of those is selecting [0, 4): the
+    wider intermediate box would otherwise block splitting the dimension at a
+    pitch it is not aligned to, although the threads are the same.
+    """
+    dims = []
+    for dim in tiling.dims:
+        ops = []
+        for op in dim.ops:
+            prev = ops[-1] if ops else None
+            if op.iter is None and prev is not None and prev.iter is None:
+                ops[-1] = replace(op, linearOffset=prev.linearOffset + op.linearOffset)
+            else:
+                ops.append(op)
+        dims.append(replace(dim, ops=tuple(ops)))
+    return replace(tiling, dims=tuple(dims))
+
+
 def domain_completion(tiling: CollTiling, unit: CollUnit) -> tuple[CollTiling, CollType]:
     """Reshape a tiling and the (unitary) type of a unit onto one common domain (seed 001).
 
@@ -706,7 +726,7 @@ def domain_completion(tiling: CollTiling, unit: CollUnit) -> tuple[CollTiling, C
     dimensions can be compared one by one.
     """
     ctype = unit_typing(unit, tiling.blockDim, tiling.clusterDim)
-    tiling = tiling.canonical()
+    tiling = _fold_selections(tiling.canonical())
     target = set(tiling.pitches) | set(ctype.pitches)
     tiling = tiling.completed(target)
     try:

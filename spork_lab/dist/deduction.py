@@ -39,14 +39,14 @@ from typing import Iterator, Mapping, Optional
 from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
 
-from ..analysis.result import StmtInfo
-from ..analysis.scopes import coll_unit_text
 from ..core.coll import CollTiling
 from ..core.loop_modes import CudaThreads
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc
 from ..errors import DistributedMemoryError
 
+# `info` arguments below are the scopes pass' StmtInfo (spork_lab.analysis.result). This module does not import
+# it: the analysis package runs this pass, and importing any part of it from here would close an import cycle.
 Threads = tuple  # sorted half-open intervals ((start, stop), ...)
 
 
@@ -76,6 +76,7 @@ class Use:
     text: str  # the access as written, e.g. `acc[m, n, i, j]`
     links: tuple  # of Link, one per distributed dimension
     owner_tiling: CollTiling  # the body tiling of the innermost consumed loop
+    owner_unit: str  # its collective unit as users write it, e.g. `cuda_warp`
     srcinfo: object = field(default=None, compare=False, repr=False)  # where errors about this use point
 
     def owner(self, shard: tuple, outer: dict) -> Threads:
@@ -105,6 +106,7 @@ class DistAlloc:
     line: Optional[int]
     shape: tuple  # ints where constant, else the printed expression
     alloc_tiling: CollTiling
+    alloc_unit: str  # the allocating collective's unit as users write it
     alloc_threads: int  # t_a
     native_threads: int  # t_n
     uses: tuple = ()  # of Use, in source order
@@ -136,7 +138,7 @@ class DistAlloc:
         """Plain data for the workbench: dimensions, shard shape, the chain (CTA side first) and each shard's owner."""
         links = self.uses[0].links if self.uses else ()
         chain = sorted(zip(range(self.dims), links), key=lambda d: (-d[1].t0, -d[1].t1))
-        owner_tiling = self.uses[0].owner_tiling if self.uses else self.alloc_tiling
+        owner_unit = self.uses[0].owner_unit if self.uses else self.alloc_unit
         return {
             "name": self.name,
             "line": self.line,
@@ -145,11 +147,11 @@ class DistAlloc:
             "distributed_dims": list(range(self.dims)),
             "non_distributed_dims": list(range(self.dims, len(self.shape))),
             "shard_shape": list(self.shard_shape),
-            "alloc_unit": coll_unit_text(self.alloc_tiling),
+            "alloc_unit": self.alloc_unit,
             "alloc_threads": self.alloc_threads,
             "native_unit": str(self.mem.native_unit),
             "native_threads": self.native_threads,
-            "owner_unit": coll_unit_text(owner_tiling),
+            "owner_unit": owner_unit,
             "chain": [{"dim": k, **link.to_json()} for k, link in chain],
             "shards": [{"index": list(c), "threads": [list(r) for r in t]} for c, t in sorted(self.owners.items())],
             "uses": [u.to_json() for u in self.uses],
@@ -170,7 +172,7 @@ class _Deducer:
         self.stmts = stmts
         self.infos = {id(s): info for s, info in stmts}
         self.links: dict = {}  # cuda_threads iterator Sym -> Link
-        self.bodies: dict = {}  # cuda_threads iterator Sym -> the tiling of its loop's body
+        self.bodies: dict = {}  # cuda_threads iterator Sym -> the StmtInfo of its loop's body
         self.allocs: dict = {}  # Sym -> DistAlloc without its uses (filled in by `run`)
         self.uses: dict = {}  # Sym -> [Use]
         self.owners: dict = {}  # Sym -> {shard: Threads}
@@ -199,24 +201,24 @@ class _Deducer:
 
     # -- tile thread counts ------------------------------------------------------
 
-    def tile_threads(self, info: StmtInfo) -> int:
+    def tile_threads(self, info) -> int:
         """The tile thread count of a statement's scope (warp specialization ignored)."""
         inner = _threads_iters(info)
         if inner:
             return self.links[inner[-1]].t1
         return info.tiling.blockDim * info.tiling.clusterDim
 
-    def add_link(self, s: LoopIR.For, info: StmtInfo) -> None:
-        body = self.infos[id(s.body[0])].tiling
-        unit = s.loop_mode.unit.substitute(body.blockDim, body.clusterDim).thread_count
-        t1 = unit if unit is not None else body.thread_count
+    def add_link(self, s: LoopIR.For, info) -> None:
+        body = self.infos[id(s.body[0])]
+        unit = s.loop_mode.unit.substitute(body.tiling.blockDim, body.tiling.clusterDim).thread_count
+        t1 = unit if unit is not None else body.tiling.thread_count
         line = getattr(s.srcinfo, "lineno", None)
         self.links[s.iter] = Link(s.iter.name(), s.iter, self.tile_threads(info), t1, s.hi.val, line)
         self.bodies[s.iter] = body
 
     # -- rule 1 --------------------------------------------------------------------
 
-    def add_alloc(self, s: LoopIR.Alloc, info: StmtInfo) -> None:
+    def add_alloc(self, s: LoopIR.Alloc, info) -> None:
         mem, tiling = s.mem, info.tiling
         t_a = self.tile_threads(info)
         t_n = mem.native_unit.substitute(tiling.blockDim, tiling.clusterDim).thread_count
@@ -229,13 +231,14 @@ class _Deducer:
                 s.srcinfo,
             )
         shape = tuple(d.val if isinstance(d, LoopIR.Const) else str(d) for d in s.type.shape()) if s.type.is_tensor_or_window() else ()
-        self.allocs[s.name] = DistAlloc(s.name, mem, getattr(s.srcinfo, "lineno", None), shape, tiling, t_a, t_n)
+        line = getattr(s.srcinfo, "lineno", None)
+        self.allocs[s.name] = DistAlloc(s.name, mem, line, shape, tiling, info.coll_unit_text, t_a, t_n)
         self.uses[s.name], self.owners[s.name], self.owner_use[s.name], self.shard_of_owner[s.name] = [], {}, {}, {}
         self.alloc_iters[s.name] = set(_threads_iters(info))
 
     # -- rule 2 --------------------------------------------------------------------
 
-    def deduce_use(self, a: DistAlloc, idx: list, node, s: LoopIR.stmt, info: StmtInfo) -> Use:
+    def deduce_use(self, a: DistAlloc, idx: list, node, s: LoopIR.stmt, info) -> Use:
         text = _access_text(a.name, idx)
         use_iters = _threads_iters(info)
         consumed: list = []
@@ -268,8 +271,8 @@ class _Deducer:
             if not isinstance(a.shape[k], int):
                 fail(f"distributed dimension {k} has the extent {a.shape[k]}, not a constant")
         innermost = max(consumed, key=lambda link: use_iters.index(link.sym))
-        srcinfo = _srcinfo(node, s)
-        return Use(getattr(srcinfo, "lineno", None), text, tuple(consumed), self.bodies[innermost.sym], srcinfo)
+        srcinfo, body = _srcinfo(node, s), self.bodies[innermost.sym]
+        return Use(getattr(srcinfo, "lineno", None), text, tuple(consumed), body.tiling, body.coll_unit_text, srcinfo)
 
     # -- rule 3 --------------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class _Deducer:
         return table
 
 
-def _threads_iters(info: StmtInfo) -> list:
+def _threads_iters(info) -> list:
     return [it.sym for it in info.iters if it.kind == "cuda_threads"]
 
 
@@ -415,10 +418,28 @@ def _srcinfo(node, s: LoopIR.stmt):
 
 def _index_text(i) -> str:
     if isinstance(i, LoopIR.Point):
-        return str(i.pt)
+        return _expr_text(i.pt)
     if isinstance(i, LoopIR.Interval):
-        return f"{i.lo}:{i.hi}"
-    return str(i)
+        return f"{_expr_text(i.lo)}:{_expr_text(i.hi)}"
+    return _expr_text(i)
+
+
+_PREC = {"or": 0, "and": 1, "==": 2, "<": 2, ">": 2, "<=": 2, ">=": 2, "+": 3, "-": 3, "*": 4, "/": 4, "%": 4}
+
+
+def _expr_text(e, prec: int = 0) -> str:
+    """An index expression as written (exo's own printer formats with yapf: too slow for every access)."""
+    if isinstance(e, LoopIR.Read):
+        return _access_text(e.name, list(e.idx))
+    if isinstance(e, LoopIR.Const):
+        return str(e.val)
+    if isinstance(e, LoopIR.USub):
+        return f"-{_expr_text(e.arg, 5)}"
+    if isinstance(e, LoopIR.BinOp):
+        p = _PREC[e.op]
+        text = f"{_expr_text(e.lhs, p)} {e.op} {_expr_text(e.rhs, p + 1)}"
+        return f"({text})" if p < prec else text
+    return str(e)
 
 
 def _access_text(name, idx: list) -> str:
