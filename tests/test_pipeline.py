@@ -67,7 +67,7 @@ def pipelined(case: str, depth: int, keep_loop: bool = False):
     return pipeline_loop(p, "it", stages(depth), async_stages, mem, keep_loop=keep_loop)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def unpipelined_results(case: str) -> tuple:
     """(arguments, results on the CPU) of the loop before pipelining."""
     p, _, _, _, n = CASES[case]
@@ -232,12 +232,12 @@ def _refused(p, *args, **kwargs) -> str:
 def test_later_stage_feeding_an_earlier_one():
     msg = _refused(cp_async_tiles, "it", [1, 0, 0, 0], [1], CudaCommitGroup)
     assert "a later stage feeds an earlier one" in msg
-    assert f"line {line_of(cp_async_tiles, 'dst[it * 128 + t] = buf[127 - t]') - 1}" in msg  # the consumer's loop
+    assert f"procs_pipeline.py:{line_of(cp_async_tiles, 'dst[it * 128 + t] = buf[127 - t]') - 1} `for t in cuda_threads(0, 128): dst[it * 128 + t] = buf[127 - t]" in msg  # the consumer's loop
 
 
 def test_buffer_escaping_the_loop():
     msg = _refused(escaping_tile, "it", [0, 1], [], CudaMbarrier)
-    assert "buf escapes the loop" in msg and f"line {line_of(escaping_tile, 'dst[t] = buf[t]')}" in msg
+    assert "buf escapes the loop" in msg and f"procs_pipeline.py:{line_of(escaping_tile, 'dst[t] = buf[t]')} `dst[t] = buf[t]`" in msg
 
 
 def test_ring_over_the_shared_memory_budget():
@@ -264,7 +264,7 @@ def test_loop_that_may_be_too_short():
 def test_async_stages_must_match_the_statements():
     line = line_of(cp_async_tiles, "Sm80_cp_async_f32(buf[t") - 2
     msg = _refused(cp_async_tiles, "it", [0, 1, 1, 1], [], CudaCommitGroup)
-    assert "stage 0 writes buf with asynchronous instructions" in msg and f"line {line}" in msg
+    assert "stage 0 writes buf with asynchronous instructions" in msg and f"procs_pipeline.py:{line} " in msg
     assert "add 0 to async_stages" in msg
     msg = _refused(cp_async_tiles, "it", [0, 1, 1, 1], [0, 1], CudaCommitGroup)
     assert "stage 1 is in async_stages, but none of its statements writes with asynchronous instructions" in msg

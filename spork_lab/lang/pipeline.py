@@ -45,6 +45,7 @@ the body like any other, and `sl.sync_check` says where one is missing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from exo.API import Procedure
@@ -65,7 +66,14 @@ from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory
-from ..core.sync_stmts import BARRIER_CARRIER, BarrierMemory, SyncSpec, is_barrier_alloc, sync_proc, sync_spec_of
+from ..core.sync_stmts import (
+    BARRIER_CARRIER,
+    BarrierMemory,
+    SyncSpec,
+    is_barrier_alloc,
+    sync_proc,
+    sync_spec_of,
+)
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order
 
 # The most shared memory one CTA may use on sm_90 (227 KiB); pass smem_budget= for other targets.
@@ -77,16 +85,20 @@ SMEM_BUDGET = 227 * 1024
 # ---------------------------------------------------------------------------
 
 
+def _is_stage(s) -> bool:
+    return isinstance(s, int) and not isinstance(s, bool) and s >= 0
+
+
 class _StagesA(ArgumentProcessor):
     """A stage per body statement (list of ints), or a rule: {buffer name: stage, "*": stage of the rest}."""
 
     def __call__(self, stages, all_args):
         if isinstance(stages, (list, tuple)):
-            if not stages or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in stages):
+            if not stages or not all(map(_is_stage, stages)):
                 self.err(f"expected a list of stages (ints >= 0), one per statement of the loop body, got {stages!r}")
             return list(stages)
         if isinstance(stages, dict):
-            if not all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in stages.items()):
+            if not all(isinstance(k, str) and _is_stage(v) for k, v in stages.items()):
                 self.err(f'expected {{buffer name: stage, "*": stage}} with stages >= 0, got {stages!r}')
             return dict(stages)
         self.err(f'expected a list of stages or a rule {{"buffer": stage, "*": stage}}, got {stages!r}')
@@ -94,7 +106,7 @@ class _StagesA(ArgumentProcessor):
 
 class _StageListA(ArgumentProcessor):
     def __call__(self, stages, all_args):
-        if not isinstance(stages, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in stages):
+        if not isinstance(stages, (list, tuple)) or not all(map(_is_stage, stages)):
             self.err(f"expected a list of stage numbers, e.g. [0], got {stages!r}")
         return sorted(set(stages))
 
@@ -147,10 +159,20 @@ def register_distributed_dims(fn) -> None:
     _DISTRIBUTED_DIMS[0] = fn
 
 
-
 def _where(s) -> str:
-    text = str(s).strip().split("\n")[0]
-    return f"line {s.srcinfo.lineno} `{text}`"
+    """`file.py:12 `text`` for a statement named in an error; a loop or block whose body is one statement shows
+    that statement too (`for t in cuda_threads(0, 128): dst[t] = buf[t]`), so the reader sees what it does."""
+    src, lines = s.srcinfo, [_first_line(s)]
+    while isinstance(s, LoopIR.For) and len(s.body) == 1:
+        s = s.body[0]
+        lines.append(_first_line(s))
+    if isinstance(s, LoopIR.For) and s.body:
+        lines.append(_first_line(s.body[0]) + " ...")
+    return f"{Path(src.filename).name}:{src.lineno} `{' '.join(lines)}`"
+
+
+def _first_line(s) -> str:
+    return str(s).strip().split("\n")[0]
 
 
 @dataclass
@@ -185,9 +207,9 @@ class _Queue:
     producer: int
     consumers: list  # stages that read its buffers (>= producer)
     buffers: set  # Syms written by the producer and read by the consumers
-    instr_tl: Optional[InstrTl]  # the producer's asynchronous instr-tl, None if it is synchronous
-    bar: Optional[Sym] = None
-    inserted_alloc: Optional[LoopIR.Alloc] = None
+    instr_tl: InstrTl | None  # the producer's asynchronous instr-tl, None if it is synchronous
+    bar: Sym | None = None
+    inserted_alloc: LoopIR.Alloc | None = None
 
 
 _EFFECTS_CACHE: dict = {}
@@ -270,7 +292,7 @@ def _assign_stages(body: list, stages, names: dict) -> list:
         if len(stages) != len(body):
             listing = "\n".join(f"  {i}: {_where(s)}" for i, s in enumerate(body))
             raise SchedulingError(
-                f"pipeline_loop: {len(stages)} stages for a loop body of {len(body)} statements; give one per "
+                f"{len(stages)} stages for a loop body of {len(body)} statements; give one per "
                 f"statement:\n{listing}"
             )
         return stages
@@ -279,10 +301,10 @@ def _assign_stages(body: list, stages, names: dict) -> list:
         _, writes, _ = _stmt_effects(s)
         found = {stages[names[w]] for w in writes if names.get(w) in stages}
         if len(found) > 1:
-            raise SchedulingError(f"pipeline_loop: {_where(s)} writes buffers of different stages {sorted(found)}")
+            raise SchedulingError(f"{_where(s)} writes buffers of different stages {sorted(found)}")
         if not found and "*" not in stages:
             raise SchedulingError(
-                f'pipeline_loop: {_where(s)} writes none of {sorted(k for k in stages if k != "*")}; '
+                f'{_where(s)} writes none of {sorted(k for k in stages if k != "*")}; '
                 'give the other statements a stage with "*": stage'
             )
         out.append(found.pop() if found else stages["*"])
@@ -317,7 +339,7 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
         if len({w.stage for w in writers}) > 1:
             a, b = writers[0], next(w for w in writers if w.stage != writers[0].stage)
             raise SchedulingError(
-                f"pipeline_loop: {name} is written by stage {a.stage} ({_where(a.node)}) and by stage {b.stage} "
+                f"{name} is written by stage {a.stage} ({_where(a.node)}) and by stage {b.stage} "
                 f"({_where(b.node)}); a buffer may be written by one stage only"
             )
         if not writers:
@@ -327,7 +349,7 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
         for u in users:
             if sym in u.reads and u.stage < p:
                 raise SchedulingError(
-                    f"pipeline_loop: a later stage feeds an earlier one: {_where(u.node)} (stage {u.stage}) reads "
+                    f"a later stage feeds an earlier one: {_where(u.node)} (stage {u.stage}) reads "
                     f"{name}, which {_where(writers[0].node)} (stage {p}) writes"
                 )
         readers = [u for u in users if sym in u.reads and u not in writers]
@@ -336,7 +358,7 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
         for u in users:
             if sym in u.reads and u.stage == p and (sym in u.writes or u.index < last_write):
                 raise SchedulingError(
-                    f"pipeline_loop: {_where(u.node)} (stage {p}) reads {name} before stage {p} is done writing it "
+                    f"{_where(u.node)} (stage {p}) reads {name} before stage {p} is done writing it "
                     f"({_where(writers[-1].node)}): the value comes from an earlier iteration, and pipelining would "
                     "change which"
                 )
@@ -344,7 +366,7 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
         if depth > 1:
             if sym not in allocs:
                 raise SchedulingError(
-                    f"pipeline_loop: {name} is an argument of the proc, written by stage {p} "
+                    f"{name} is an argument of the proc, written by stage {p} "
                     f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): "
                     f"it needs a ring of {depth} copies; stage it through a buffer allocated in the proc"
                 )
@@ -370,31 +392,31 @@ def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) ->
     for p in sorted(set(async_stages) | feeding):
         members = [st for st in stmts if st.stage == p]
         if not members:
-            raise SchedulingError(f"pipeline_loop: async stage {p} has no statements")
+            raise SchedulingError(f"async stage {p} has no statements")
         writers = [st for st in members if st.async_writes]
         if p not in async_stages:
             buffers = writers[0].async_writes & handed[p]
             raise SchedulingError(
-                f"pipeline_loop: stage {p} writes {_names(buffers)} with asynchronous instructions "
+                f"stage {p} writes {_names(buffers)} with asynchronous instructions "
                 f"({_where(writers[0].node)}) for a later statement: add {p} to async_stages"
             )
         if not writers:
             raise SchedulingError(
-                f"pipeline_loop: stage {p} is in async_stages, but none of its statements writes with asynchronous "
+                f"stage {p} is in async_stages, but none of its statements writes with asynchronous "
                 f"instructions (no `with CudaAsync(...)` in {_where(members[0].node)})"
             )
         writers = [st for st in writers if st.async_writes & handed.get(p, set())] or writers
         tls = set().union(*(_async_tls(st.node) for st in writers))
         if len(tls) > 1:
             raise SchedulingError(
-                f"pipeline_loop: stage {p} runs instructions of {sorted(map(str, tls))}; one queue orders one "
+                f"stage {p} runs instructions of {sorted(map(str, tls))}; one queue orders one "
                 "asynchronous instr-tl"
             )
         written = set().union(*(w.async_writes for w in writers))
         fed = [q for q in queues.values() if q.producer == p and q.buffers & written]
         if not fed:
             raise SchedulingError(
-                f"pipeline_loop: async stage {p} ({_where(writers[0].node)}) writes nothing that a later statement of "
+                f"async stage {p} ({_where(writers[0].node)}) writes nothing that a later statement of "
                 "the loop reads, so nothing would wait for it"
             )
         tl = tls.pop()
@@ -405,7 +427,7 @@ def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) ->
         for q in queues.values():
             if q.instr_tl in flavours:
                 raise SchedulingError(
-                    f"pipeline_loop: stages {flavours[q.instr_tl]} and {q.producer} both commit {q.instr_tl} groups, "
+                    f"stages {flavours[q.instr_tl]} and {q.producer} both commit {q.instr_tl} groups, "
                     "and each thread has one such commit queue; put both in one stage"
                 )
             flavours[q.instr_tl] = q.producer
@@ -447,8 +469,8 @@ class _Entry:
     """
 
     node: LoopIR.stmt
-    stage: Optional[int]
-    index: Optional[int] = None
+    stage: int | None
+    index: int | None = None
     inner_before: list = field(default_factory=list)
     inner_after: list = field(default_factory=list)
 
@@ -500,7 +522,7 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
     before: dict = {}  # original index -> entries to insert before it
     after: dict = {}
 
-    def place(group: list, stage: Optional[int], wait, signal) -> None:
+    def place(group: list, stage: int | None, wait, signal) -> None:
         """`wait` before the group of statements and `signal` after it (inside it: one block on an mbarrier)."""
         if by_lag and len(group) == 1 and _block_like(group[0].node):
             entries[group[0].index].inner_before.append(wait)
@@ -561,11 +583,11 @@ def pipeline_loop(
     async_stages,
     barrier,
     keep_loop: bool = False,
-    arrive_tl: Optional[SyncTl] = None,
-    await_tl: Optional[SyncTl] = None,
-    reverse_arrive_tl: Optional[SyncTl] = None,
-    reverse_await_tl: Optional[SyncTl] = None,
-    barrier_name: Optional[str] = None,
+    arrive_tl: SyncTl | None = None,
+    await_tl: SyncTl | None = None,
+    reverse_arrive_tl: SyncTl | None = None,
+    reverse_await_tl: SyncTl | None = None,
+    barrier_name: str | None = None,
     smem_budget: int = SMEM_BUDGET,
 ) -> Procedure:
     """Software-pipeline a `seq` loop: stage s of the body works s tiles behind stage 0.
@@ -584,7 +606,7 @@ def pipeline_loop(
     other allocations.
     """
     if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
-        raise SchedulingError(f"pipeline_loop: {_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
+        raise SchedulingError(f"{_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
     proc, loop, stage_of = _lift_allocs(proc, loop, stages)
     ir = proc._loopir_proc
     loop_c = loop._impl
@@ -597,7 +619,7 @@ def pipeline_loop(
     by_lag = mem.pairs_by_lag
     if warp_specialized and not by_lag:
         raise SchedulingError(
-            f"pipeline_loop: every statement of {_where(s)} is a `with CudaWarps` block: warps hand tiles to other "
+            f"every statement of {_where(s)} is a `with CudaWarps` block: warps hand tiles to other "
             f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
         )
     _check_body(stmts)
@@ -605,7 +627,7 @@ def pipeline_loop(
     _check_async(stmts, async_stages, queues, by_lag)
     if not rings and not queues:
         raise SchedulingError(
-            f"pipeline_loop: nothing to pipeline in {_where(s)}: no buffer is written by one stage and read by a "
+            f"nothing to pipeline in {_where(s)}: no buffer is written by one stage and read by a "
             "later one, and no stage writes asynchronously"
         )
     _check_escapes(ir, s, rings)
@@ -621,7 +643,7 @@ def pipeline_loop(
             Check_CompareExprs(ir, [s], trips, ">=", LoopIR.Const(skew, T.int, s.srcinfo))
         except SchedulingError:
             raise SchedulingError(
-                f"pipeline_loop: {_where(s)} may run fewer than {skew} iterations, which the prologue of a "
+                f"{_where(s)} may run fewer than {skew} iterations, which the prologue of a "
                 f"{skew + 1}-stage pipeline needs: add `assert {trips} >= {skew}` to the proc, or pass keep_loop=True"
             ) from None
 
@@ -670,24 +692,24 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
         if trailing:
             t, sym = trailing[0]
             raise SchedulingError(
-                f"pipeline_loop: {_where(t)} completes on barrier {sym}: pass barrier={str(sym)!r} to pipeline on it"
+                f"{_where(t)} completes on barrier {sym}: pass barrier={str(sym)!r} to pipeline on it"
             )
         return barrier, None
     found = [a for a in _allocs_in_scope(ir, loop) if is_barrier_alloc(a) and a.name.name() == barrier]
     if not found:
-        raise SchedulingError(f"pipeline_loop: no barrier named {barrier!r} is allocated before {_where(loop)}, "
+        raise SchedulingError(f"no barrier named {barrier!r} is allocated before {_where(loop)}, "
                               "in a block around it")
     alloc = found[-1]
     if alloc.type.is_tensor_or_window():
-        raise SchedulingError(f"pipeline_loop: barrier {barrier} is an array; pipeline on a scalar barrier")
+        raise SchedulingError(f"barrier {barrier} is an array; pipeline on a scalar barrier")
     if not alloc.mem.lives_on_device:
-        raise SchedulingError(f"pipeline_loop: {barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
+        raise SchedulingError(f"{barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
                               "CudaCommitGroup or CudaMbarrier")
     for t in inside:
         spec = sync_spec_of(t)
         if spec is not None and spec.barrier_mem is not None and t.args[0].name == alloc.name:
             raise SchedulingError(
-                f"pipeline_loop: {_where(t)} already synchronizes on {barrier}; pipeline_loop inserts the Arrive and "
+                f"{_where(t)} already synchronizes on {barrier}; pipeline_loop inserts the Arrive and "
                 "Await statements itself: pipeline the loop without them"
             )
     return alloc.mem, alloc
@@ -720,12 +742,12 @@ def _check_body(stmts: list) -> None:
     for st in stmts:
         if isinstance(st.node, LoopIR.WindowStmt):
             raise SchedulingError(
-                f"pipeline_loop: {_where(st.node)} names a window for later statements: inline_window it first"
+                f"{_where(st.node)} names a window for later statements: inline_window it first"
             )
         config = next((t for t in walk_stmts([st.node]) if isinstance(t, LoopIR.WriteConfig)), None)
         if config is not None:
             raise SchedulingError(
-                f"pipeline_loop: {_where(config)} writes a configuration field, which pipeline_loop does not "
+                f"{_where(config)} writes a configuration field, which pipeline_loop does not "
                 "track across stages"
             )
 
@@ -762,7 +784,7 @@ def _check_escapes(ir, loop, rings: dict) -> None:
         _collect([t], {}, reads, writes)
         for sym in (reads | writes) & set(rings):
             raise SchedulingError(
-                f"pipeline_loop: {sym} escapes the loop: stage {rings[sym].producer} writes it and a later stage reads "
+                f"{sym} escapes the loop: stage {rings[sym].producer} writes it and a later stage reads "
                 f"it, so it becomes a ring of {rings[sym].depth} slots, but {_where(t)} uses it outside {_where(loop)}"
             )
 
@@ -801,17 +823,17 @@ def _check_budget(ir, loop, rings: dict, budget: int) -> None:
             grown.append(f"{a.name}[{', '.join(map(str, dims))}] ({n} bytes)")
     if total > budget:
         raise SchedulingError(
-            f"pipeline_loop: the rings {', '.join(grown)} bring the device function's shared memory to {total} bytes, "
+            f"the rings {', '.join(grown)} bring the device function's shared memory to {total} bytes, "
             f"over the budget of {budget} bytes (smem_budget=); use fewer stages or smaller tiles"
         )
 
 
-def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: Optional[str]) -> None:
+def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: str | None) -> None:
     """Give each queue its barrier: the existing one, or a new allocation with a fresh name."""
     if bar_alloc is not None:
         if len(queues) > 1:
             raise SchedulingError(
-                f"pipeline_loop: the pipeline has {len(queues)} handoffs (producing stages "
+                f"the pipeline has {len(queues)} handoffs (producing stages "
                 f"{sorted(q.producer for q in queues.values())}) and needs a barrier for each; pass a barrier memory "
                 f"instead of the one barrier {bar_alloc.name}"
             )
@@ -821,7 +843,7 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: O
     taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
     taken |= {a.name.name() for a in ir.args}
     if barrier_name is not None and barrier_name in taken:
-        raise SchedulingError(f"pipeline_loop: barrier_name {barrier_name!r} is already a name in {ir.name}")
+        raise SchedulingError(f"barrier_name {barrier_name!r} is already a name in {ir.name}")
     base = barrier_name or ("bar" if mem.pairs_by_lag else "cg")
     for k, key in enumerate(sorted(queues)):
         stem = base if len(queues) == 1 else f"{base}{k}"
@@ -908,7 +930,7 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
         if isinstance(c.parent()._node, LoopIR.Call):
             if not rd.type.is_tensor_or_window():
                 raise SchedulingError(
-                    f"pipeline_loop: the scalar {rd.name} is passed to {c.parent()._node.f.name}; a ring buffer "
+                    f"the scalar {rd.name} is passed to {c.parent()._node.f.name}; a ring buffer "
                     "must have dimensions: give it one (expand_dim) first"
                 )
             return None  # a whole tensor passed to a call: `whole` makes it a window of one slot
@@ -926,7 +948,7 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
 
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, indexed, True)
     edit.rewrite(_replace_reads, edit.at(loop_c), ring.sym, whole, False)
-    written = lambda c: {"idx": at(c._node.idx, slot(c._node.srcinfo))}  # noqa: E731
+    written = lambda c: {"idx": at(c._node.idx, slot(c._node.srcinfo))}
     edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, written, True)
 
 
@@ -976,14 +998,14 @@ def _skew(edit: _Edit, loop_c, s, entries: list, skew: int, keep_loop: bool) -> 
     for k, e in enumerate(entries):
         off = 0 if e.stage is None else _offset(e.stage, skew, form)
         if off:
-            tile = lambda c, off=off: _plus(_read(it, c._node.srcinfo), off, c._node.srcinfo)  # noqa: E731
+            tile = lambda c, off=off: _plus(_read(it, c._node.srcinfo), off, c._node.srcinfo)
             edit.rewrite(_replace_reads, edit.at(loop_c).body()[k], it, tile, False)
             _refresh_window_types(edit, lambda k=k: edit.at(loop_c).body()[k])
     if keep_loop:
         for a, b, stage in reversed(_runs(entries, lambda e: e.stage)):
             cond = _guard(stage, skew, it, s.lo, s.hi, form, s.srcinfo)
             if cond is not None:
-                wrap = lambda body, c=cond: LoopIR.If(c, body, [], s.srcinfo)  # noqa: E731
+                wrap = lambda body, c=cond: LoopIR.If(c, body, [], s.srcinfo)
                 edit.apply(edit.at(loop_c).body()[a:b]._wrap, wrap, "body")
     new_hi = _plus(s.hi, skew if keep_loop else -skew, s.srcinfo)
     edit.apply(edit.at(loop_c)._child_node("hi")._replace, new_hi)
