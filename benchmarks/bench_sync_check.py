@@ -1,11 +1,13 @@
-"""Time sync_check on the 2-warp mbarrier ring of examples/sync_ring.py, a 128-thread cp.async double
-buffer (tests/procs_sync.py) and a CTA-tiled matmul.
+"""Time sync_check on the issue's targets: the mbarrier ring, a CTA-tiled scalar GEMM, the Sm80 mma GEMM.
 
-Run: python benchmarks/bench_sync_check.py [ring N ...] [cpasync N ...] [gemm M N K ...] [--engine python]
-(default: ring 32768 131072 524288, cpasync 1048576, gemm 256 256 256). One line per
-case: best of 3 wall-clock runs (time.perf_counter) of the whole sync_check call, in
-one process, after one untimed call that compiles the proc's checker (or finds it in
-the cache).
+Run: python benchmarks/bench_sync_check.py [ring N ...] [cpasync N ...] [gemm M N K ...] [sm80 M N K ...]
+     [--engine python] [--out FILE]
+With no cases it runs the targets (ring 524288, gemm 768 1024 256, sm80 768 1024 256, with their
+previous figures and targets beside) and a same-run ratio against the reference engine at a size the
+reference finishes in seconds. Each figure is the best of 3 wall-clock runs (time.perf_counter) of the
+whole sync_check call in one process, after one untimed call that compiles the checker (or finds it in
+the disk cache); CPU time (time.process_time) of the same run beside it, and the load average, because
+this machine's two cores are shared. With --out the lines are also written to FILE.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from sync_ring import ring_copy  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from procs_sync import cp_async_double_buffer  # noqa: E402
+from sm80_mma_gemm import sm80_mma_gemm  # noqa: E402
+from sync_ring import ring_copy  # noqa: E402
 
 from spork_lab import proc  # noqa: E402
 from spork_lab.platforms.cuda import *  # noqa: E402,F403
@@ -69,45 +72,91 @@ def gemm(M: size, N: size, K: size, A: f32[M, K] @ CudaGmemLinear, B: f32[K, N] 
                                 C[mt * 64 + ty * 4 + i, nt * 64 + tx * 4 + j] = acc[ty, tx, i, j]
 
 
-def bench(p, engine: str, repeats: int = 3, **sizes) -> float:
+CASES = {
+    "ring": (ring_copy, ("n",)),
+    "cpasync": (cp_async_double_buffer, ("n",)),
+    "gemm": (gemm, ("M", "N", "K")),
+    "sm80": (sm80_mma_gemm, ("M", "N", "K")),
+}
+
+# The issue's targets on this machine, with the figures before the unified engines (same machine, same
+# script; benchmarks/bench_sync_check_results.md).
+TARGETS = [
+    ("ring", {"n": 524288}, 0.7, "0.353 s"),
+    ("gemm", {"M": 768, "N": 1024, "K": 256}, 3.0, "14.7 s"),
+    ("sm80", {"M": 768, "N": 1024, "K": 256}, 3.0, "19.8 s (the issue: 10-18 s)"),
+]
+# Same-run ratio: a size the reference engine checks in seconds.
+RATIO = [("gemm", {"M": 64, "N": 64, "K": 32}), ("sm80", {"M": 64, "N": 64, "K": 64})]
+
+
+def bench(p, engine: str, repeats: int = 3, **sizes) -> tuple:
+    """(best wall seconds, CPU seconds of that run) of `repeats` sync_check calls, after an untimed one."""
     assert sync_check(p, engine=engine, **sizes).ok  # compiles (or loads) the checker
-    best = float("inf")
+    best = (float("inf"), 0.0)
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         report = sync_check(p, engine=engine, **sizes)
-        best = min(best, time.perf_counter() - t0)
-        assert report.ok, str(report)
+        best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
+        assert report.ok and report.engine == engine, str(report)
     return best
-
-
-CASES = {"ring": (ring_copy, ("n",)), "cpasync": (cp_async_double_buffer, ("n",)), "gemm": (gemm, ("M", "N", "K"))}
 
 
 def _cases(argv: list) -> list:
     cases, i = [], 0
     while i < len(argv):
         if argv[i] not in CASES:
-            raise SystemExit(f"unknown case {argv[i]!r}: use ring N, cpasync N or gemm M N K")
+            raise SystemExit(f"unknown case {argv[i]!r}: use ring N, cpasync N, gemm M N K or sm80 M N K")
         names = CASES[argv[i]][1]
         cases.append((argv[i], dict(zip(names, map(int, argv[i + 1 : i + 1 + len(names)])))))
         i += 1 + len(names)
-    return cases or [
-        ("ring", {"n": 32768}),
-        ("ring", {"n": 131072}),
-        ("ring", {"n": 524288}),
-        ("cpasync", {"n": 1 << 20}),
-        ("gemm", {"M": 256, "N": 256, "K": 256}),
-    ]
+    return cases
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(argv: list) -> list:
+    engine, out = "compiled", None
+    if "--engine" in argv:
+        at = argv.index("--engine")
+        engine = argv[at + 1]
+        del argv[at : at + 2]
+    if "--out" in argv:
+        at = argv.index("--out")
+        out = argv[at + 1]
+        del argv[at : at + 2]
+    lines = [f"# {_machine()}; load average before: {os.getloadavg()[0]:.2f}"]
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    say(lines.pop())
+    if argv:
+        for name, sizes in _cases(argv):
+            wall, cpu = bench(CASES[name][0], engine, **sizes)
+            say(f"{name} {sizes} engine={engine}: {wall:.3f} s (CPU {cpu:.3f} s)")
+    else:
+        for name, sizes, target, before in TARGETS:
+            wall, cpu = bench(CASES[name][0], "compiled", **sizes)
+            verdict = "meets" if wall <= target else "MISSES"
+            say(f"{name} {sizes}: {wall:.3f} s (CPU {cpu:.3f} s); before: {before}; target <= {target} s: {verdict}")
+        for name, sizes in RATIO:
+            compiled, _ = bench(CASES[name][0], "compiled", **sizes)
+            python, _ = bench(CASES[name][0], "python", repeats=1, **sizes)
+            say(f"{name} {sizes}: compiled {compiled:.3f} s, reference engine {python:.3f} s: x{python / compiled:.0f}")
+    say(f"# load average after: {os.getloadavg()[0]:.2f}")
+    if out:
+        Path(out).write_text("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    engine = "compiled"
-    if "--engine" in args:
-        at = args.index("--engine")
-        engine = args[at + 1]
-        del args[at : at + 2]
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"engine {engine}")
-    for name, sizes in _cases(args):
-        print(f"{name} {sizes}: {bench(CASES[name][0], engine, **sizes):.3f} s (best of 3)", flush=True)
+    main(sys.argv[1:])

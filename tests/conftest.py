@@ -20,6 +20,32 @@ def runnable_examples() -> list:
     return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if "\nPROCS = " in f.read_text()]
 
 
+_SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _sizes_allowed(p, sizes: dict) -> bool:
+    from spork_lab.errors import SyncError
+    from spork_lab.sync.checker import _size_values
+
+    try:
+        _size_values(p._loopir_proc, sizes)
+    except SyncError:
+        return False
+    return True
+
+
+def check_sizes(p) -> dict:
+    """Small sizes for sync_check: the smallest each assertion allows (found with the other sizes large),
+    the last one doubled when allowed, so that there are two tasks or two iterations of the inner loop."""
+    names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
+    big = {n: _SIZE_CANDIDATES[-1] for n in names}
+    sizes = {n: next(v for v in _SIZE_CANDIDATES if _sizes_allowed(p, {**big, n: v})) for n in names}
+    assert _sizes_allowed(p, sizes), f"no sizes for {p.name()}"
+    if names and _sizes_allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
+        sizes[names[-1]] *= 2
+    return sizes
+
+
 def _has_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False

@@ -164,6 +164,26 @@ def warp_sums(x: f32[256] @ CudaGmemLinear, y: f32[8] @ CudaGmemLinear):
 warp_sums_no_fence = rename(without_syncs(warp_sums, [0]), "warp_sums_no_fence")
 
 
+# ---- a write after many readers: the report names the most recent reader that cannot see it ----
+
+
+@proc
+def war_after_many_readers(x: f32[64] @ CudaGmemLinear, y: f32[64] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            tile: f32[1] @ CudaSmemLinear
+            for t in cuda_threads(0, 64):
+                if t == 0:
+                    tile[0] = x[0]
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 64):
+                y[t] = tile[0]
+            for t in cuda_threads(0, 64):
+                if t == 63:
+                    tile[0] = x[1]
+            Fence(cuda_in_order, cuda_in_order)
+
+
 # ---- barrier misuse (static errors) ----
 
 

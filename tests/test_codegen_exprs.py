@@ -25,7 +25,9 @@ from hypothesis import strategies as st
 from index_exprs import random_expr, source, value, value_range
 
 import spork_lab as sl
-from spork_lab.sync import checker
+from spork_lab.sync import program as P
+from spork_lab.sync.lower import index_expr
+from spork_lab.sync.reference import expr_source
 
 SIZES = {"n": 7, "m": 3}
 HOST_DOMAINS = {"i": range(6), "j": range(5), "n": [SIZES["n"]], "m": [SIZES["m"]]}
@@ -69,15 +71,14 @@ def build_host(p, directory):
 
 
 def checker_values(p, k: int, points: list) -> list:
-    """The sync checker's value of statement k's index expression (minus its offset) at each point."""
+    """The sync checker's value of statement k's index expression at each point: lowered once for both
+    engines, evaluated as the reference engine prints it."""
     loop_i = p._loopir_proc.body[0]
     guard = loop_i.body[0].body[k]  # For i / For j / If k
-    index = guard.body[0].rhs.idx[0]
-    element = checker._element_fn([index])
-    syms = {str(s.iter): s.iter for s in (loop_i, loop_i.body[0])}
-    syms.update({str(a.name): a.name for a in p._loopir_proc.args})
-    view = SimpleNamespace(base=0, strides=[1])
-    return [element({syms[name]: v for name, v in point.items()}, view) for point in points]
+    syms = [s.iter for s in (loop_i, loop_i.body[0])] + [a.name for a in p._loopir_proc.args]
+    lowered = index_expr(guard.body[0].rhs.idx[0], {sym: P.Var(v) for v, sym in enumerate(syms)})
+    fn = eval(f"lambda V: {expr_source(lowered)}")  # noqa: S307
+    return [fn([point.get(str(sym), 0) for sym in syms]) for point in points]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -217,15 +217,14 @@ def test_each_cta_reuses_its_own_shard_of_cluster_shared_memory():
     assert [h.kind for h in hazards] == ["FREE"] and hazards[0].buffer == "tile"
 
 
-def test_cluster_shared_memory_runs_on_the_interpreter():
-    """The compiled engine keeps one owner per buffer: it declines per-shard owners, and sync_check's
-    interpreter (the reference) runs the program instead."""
-    from spork_lab.sync import engine as E
-    from spork_lab.sync.threads import ThreadMap
+def test_cluster_shared_memory_runs_compiled_with_the_reference_report():
+    """Per-shard owners are part of the lowered program, so both engines check them (no fallback)."""
+    from spork_lab.sync.mutants import without_syncs
 
-    ir = cluster_example.dist_cluster_smem._loopir_proc
-    compiled = E.engine_for(ir, sl.analyze(ir).barriers, ThreadMap(ir))
-    assert not isinstance(compiled, E.Engine) and "distributed shared memory" in str(compiled)
+    for p in (cluster_example.dist_cluster_smem, without_syncs(cluster_example.dist_cluster_smem, [1])):
+        compiled, python = sl.sync_check(p, n=512), sl.sync_check(p, n=512, engine="python")
+        assert compiled.engine == "compiled" and compiled.engine_note == ""
+        assert {**compiled.to_json(), "engine": "python"} == python.to_json()
 
 
 def test_mma_cta_example_mutants_are_caught():

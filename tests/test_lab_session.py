@@ -145,7 +145,7 @@ def test_hazards_from_the_checker_become_cards_and_line_marks(monkeypatch):
 
     def fake_check(p, **sizes):
         fenced = "Fence" in str(p)
-        return SimpleNamespace(ok=fenced, hazards=[] if fenced else [hazard])
+        return SimpleNamespace(ok=fenced, hazards=[] if fenced else [hazard], engine="compiled", engine_note="")
 
     monkeypatch.setattr(_results, "sync_check", fake_check)
     wb = Workbench(seq_reverse, sizes={"n": 512})

@@ -67,3 +67,13 @@ def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
     assert report.ok and [e.slot for e in report.barrier_timeline if e.kind == "ReverseArrive"][:3] == [0, 1, 0]
     _, _, cu, _ = sl.compile_procs_to_strings([p], "ring")
     assert "spork_mbar_init(&bar_f[i], 32u)" in cu and "spork_mbar_wait" in cu
+
+
+def test_a_fence_in_cpu_code_is_a_user_error():
+    from spork_lab.platforms.cuda import cuda_in_order
+    from spork_lab.scheduling import insert_fence
+
+    p = insert_fence(P.reverse_tiles, P.reverse_tiles.body()[0].before(), cuda_in_order, cuda_in_order)
+    with pytest.raises(SyncError, match="is CPU code") as e:
+        analyze(p)
+    assert e.value.filename == P.reverse_tiles._loopir_proc.srcinfo.filename

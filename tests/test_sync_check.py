@@ -163,32 +163,40 @@ def test_sizes_are_checked():
         sync_check(P.reverse_tiles, n=100)
 
 
+def _accesses(p, line: int, buffer: str, write: bool) -> list:
+    """The Access ops the lowering made for one statement of p (by source line) on one buffer."""
+    from spork_lab.sync import program as prog
+    from spork_lab.sync.checker import program_of
+
+    program = program_of(p._loopir_proc)
+    return program, [
+        op for op in program.ops
+        if isinstance(op, prog.Access) and program.stmt_of(op.site).line == line
+        and program.slots[op.slot].name == buffer and bool(op.mode & prog.WRITE) == write
+    ]
+
+
 def test_threads_come_from_the_collective_analysis():
-    from spork_lab.analysis import analyze
-    from spork_lab.sync.threads import ThreadMap
-
-    ir = P.ring_copy._loopir_proc
-    tmap = ThreadMap(ir)
     line = line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]")
-    consumer = [s for s, info in analyze(ir).stmts if info.line == line]
-    assert len(consumer) == 1
-    tiling = tmap.analysis.stmt_info(consumer[0]).tiling
-    assert tmap.collective(tiling, ("t",), (5,), 64) == ((64 + 32 + 5, 64 + 32 + 6),)
+    program, (read,) = _accesses(P.ring_copy, line, "buf", False)
+    table = program.tables[read.mask.table]  # the consumer warp's lanes, indexed by t
+    assert program.masks[table[5]] == ((32 + 5, 32 + 6),)
+    assert program.threads(table[5], 1, read.site) == ((64 + 32 + 5, 64 + 32 + 6),)  # task 1 of 64 threads
 
 
-def test_compiled_element_matches_the_index_arithmetic():
-    from exo.core.LoopIR import LoopIR
+def test_lowered_elements_match_the_index_arithmetic():
+    from spork_lab.sync import program as prog
+    from spork_lab.sync.reference import Reference
 
-    from spork_lab.sync.checker import _plan, _View
-
-    ir = P.reverse_tiles._loopir_proc
-    loops = [s for s in ir.body[0].body[0].body if isinstance(s, LoopIR.For)]
-    read_stmt = loops[1].body[0]  # y[task * 256 + tid] = tile[255 - tid]
-    (tile, read, w_r), (y, write, w_w) = _plan(read_stmt)
-    env = {loops[1].iter: 7, ir.body[0].body[0].iter: 2}
-    assert (w_r, w_w) == (False, True)
-    assert read(env, _View(None, 3, (1,))) == 3 + 255 - 7
-    assert write(env, _View(None, 0, (1,))) == 2 * 256 + 7
+    line = line_of(P.reverse_tiles, "y[task * 256 + tid] = tile[255 - tid]")
+    program, (read,) = _accesses(P.reverse_tiles, line, "tile", False)
+    _, (write,) = _accesses(P.reverse_tiles, line, "y", True)
+    loops = dict(program.sites[write.site].loops)
+    V = [0] * program.n_vars
+    V[loops["task"]], V[loops["tid"]] = 2, 7
+    evaluate = Reference(program).expr
+    assert evaluate(read.element)(V) == 255 - 7 and evaluate(write.element)(V) == 2 * 256 + 7
+    assert isinstance(read.mask, prog.Table) and read.mode == prog.READ
 
 
 def test_tiled_gemm_benchmark_proc_passes():

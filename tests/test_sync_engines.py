@@ -1,10 +1,12 @@
-"""The compiled engine against the Python interpreter (the reference): same verdict, same hazards, same timeline.
+"""Both sync engines on every program we have: the same report, and the compiled engine never falls back.
 
-Every proc of procs_sync.py and of the sync examples is translated (none may
-fall back to the interpreter) and run by both engines. The compiled run's raw
-hazards (kind, buffer ordinal, element, in order) must equal the
-interpreter's first run; for hazard-free programs the whole report must be
-equal, barrier timeline included.
+The programs: every device proc of the test programs (tests/procs_*.py) and of the examples, the benchmark's
+CTA-tiled GEMM, and every single-sync-statement mutant of the examples (so
+both verdicts and every hazard kind are covered). Each runs at the smallest
+sizes its assertions allow with at least two tasks or iterations. Both
+engines read the same lowered Program (sync/program.py), so this checks the
+two executors of one meaning, op for op: reports (hazards, both accesses,
+barrier timelines) must be equal, and errors must be the same error.
 """
 
 from __future__ import annotations
@@ -13,99 +15,134 @@ import importlib
 import sys
 from pathlib import Path
 
-import procs_sync as P
+import procs_sync
 import pytest
+from conftest import EXAMPLES_DIR, check_sizes
+from exo.API import Procedure
 
-from spork_lab.analysis import analyze
 from spork_lab.errors import SporkError, SyncError
-from spork_lab.sync import engine as E
-from spork_lab.sync.checker import _Machine, sync_check
-from spork_lab.sync.threads import ThreadMap
+from spork_lab.sync import cprint, engine as E, program as P, reference
+from spork_lab.sync.checker import program_of, sync_check
+from spork_lab.sync.mutants import sync_cursors, without_syncs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(EXAMPLES_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
-
-CASES = [
-    (P.reverse_tiles, {"n": 768}),
-    (P.reverse_tiles_no_fence1, {"n": 512}),
-    (P.reverse_tiles_no_fence2, {"n": 512}),
-    (P.reverse_tiles_shared_tile, {"n": 512}),
-    (P.cp_async_double_buffer, {"n": 640}),
-    (P.cp_async_double_buffer_no_await, {"n": 512}),
-    (P.cp_async_cross_thread, {"n": 128}),
-    (P.ring_copy, {"n": 256}),
-    (P.ring_copy_no_forward, {"n": 256}),
-    (P.ring_copy_no_reverse, {"n": 256}),
-    (P.ring_copy_lag3, {"n": 256}),
-    (P.ring_copy_deadlock, {"n": 128}),
-    (P.warp_sums, {}),
-    (P.warp_sums_no_fence, {}),
-] + [
-    (getattr(importlib.import_module(module), name), sizes)
-    for module, name, sizes in [
-        ("sync_ring", "ring_copy", {"n": 512}),
-        ("reverse_tiles", "reverse_tiles", {"n": 1024}),
-        ("block_reduce", "block_reduce", {"n": 768}),
-        ("warp_specialized_copy", "warp_specialized_copy", {"n": 1024}),
-        ("cp_async_double_buffer", "cp_async_double_buffer", {"n": 2048}),
-        ("mbarrier_ring_tasks", "mbarrier_ring_tasks", {"n": 768}),
-        ("event_two_stage", "event_two_stage", {"n": 512}),
-        ("dist_gemm", "dist_register_tile", {"M": 128, "N": 128, "K": 2}),
-        ("dist_gemm", "dist_mma_cta", {"M": 64, "N": 64, "K": 16}),
-    ]
-]
+def _kernels(module) -> dict:
+    """The procs of a module that run device code (name -> proc)."""
+    return {
+        v.name(): v
+        for v in vars(module).values()
+        if isinstance(v, Procedure) and v._loopir_proc.instr is None and "CudaDeviceFunction" in str(v)
+    }
 
 
-def _ids(case):
-    p, sizes = case
-    return f"{p.name()}-{'-'.join(map(str, sizes.values()))}"
+def _programs() -> list:
+    from bench_sync_check import gemm
+
+    found = {"gemm": gemm}
+    for f in sorted(Path(__file__).parent.glob("procs_*.py")):
+        found.update({f"{f.stem}.{name}": p for name, p in _kernels(importlib.import_module(f.stem)).items()})
+    for f in sorted(EXAMPLES_DIR.glob("*.py")):
+        for name, p in _kernels(importlib.import_module(f.stem)).items():
+            found[name] = p
+            for i in range(len(sync_cursors(p))):
+                found[f"{name}_without_sync{i}"] = without_syncs(p, [i])
+    return sorted(found.items())
 
 
-def _both(p, sizes):
-    ir = p._loopir_proc
-    infos, tmap = analyze(ir).barriers, ThreadMap(ir)
-    compiled = E.engine_for(ir, infos, tmap)
-    assert isinstance(compiled, E.Engine), f"not compiled: {compiled}"
-    run = compiled.run(sizes, 50, 100000)
-    reference = _Machine(ir, sizes, infos, tmap, watch=None, max_hazards=50)
-    reference.run()
-    return run, reference
+PROGRAMS = _programs()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
-def test_engines_agree(case):
-    p, sizes = case
-    run, reference = _both(p, sizes)
-    assert run.status in (E.SC_OK, E.SC_FULL)
-    assert [_KINDS[k] for k, _, _, _ in run.hazards] == [h.kind for h in reference.hazards]
-    assert [(o, e) for _, o, e, _ in run.hazards if o >= 0] == reference.hazard_elements
-    compiled = sync_check(p, **sizes)
-    python = sync_check(p, engine="python", **sizes)
-    assert compiled.to_json() == python.to_json()
+def _without_engine(report) -> dict:
+    data = report.to_json()
+    del data["engine"], data["engine_note"]
+    return data
 
 
-def test_the_cases_cover_both_verdicts():
-    verdicts = {bool(_both(p, sizes)[0].hazards) for p, sizes in CASES}
-    assert verdicts == {True, False}
+def _outcome(p, sizes, engine):
+    try:
+        return sync_check(p, engine=engine, max_events=300, **sizes)
+    except SporkError as e:
+        return e
 
 
-def test_first_hazard_of_a_failing_ring_is_found_by_the_compiled_run():
-    run, _ = _both(P.ring_copy_no_reverse, {"n": 256})
-    kind, ordinal, element, _ = run.hazards[0]
-    assert (_KINDS[kind], ordinal, element) == ("WAR", 2, 0)  # buf (after src, dst), element [0, 0]
+@pytest.mark.parametrize("name, p", PROGRAMS, ids=[name for name, _ in PROGRAMS])
+def test_both_engines_give_the_same_report(name, p):
+    sizes = check_sizes(p)
+    compiled, python = _outcome(p, sizes, "compiled"), _outcome(p, sizes, "python")
+    if isinstance(python, SporkError):
+        assert type(compiled) is type(python) and str(compiled) == str(python)
+        return
+    assert compiled.engine == "compiled" and compiled.engine_note == "", compiled.engine_note
+    assert python.engine == "python" and python.engine_note == ""
+    assert _without_engine(compiled) == _without_engine(python)
 
 
-def test_mbarrier_thread_errors_come_from_the_interpreter():
-    with pytest.raises(SyncError, match="same threads"):
-        sync_check(P.err_mbarrier_other_threads, n=1)
+def test_the_programs_cover_every_verdict_and_hazard_kind():
+    kinds, verdicts, errors = set(), set(), 0
+    for _, p in PROGRAMS:
+        outcome = _outcome(p, check_sizes(p), "compiled")
+        if isinstance(outcome, SporkError):
+            errors += 1
+            continue
+        verdicts.add(outcome.ok)
+        kinds |= {h.kind for h in outcome.hazards}
+    assert verdicts == {True, False} and errors > 0
+    assert kinds >= {"RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT"}, kinds
+
+
+def test_every_op_type_has_a_meaning_in_both_engines():
+    executed = set(reference._Run.dispatch) | {P.Access, P.For, P.EndFor, P.Let, P.If, P.Else, P.EndIf}
+    assert executed == set(P.OPS)
+    assert set(cprint._Printer.PRINT) == set(P.OPS)
+
+
+def test_hazards_name_both_accesses_in_both_engines():
+    for engine in ("compiled", "python"):
+        h = sync_check(procs_sync.ring_copy_no_reverse, n=256, engine=engine).hazards[0]
+        assert (h.kind, h.buffer, h.index) == ("WAR", "buf", (0, 0))
+        assert "buf[it % 2, t] = src" in h.access.stmt.text and "dst[it * 32 + t] = buf" in h.other.stmt.text
+
+
+def test_a_war_names_the_most_recent_reader_in_both_engines():
+    for engine in ("compiled", "python"):
+        (h,) = sync_check(procs_sync.war_after_many_readers, engine=engine).hazards
+        assert (h.kind, h.buffer, h.access.threads, h.other.threads) == ("WAR", "tile", ((63, 64),), ((62, 63),))
+
+
+def test_mbarrier_thread_errors_are_the_same_in_both_engines():
+    for engine in ("compiled", "python"):
+        with pytest.raises(SyncError, match="same threads") as e:
+            sync_check(procs_sync.err_mbarrier_other_threads, n=1, engine=engine)
+        assert e.value.lineno == procs_sync.line_of(procs_sync.err_mbarrier_other_threads, "Arrive(cuda_in_order, 1) >> bar")
 
 
 def test_timeline_is_capped_and_says_so():
-    report = sync_check(P.ring_copy, n=256, max_events=5)
+    report = sync_check(procs_sync.ring_copy, n=256, max_events=5)
     assert len(report.barrier_timeline) == 5 and report.timeline_truncated
     assert report.to_json()["timeline_truncated"] is True
-    assert not sync_check(P.ring_copy, n=256).timeline_truncated
+    assert not sync_check(procs_sync.ring_copy, n=256).timeline_truncated
+
+
+def test_hazards_past_the_cap_stop_the_run_in_both_engines():
+    p = without_syncs(procs_sync.ring_copy, [0, 1, 2, 3])
+    assert len(sync_check(p, n=256).hazards) > 1
+    capped = [sync_check(p, n=256, max_hazards=1, engine=engine) for engine in ("compiled", "python")]
+    assert all(len(r.hazards) == 1 and r.truncated for r in capped)
+    assert _without_engine(capped[0]) == _without_engine(capped[1])
+
+
+def test_without_gcc_the_reference_runs_and_the_report_says_why(monkeypatch):
+    import spork_lab.sync.checker as C
+
+    monkeypatch.setattr(E, "_compiler", None)
+    monkeypatch.setenv("CC", "")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(C, "_programs", type(C._programs)())  # no compiled engine cached from earlier tests
+    report = sync_check(procs_sync.ring_copy, n=128)
+    assert report.ok and report.engine == "python" and "no gcc was found" in report.engine_note
+    assert "python engine" in str(report)
 
 
 def test_missing_compiler_is_a_clear_error(monkeypatch):
@@ -122,3 +159,36 @@ def test_compiled_checker_is_cached_on_disk(tmp_path, monkeypatch):
     assert first.parent == tmp_path / "sync" and first.exists()
     mtime = first.stat().st_mtime_ns
     assert E._build("sc_test", "int answer(void) { return 42; }", []) == first and first.stat().st_mtime_ns == mtime
+
+
+def test_the_program_is_lowered_once_per_proc():
+    p = procs_sync.reverse_tiles
+    assert program_of(p._loopir_proc) is program_of(p._loopir_proc)
+
+
+def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
+    """The lowering moves loop-invariant leading reads in front of their loop, and leaves out the accesses
+    of registers only their owners touch in order; without either every program gets the same hazards
+    (kind, buffer, statements), so both are only optimisations."""
+    import spork_lab.sync.checker as C
+    from spork_lab.sync import lower
+
+    def summary(report):
+        return report.ok, sorted((h.kind, h.buffer, h.access.stmt.line, h.other and h.other.stmt.line)
+                                 for h in report.hazards)
+
+    reduced = {name: _outcome(p, check_sizes(p), "compiled") for name, p in PROGRAMS}
+    gemm = dict(PROGRAMS)["gemm"]
+    gemm_ops = program_of(gemm._loopir_proc).ops
+    assert any(isinstance(a, P.Access) and a.mode == P.READ and isinstance(b, P.For) for a, b in zip(gemm_ops, gemm_ops[1:]))
+    accessed = {program_of(gemm._loopir_proc).slots[op.slot].name for op in gemm_ops if isinstance(op, P.Access)}
+    assert "acc" not in accessed and {"A_s", "B_s", "A", "B", "C"} <= accessed
+    monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
+    monkeypatch.setattr(lower._Lowering, "private_accesses", lambda self: set())
+    monkeypatch.setattr(C, "_programs", type(C._programs)())
+    for name, p in PROGRAMS:
+        plain = _outcome(p, check_sizes(p), "compiled")
+        if isinstance(plain, SporkError):
+            assert str(plain) == str(reduced[name])
+        else:
+            assert summary(plain) == summary(reduced[name]), name

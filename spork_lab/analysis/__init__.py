@@ -71,7 +71,6 @@ analysing an instr gives no statements.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
@@ -80,6 +79,7 @@ from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 from .. import dist
+from ..core.cache import ProcCache
 from ..errors import user_facing
 from ..lang.pipeline import register_distributed_dims
 from . import barriers, checks, scopes
@@ -108,17 +108,16 @@ PASSES = (
     Pass("dist", dist.run),
 )
 
-_cache: dict = {}  # id(LoopIR proc) -> Analysis, dropped when the proc is collected
+_cache = ProcCache()
 
 
 @user_facing
 def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     """The static analysis of a proc (computed once per proc); raises SporkError subclasses on misuse."""
-    proc_ir = p._loopir_proc if isinstance(p, Procedure) else p
-    key = id(proc_ir)
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit
+    return _cache.get(p._loopir_proc if isinstance(p, Procedure) else p, _run_passes)
+
+
+def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
     results: dict = {}
     if proc_ir.instr is not None:  # an instr's body states its effect; it is not code that runs
         results = {step.name: None for step in PASSES}
@@ -126,10 +125,7 @@ def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     else:
         for step in PASSES:
             results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))
-    analysis = Analysis(str(proc_ir.name), results)
-    _cache[key] = analysis
-    weakref.finalize(proc_ir, _cache.pop, key, None)
-    return analysis
+    return Analysis(str(proc_ir.name), results)
 
 
 def _distributed_dims(proc_ir: LoopIR.proc, alloc: LoopIR.Alloc) -> int:

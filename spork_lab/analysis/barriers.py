@@ -3,6 +3,7 @@
 Runs after `scopes` (the collective of each use comes from there) and needs no
 sizes. Its value maps each barrier allocation's Sym to a `BarrierInfo`;
 `SyncError` at the user's line for:
+- a Fence in CPU code (CPU code is in order; device functions end with a full barrier);
 - a barrier allocated where its memory does not live (`BarrierMemory.lives_on_device`);
 - a queue with arrives but no awaits, or awaits but no arrives;
 - mixed sync-tls on one queue (every arrive must order the same first sync-tl,
@@ -114,6 +115,13 @@ def run(ctx) -> Mapping:
             allocs[s.name] = _alloc(s, scopes.info(s).device_scope == "cuda")
             uses[s.name] = []
         spec = sync_spec_of(s)
+        if spec is not None and spec.kind == "Fence" and scopes.info(s).device_scope != "cuda":
+            raise SyncError(
+                f"{spec.source()} is CPU code: CPU code runs in order and a device function ends with a full "
+                "barrier, so a Fence belongs inside a CudaDeviceFunction (order CPU work and streams with a "
+                "CudaEvent)",
+                s.srcinfo,
+            )
         if spec is not None and spec.barrier_mem is not None:
             sym = s.args[0].name
             if sym not in allocs:

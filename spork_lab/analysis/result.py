@@ -61,6 +61,15 @@ class StmtRef:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.text}"
 
+    @property
+    def filename(self) -> str:
+        """As a srcinfo: errors at this statement (SporkError reads filename and lineno)."""
+        return self.file
+
+    @property
+    def lineno(self) -> int:
+        return self.line
+
     def to_json(self) -> dict:
         return {
             "file": self.file,

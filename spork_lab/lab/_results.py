@@ -47,6 +47,7 @@ def check(p: Procedure, sizes: dict, analysis: Outcome) -> Outcome:
     except SporkError as e:
         return Outcome("error", f"sync check failed: {e}", error=e.to_json())
     where = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
     if report.ok:
-        return Outcome("ok", f"no hazards found at {where}", report)
-    return Outcome("ok", f"{len(report.hazards)} hazard(s) at {where}", report)
+        return Outcome("ok", f"no hazards found at {where}{engine}", report)
+    return Outcome("ok", f"{len(report.hazards)} hazard(s) at {where}{engine}", report)

@@ -1,9 +1,10 @@
 /* The abstract machine of SYNC_MODEL.md, compiled: the state and the rules.
  *
- * _emit.py turns a scheduled proc into C code that calls these functions in
- * the proc's sequential order; sync_check runs it at concrete sizes. The rules
- * are those of checker.py (the Python reference interpreter, which stays the
- * source of the detailed reports); this file only makes them fast:
+ * cprint.py prints a Program (sync/program.py: the proc lowered once for both
+ * engines) as C code that calls these functions op by op; sync_check runs it at
+ * concrete sizes. The rules are those of reference.py (the Python reference
+ * engine), and a run returns exactly what the reference returns for the same
+ * Program (hazards, barrier events, errors); this file only makes them fast:
  *
  * - A thread set is a bitset over the threads of one task's top-level
  *   collective ("mask", nw 64-bit words); signature sets V_A and V_S are one
@@ -13,9 +14,10 @@
  *   Elements hold a write record id and a read set (a hash-consed list of
  *   record ids). A sync changes each distinct live record of the running task
  *   once, in place; a record that becomes equal to another is forwarded to it.
- * - Hazards are recorded once per (kind, buffer name, statement), in order,
- *   with the element, so that the Python interpreter can re-run to name the
- *   other access. Barrier events are logged up to a cap.
+ * - Hazards are recorded once per (kind, buffer name, statement), in order.
+ *   A second run watches the elements of the first run's hazards, keeping
+ *   their access history, to name the other access of each. Barrier events
+ *   are logged up to a cap.
  */
 #include "_machine.h"
 
@@ -24,6 +26,7 @@
 
 #define NP 9      /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
 #define MAXMARK 8 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
+#define NCACHE 65536 /* read-set nodes remembered for sharing */
 
 enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT };
 enum { P_IN_ORDER = 1 }; /* timelines.pair_bit(cuda_in_order_instr) */
@@ -52,22 +55,20 @@ typedef struct {
 } Rec;
 
 typedef struct {
-    int32_t rec;
-    uint32_t next; /* a read set (see rs_rec) */
-    int32_t refs, hnext;
-} Node;
-
-typedef struct {
-    uint32_t *w;          /* write record per element */
-    uint32_t *r;          /* read-set list head per element */
-    int64_t n, ordinal, task;
-    int32_t owner, dev;
-} Buf;
-
-typedef struct {
     int64_t narr, awaits, upto;
-    int32_t arr_mask, await_mask; /* mbarriers: the threads of the first arrive / await (-1: none yet) */
+    int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet) */
+    Acc *arrives;                 /* who made each arrive of this scope (for DEADLOCK and COUNT reports) */
+    int64_t caparr;
 } Queue;
+
+/* The access history of a watched element (second run): the last write and the reads since. */
+typedef struct {
+    int64_t ordinal, element;
+    int32_t wrec, nreads, capreads, pad;
+    Acc write;
+    int32_t *rrec;
+    Acc *reads;
+} History;
 
 /* The last new-access record per (pair, mask): valid while its stamp and task match. */
 typedef struct {
@@ -77,7 +78,8 @@ typedef struct {
 } Fresh;
 
 struct Machine {
-    int status;
+    SC_State st;                  /* first: what the generated code's fast path reads (_machine.h) */
+    const Tables *T;
     int nw, rw;                   /* words per thread set; words per record */
     int nmasks;
     const uint64_t *masks;        /* nmasks x nw */
@@ -95,31 +97,28 @@ struct Machine {
     int64_t task, ntasks;
     Fresh *fresh;                 /* [unordered][pair][mask] */
     /* read-set nodes, hash-consed on (rec, next) */
-    Node *nodes;
     int32_t nnode, capnode, *freenode, nfreenode;
-    int32_t *nbuck;
-    uint32_t nnbuck, nntable;
+    int32_t ncache[NCACHE];       /* recent nodes by (record, rest): see "read sets" */
     /* buffers and queues */
     int nslots;
     const SlotParams *sp;
-    Buf *bufs;
     int64_t ordinal;
     int nq;
     const QueueParams *qp;
     Queue *qs;
+    /* the second run: watched elements and their histories */
+    int nwatch;
+    History *hist;
     /* results */
-    int64_t *haz;                 /* rows: kind, buffer ordinal, element, statement */
+    HazardRow *haz;
     int nh, maxh, truncated;
     int64_t *seen;                /* (kind, name, statement) already reported */
     int nseen, capseen;
-    int64_t *ev;                  /* rows of EV: site, queue, index, slot, parity, mask, task, iv offset, iv count */
+    EventRow *ev;
     int64_t nev, maxev, evtotal;
-    int64_t *iv;
-    int64_t niv, capiv;
+    ErrorRow err;
     uint64_t *tmp;                /* nw scratch words */
 };
-
-#define EV 9
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
     if (need <= *cap) return p;
@@ -273,8 +272,11 @@ static void live_push(Machine *M, int32_t r) {
 
 static inline void rec_incref(Machine *M, int32_t r) { M->ref[r].refs++; }
 
+static inline void new_epoch(Machine *M);
+
 /* Give a value slot back. */
 static void slot_release(Machine *M, int32_t r) {
+    new_epoch(M);
     R(M, r)->stamp = ++M->clock;
     M->freerec[M->nfree++] = M->ref[r].slot;
     M->ref[r].slot = -1;
@@ -289,6 +291,7 @@ static void rec_decref(Machine *M, int32_t r) {
             slot_release(M, r);
         }
         M->freeref[M->nfreeref++] = r;
+        new_epoch(M);
         r = f;
     }
 }
@@ -371,6 +374,7 @@ static void begin_update(Machine *M, int32_t r) { rtable_remove(M, r); }
 /* After changing record r in place: re-intern it, forwarding it to an equal record if there is one. */
 static void end_update(Machine *M, int32_t r) {
     Rec *x = R(M, r);
+    new_epoch(M);
     x->stamp = ++M->clock;
     x->hash = rec_hash(M, r);
     int32_t o = rtable_find(M, r);
@@ -386,44 +390,15 @@ static void end_update(Machine *M, int32_t r) {
 
 /* ---- read sets ----
  * A read set is 0 (empty), an odd value 2r+1 (the one record r: most elements have one reader), or an
- * even value 2n: list node n, hash-consed on (record, rest of the set). */
+ * even value 2n: list node n (a record, and the rest of the set). Lists are shared through a cache of
+ * recent nodes by (record, rest): elements read by the same threads in the same order mostly share one
+ * list, but nothing depends on it (two equal lists are two equal read sets). */
 
-static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->nodes[v >> 1].rec; }
-static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->nodes[v >> 1].next; }
-
-static void ntable_insert(Machine *M, int32_t id);
-
-static void ntable_grow(Machine *M) {
-    uint32_t old = M->nnbuck;
-    int32_t *ob = M->nbuck;
-    M->nnbuck = old ? old * 2 : 1024;
-    M->nbuck = calloc(M->nnbuck, sizeof(int32_t));
-    M->nntable = 0;
-    for (uint32_t b = 0; b < old; b++)
-        for (int32_t n = ob[b], nx; n; n = nx) {
-            nx = M->nodes[n].hnext;
-            ntable_insert(M, n);
-        }
-    free(ob);
-}
+static inline int32_t rs_rec(Machine *M, uint32_t v) { return (v & 1) ? (int32_t)(v >> 1) : M->st.nodes[v >> 1].rec; }
+static inline uint32_t rs_next(Machine *M, uint32_t v) { return (v & 1) ? 0 : M->st.nodes[v >> 1].next; }
 
 static inline uint32_t node_hash(int32_t rec, uint32_t next) {
-    return (uint32_t)((((uint64_t)(uint32_t)rec * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)next * 0xC2B2AE3D27D4EB4Full)) >> 7);
-}
-
-static void ntable_insert(Machine *M, int32_t id) {
-    if (M->nntable >= M->nnbuck) ntable_grow(M);
-    uint32_t b = node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1);
-    M->nodes[id].hnext = M->nbuck[b];
-    M->nbuck[b] = id;
-    M->nntable++;
-}
-
-static void ntable_remove(Machine *M, int32_t id) {
-    int32_t *p = &M->nbuck[node_hash(M->nodes[id].rec, M->nodes[id].next) & (M->nnbuck - 1)];
-    while (*p != id) p = &M->nodes[*p].hnext;
-    *p = M->nodes[id].hnext;
-    M->nntable--;
+    return (uint32_t)mix((uint64_t)(uint32_t)rec << 32 | next, 0x9E3779B97F4A7C15ull);
 }
 
 static void rs_decref(Machine *M, uint32_t v) {
@@ -433,18 +408,39 @@ static void rs_decref(Machine *M, uint32_t v) {
             return;
         }
         int32_t id = (int32_t)(v >> 1);
-        if (--M->nodes[id].refs) return;
-        int32_t rec = M->nodes[id].rec;
-        v = M->nodes[id].next;
-        ntable_remove(M, id);
+        if (--M->st.nodes[id].refs) return;
+        int32_t rec = M->st.nodes[id].rec;
+        v = M->st.nodes[id].next;
         M->freenode[M->nfreenode++] = id;
+        new_epoch(M);
         rec_decref(M, rec);
     }
 }
 
+static inline uint64_t rec_bit(int32_t rec) { return 1ull << ((uint32_t)rec * 0x9E3779B1u >> 26); }
+
+static inline uint64_t rs_bloom(Machine *M, uint32_t v) {
+    return !v ? 0 : (v & 1) ? rec_bit((int32_t)(v >> 1)) : M->st.nodes[v >> 1].bloom;
+}
+
+/* Is record `rec` (of the running task) a member of read set v? The running task's readers come first
+ * (lists grow at the head, and tasks run one after the other), so the walk stops at an older task's. */
+static int rs_has(Machine *M, uint32_t v, int32_t rec) {
+    if (!(rs_bloom(M, v) & rec_bit(rec))) return 0;
+    for (; v; v = rs_next(M, v)) {
+        if (v & 1) return (int32_t)(v >> 1) == rec;
+        const Node *n = &M->st.nodes[v >> 1];
+        if (n->rec == rec) return 1;
+        if (n->task != M->task) return 0;
+    }
+    return 0;
+}
+
+void sc_release_set(Machine *M, uint32_t v) { rs_decref(M, v); }
+
 static void rs_incref(Machine *M, uint32_t v) {
     if (v & 1) rec_incref(M, (int32_t)(v >> 1));
-    else if (v) M->nodes[v >> 1].refs++;
+    else if (v) M->st.nodes[v >> 1].refs++;
 }
 
 /* The read set `next` with record `rec` added (a reference taken for the caller). */
@@ -453,39 +449,51 @@ static uint32_t rs_cons(Machine *M, int32_t rec, uint32_t next) {
         rec_incref(M, rec);
         return 2 * (uint32_t)rec + 1;
     }
-    if (M->nnbuck)
-        for (int32_t n = M->nbuck[node_hash(rec, next) & (M->nnbuck - 1)]; n; n = M->nodes[n].hnext)
-            if (M->nodes[n].rec == rec && M->nodes[n].next == next) {
-                M->nodes[n].refs++;
-                return 2 * (uint32_t)n;
-            }
+    int32_t *cached = &M->ncache[node_hash(rec, next) % NCACHE];
+    const Node *c = &M->st.nodes[*cached];
+    if (*cached && c->refs > 0 && c->rec == rec && c->next == next) {
+        M->st.nodes[*cached].refs++;
+        return 2 * (uint32_t)*cached;
+    }
     int32_t id;
     if (M->nfreenode) {
         id = M->freenode[--M->nfreenode];
     } else {
         if (M->nnode == M->capnode) {
             M->capnode = M->capnode ? M->capnode * 2 : 1024;
-            M->nodes = realloc(M->nodes, sizeof(Node) * M->capnode);
+            M->st.nodes = realloc(M->st.nodes, sizeof(Node) * M->capnode);
             M->freenode = realloc(M->freenode, sizeof(int32_t) * M->capnode);
-            if (!M->nodes || !M->freenode) abort();
+            if (!M->st.nodes || !M->freenode) abort();
         }
         id = M->nnode++;
     }
-    M->nodes[id] = (Node){rec, next, 1, 0};
+    M->st.nodes[id] = (Node){rec, next, 1, 0, R(M, rec)->task, rs_bloom(M, next) | rec_bit(rec)};
     rec_incref(M, rec);
     rs_incref(M, next);
-    ntable_insert(M, id);
+    *cached = id;
     return 2 * (uint32_t)id;
 }
 
-/* ---- hazards and events ---- */
+/* ---- reports: who, hazards, events, histories ---- */
 
-static void hazard(Machine *M, int kind, int64_t name, int64_t stmt, int64_t ordinal, int64_t elem) {
+static void fill_acc(Machine *M, Acc *a, int site, int mask, int64_t task, const int64_t *iv) {
+    a->site = site;
+    a->mask = mask;
+    a->task = mask ? task : -1;
+    int niv = site >= 0 ? M->T->sites[site].niv : 0;
+    memcpy(a->iv, iv, sizeof(int64_t) * niv);
+    memset(a->iv + niv, 0, sizeof(int64_t) * (SC_MAXIV - niv));
+}
+
+/* A new hazard row, or NULL if (kind, name, statement) was reported already (or the run is full). */
+static HazardRow *hazard(Machine *M, int kind, int64_t name, int site) {
+    int64_t stmt = M->T->sites[site].stmt;
     for (int i = 0; i < M->nseen; i++)
-        if (M->seen[3 * i] == kind && M->seen[3 * i + 1] == name && M->seen[3 * i + 2] == stmt) return;
+        if (M->seen[3 * i] == kind && M->seen[3 * i + 1] == name && M->seen[3 * i + 2] == stmt) return NULL;
     if (M->nseen == M->capseen) {
         M->capseen = M->capseen ? M->capseen * 2 : 16;
         M->seen = realloc(M->seen, sizeof(int64_t) * 3 * M->capseen);
+        if (!M->seen) abort();
     }
     M->seen[3 * M->nseen] = kind;
     M->seen[3 * M->nseen + 1] = name;
@@ -494,64 +502,158 @@ static void hazard(Machine *M, int kind, int64_t name, int64_t stmt, int64_t ord
     if (M->nh >= M->maxh) {
         /* Past max_hazards nothing more is reported: stop here. */
         M->truncated = 1;
-        M->status = SC_FULL;
-        return;
+        M->st.status = SC_FULL;
+        return NULL;
     }
-    int64_t *h = M->haz + 4 * M->nh++;
-    h[0] = kind;
-    h[1] = ordinal;
-    h[2] = elem;
-    h[3] = stmt;
+    HazardRow *h = &M->haz[M->nh++];
+    memset(h, 0, sizeof(HazardRow));
+    h->kind = kind;
+    h->slot = -1;
+    h->ordinal = h->element = -1;
+    h->queue = -1;
+    return h;
 }
 
-static void event(Machine *M, int site, int q, int64_t index, int64_t slot, int64_t parity, int mask,
-                  const int64_t *iv, int niv) {
+static History *history(Machine *M, int64_t ordinal, int64_t e) {
+    for (int i = 0; i < M->nwatch; i++)
+        if (M->hist[i].ordinal == ordinal && M->hist[i].element == e) return &M->hist[i];
+    return NULL;
+}
+
+/* A RAW/WAR/WAW/FREE hazard on element e of slot's buffer, `rec` the failing record ('w' or 'r'). */
+static void buffer_hazard(Machine *M, int kind, int slot, int64_t e, int32_t rec, int which, int site,
+                          const Acc *acc) {
+    Buf *b = &M->st.bufs[slot];
+    HazardRow *h = hazard(M, kind, M->sp[slot].name, site);
+    if (!h) return;
+    h->slot = slot;
+    h->ordinal = b->ordinal;
+    h->element = e;
+    h->ndim = b->ndim;
+    int64_t x = e;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        h->index[d] = x % b->dims[d];
+        x /= b->dims[d];
+    }
+    h->acc = *acc;
+    History *hi = history(M, b->ordinal, e);
+    if (!hi) return;
+    if (which == 'w' && hi->wrec) {
+        h->other = hi->write;
+        h->has_other = 1;
+    } else if (which == 'r') {
+        for (int i = 0; i < hi->nreads; i++)
+            if (rec_find(M, hi->rrec[i]) == rec) {
+                h->other = hi->reads[i];
+                h->has_other = 1;
+                break;
+            }
+    }
+}
+
+/* A DEADLOCK or COUNT hazard on a queue. */
+static void queue_hazard(Machine *M, int kind, int site, int q, const Acc *acc, const Acc *other, int np,
+                         const int64_t *params) {
+    HazardRow *h = hazard(M, kind, -1, site);
+    if (!h) return;
+    h->acc = *acc;
+    if (other) {
+        h->other = *other;
+        h->has_other = 1;
+    }
+    h->queue = q;
+    h->nparams = np;
+    memcpy(h->params, params, sizeof(int64_t) * np);
+}
+
+/* Watched element: remember this access (a write replaces the history, a read joins it). */
+static void note_history(Machine *M, History *hi, int32_t rec, int write, const Acc *acc) {
+    if (write) {
+        if (hi->wrec) rec_decref(M, hi->wrec);
+        rec_incref(M, rec);
+        hi->wrec = rec;
+        hi->write = *acc;
+        for (int i = 0; i < hi->nreads; i++) rec_decref(M, hi->rrec[i]);
+        hi->nreads = 0;
+        return;
+    }
+    for (int i = 0; i < hi->nreads; i++)
+        if (hi->rrec[i] == rec) {
+            hi->reads[i] = *acc; /* the same reader again: its latest access, in its first place */
+            return;
+        }
+    if (hi->nreads == hi->capreads) {
+        hi->capreads = hi->capreads ? 2 * hi->capreads : 8;
+        hi->rrec = realloc(hi->rrec, sizeof(int32_t) * hi->capreads);
+        hi->reads = realloc(hi->reads, sizeof(Acc) * hi->capreads);
+        if (!hi->rrec || !hi->reads) abort();
+    }
+    rec_incref(M, rec);
+    hi->rrec[hi->nreads] = rec;
+    hi->reads[hi->nreads++] = *acc;
+}
+
+static void event(Machine *M, int q, int64_t index, int64_t slot, int64_t parity, const Acc *acc) {
     M->evtotal++;
     if (M->nev >= M->maxev) return; /* the timeline is capped; sync_check says so */
-    M->iv = grow(M->iv, &M->capiv, M->niv + niv, sizeof(int64_t));
-    int64_t *e = M->ev + M->nev * EV;
-    e[0] = site;
-    e[1] = q;
-    e[2] = index;
-    e[3] = slot;
-    e[4] = parity;
-    e[5] = mask;
-    e[6] = mask ? M->task : -1;
-    e[7] = M->niv;
-    e[8] = niv;
-    memcpy(M->iv + M->niv, iv, sizeof(int64_t) * niv);
-    M->niv += niv;
-    M->nev++;
+    EventRow *e = &M->ev[M->nev++];
+    e->queue = q;
+    e->pad = 0;
+    e->index = index;
+    e->slot = slot;
+    e->parity = parity;
+    e->acc = *acc;
+}
+
+static void fail(Machine *M, int code, int queue, const Acc *acc) {
+    M->st.status = SC_ERROR;
+    M->err.code = code;
+    M->err.queue = queue;
+    M->err.has_acc = acc != NULL;
+    if (acc) M->err.acc = *acc;
 }
 
 /* ---- the interface ---- */
 
-Machine *sc_new(int nw, int nmasks, const uint64_t *masks, const int32_t *po_mask, int nslots,
-                const SlotParams *slots, int nqueues, const QueueParams *queues, int max_hazards, int max_events) {
+enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS };
+
+Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));
-    M->nw = nw;
-    M->rw = (2 * NP + MAXMARK) * nw;
-    M->nmasks = nmasks;
-    M->masks = masks;
-    memcpy(M->po, po_mask, sizeof(M->po));
-    M->nslots = nslots;
-    M->sp = slots;
-    M->bufs = calloc(nslots ? nslots : 1, sizeof(Buf));
-    M->nq = nqueues;
-    M->qp = queues;
-    M->qs = calloc(nqueues ? nqueues : 1, sizeof(Queue));
-    for (int i = 0; i < nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
-    M->fresh = calloc((size_t)2 * NP * nmasks, sizeof(Fresh));
+    if (!M) abort();
+    M->T = T;
+    M->nw = T->nw;
+    M->rw = (2 * NP + MAXMARK) * T->nw;
+    M->nmasks = T->nmasks;
+    M->masks = T->masks;
+    memcpy(M->po, T->po, sizeof(M->po));
+    M->nslots = T->nslots;
+    M->sp = T->slots;
+    M->st.bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
+    M->st.ac = calloc(T->naccess ? T->naccess : 1, sizeof(AccessCache)); /* epoch 0: never valid */
+    for (int k = 0; k < T->naccess; k++) M->st.ac[k].op = T->access[k];
+    M->st.epoch = 1;
+    M->nq = T->nqueues;
+    M->qp = T->queues;
+    M->qs = calloc(T->nqueues ? T->nqueues : 1, sizeof(Queue));
+    for (int i = 0; i < T->nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
+    M->fresh = calloc((size_t)2 * NP * M->nmasks, sizeof(Fresh));
+    M->nwatch = nwatch;
+    M->hist = calloc(nwatch ? nwatch : 1, sizeof(History));
+    for (int i = 0; i < nwatch; i++) {
+        M->hist[i].ordinal = watch[2 * i];
+        M->hist[i].element = watch[2 * i + 1];
+    }
     M->maxh = max_hazards;
-    M->haz = calloc((size_t)4 * (max_hazards + 1), sizeof(int64_t));
+    M->haz = calloc((size_t)max_hazards + 1, sizeof(HazardRow));
     M->maxev = max_events;
-    M->ev = calloc((size_t)EV * (max_events + 1), sizeof(int64_t));
-    M->tmp = calloc(nw, sizeof(uint64_t));
+    M->ev = calloc((size_t)max_events + 1, sizeof(EventRow));
+    M->tmp = calloc(M->nw, sizeof(uint64_t));
+    if (!M->st.bufs || !M->st.ac || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp) abort();
     M->task = -1;
     rec_alloc(M); /* id 0: scratch */
     memset(R(M, 0), 0, sizeof(Rec));
     M->capnode = 1024;
-    M->nodes = calloc(M->capnode, sizeof(Node));
+    M->st.nodes = calloc(M->capnode, sizeof(Node));
     M->freenode = calloc(M->capnode, sizeof(int32_t));
     M->nnode = 1; /* node id 0: the empty read set */
     return M;
@@ -559,42 +661,73 @@ Machine *sc_new(int nw, int nmasks, const uint64_t *masks, const int32_t *po_mas
 
 void sc_delete(Machine *M) {
     for (int i = 0; i < M->nslots; i++) {
-        free(M->bufs[i].w);
-        free(M->bufs[i].r);
+        free(M->st.bufs[i].el);
+        free(M->st.bufs[i].shard_owner);
     }
-    free(M->bufs); free(M->qs); free(M->fresh); free(M->haz); free(M->seen); free(M->ev); free(M->iv);
+    for (int i = 0; i < M->nq; i++) free(M->qs[i].arrives);
+    for (int i = 0; i < M->nwatch; i++) {
+        free(M->hist[i].rrec);
+        free(M->hist[i].reads);
+    }
+    free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
     free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
-    free(M->nodes); free(M->freenode); free(M->nbuck);
+    free(M->st.nodes); free(M->freenode);
     free(M);
 }
 
-const int *sc_status(Machine *M) { return &M->status; }
-void sc_fail(Machine *M, int status) { M->status = status; }
+const int *sc_status(Machine *M) { return &M->st.status; }
+
+/* Something the fast path's cached transitions depend on changed (a record's value, an id freed). */
+static inline void new_epoch(Machine *M) { M->st.epoch++; }
+
+void sc_fail(Machine *M, int code, int site, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Acc a;
+    fill_acc(M, &a, site, 0, M->task, iv);
+    fail(M, code, -1, site >= 0 ? &a : NULL);
+}
 
 /* An argument or Alloc: fresh elements with no records. `owner_mask` is the allocating collective. */
-void sc_buffer(Machine *M, int slot, int64_t n, int owner_mask, int dev) {
-    Buf *b = &M->bufs[slot];
-    if (n < 0) { M->status = SC_ERROR; return; }
-    b->w = calloc(n ? n : 1, sizeof(uint32_t));
-    b->r = calloc(n ? n : 1, sizeof(uint32_t));
+void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mask, int device, int64_t shard_size,
+              int nshards, const int32_t *shard_owners) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Buf *b = &M->st.bufs[slot];
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] < 0) { fail(M, ERR_SHAPE, -1, NULL); return; }
+        n *= dims[d];
+    }
+    if (ndim > SC_MAXDIM) { M->st.status = SC_UNSUPPORTED; return; }
+    b->el = calloc(n ? n : 1, sizeof(Elem));
+    if (!b->el) abort();
+    new_epoch(M);
     b->n = n;
+    b->ndim = ndim;
+    memcpy(b->dims, dims, sizeof(int64_t) * ndim);
     b->ordinal = M->ordinal++;
     b->owner = owner_mask;
-    b->dev = dev;
+    b->dev = device;
+    b->shard_size = shard_size;
+    b->shard_owner = NULL;
+    if (nshards) {
+        b->shard_owner = malloc(sizeof(int32_t) * nshards);
+        if (!b->shard_owner) abort();
+        memcpy(b->shard_owner, shard_owners, sizeof(int32_t) * nshards);
+    }
     b->task = M->task;
 }
 
 static void clear_buffer(Machine *M, Buf *b) {
     for (int64_t e = 0; e < b->n; e++) {
-        if (b->w[e]) rec_decref(M, b->w[e]);
-        rs_decref(M, b->r[e]);
-        b->w[e] = b->r[e] = 0;
+        if (b->el[e].w) rec_decref(M, b->el[e].w);
+        rs_decref(M, b->el[e].r);
+        b->el[e].w = b->el[e].r = 0;
     }
 }
 
 /* Is record r all right at the free of b? (a write by the whole owning collective, or a register reuse) */
-static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
-    const uint64_t *own = mask_bits(M, b->owner);
+static int free_ok(Machine *M, Buf *b, int slot, int32_t r, int owner) {
+    const uint64_t *own = mask_bits(M, owner);
     if (M->sp[slot].shared)
         return R(M, r)->task == b->task && subset(own, VS(M, r, P_IN_ORDER), M->nw);
     if (R(M, r)->task != b->task) return 1;
@@ -606,63 +739,167 @@ static int free_ok(Machine *M, Buf *b, int slot, int32_t r) {
     return 1;
 }
 
+static int free_ok_seen(Machine *M, Buf *b, int slot, int32_t r, int owner, uint64_t *seen) {
+    const uint64_t key = (uint64_t)(uint32_t)r << 32 | (uint32_t)owner;
+    uint64_t *hit = &seen[(key * 0x9E3779B97F4A7C15ull) >> 58];
+    if (*hit == key) return 1;
+    if (!free_ok(M, b, slot, r, owner)) return 0;
+    *hit = key;
+    return 1;
+}
+
 /* End of an allocation's scope: the free is checked like a write by the owners, then the memory is gone. */
-void sc_release(Machine *M, int slot, int stmt) {
-    Buf *b = &M->bufs[slot];
+void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Buf *b = &M->st.bufs[slot];
     if (b->dev) {
-        for (int64_t e = 0; e < b->n; e++) {
-            int bad = b->w[e] && !free_ok(M, b, slot, rec_find(M, b->w[e]));
-            for (uint32_t v = b->r[e]; v && !bad; v = rs_next(M, v))
-                bad = !free_ok(M, b, slot, rec_find(M, rs_rec(M, v)));
-            if (bad) hazard(M, K_FREE, M->sp[slot].name, stmt, b->ordinal, e);
+        uint64_t seen[64] = {0};  /* (record, owners) already found all right (elements share a few records) */
+        uint64_t fine[64] = {0};  /* (element state, owners) already found all right */
+        for (int64_t e = 0; e < b->n && !M->st.status; e++) {
+            const int owner = b->shard_size ? b->shard_owner[e / b->shard_size] : b->owner;
+            if (owner < 0) continue; /* a shard no statement uses */
+            const uint64_t word = sc_elem_word(&b->el[e]), key = word ^ (uint64_t)(uint32_t)owner * 0x9E3779B97F4A7C15ull;
+            uint64_t *known = &fine[(key * 0x9E3779B97F4A7C15ull) >> 58];
+            if (!word || (key && *known == key)) continue;
+            int32_t bad = 0, which = 'w';
+            if (b->el[e].w && !free_ok_seen(M, b, slot, rec_find(M, b->el[e].w), owner, seen)) bad = rec_find(M, b->el[e].w);
+            for (uint32_t v = b->el[e].r; v && !bad; v = rs_next(M, v))
+                if (!free_ok_seen(M, b, slot, rec_find(M, rs_rec(M, v)), owner, seen)) {
+                    bad = rec_find(M, rs_rec(M, v));
+                    which = 'r';
+                }
+            if (bad) {
+                Acc a;
+                fill_acc(M, &a, site, owner, b->task, iv);
+                buffer_hazard(M, K_FREE, slot, e, bad, which, site, &a);
+            } else if (key) {
+                *known = key;
+            }
         }
     }
     clear_buffer(M, b);
-    free(b->w);
-    free(b->r);
-    b->w = b->r = NULL;
+    free(b->el);
+    free(b->shard_owner);
+    b->el = NULL;
+    b->shard_owner = NULL;
     b->n = 0;
 }
 
-/* A read or write of element e of a buffer slot by the threads of `mask` on pair bit `pair`. */
-void sc_access(Machine *M, int slot, int64_t e, int mask, int pair, int stmt, int write, int unordered) {
-    Buf *b = &M->bufs[slot];
-    if ((uint64_t)e >= (uint64_t)b->n) { M->status = SC_ERROR; return; }
+/* One read or write of element x (number e of slot's buffer) by the threads of `mask` on pair bit
+ * `pair`: check its records, then record the access (its record `rec`). */
+static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int pair, int write, int32_t rec,
+                        int site, const int64_t *iv) {
+    Buf *b = &M->st.bufs[slot];
     const uint64_t *tm = mask_bits(M, mask);
-    uint32_t w0 = b->w[e];
+    uint32_t w0 = x->w;
     if (w0) {
         int32_t w = rec_find(M, w0);
         if (w != (int32_t)w0) { /* follow the forward once and for all */
             rec_incref(M, w);
-            b->w[e] = w;
+            x->w = w;
             rec_decref(M, w0);
         }
-        if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw))
-            hazard(M, write ? K_WAW : K_RAW, M->sp[slot].name, stmt, b->ordinal, e);
+        if (R(M, w)->task != M->task || !subset(tm, VS(M, w, pair), M->nw)) {
+            Acc a;
+            fill_acc(M, &a, site, mask, M->task, iv);
+            buffer_hazard(M, write ? K_WAW : K_RAW, slot, e, w, 'w', site, &a);
+        }
     }
     if (write)
-        for (uint32_t v = b->r[e]; v; v = rs_next(M, v)) {
+        for (uint32_t v = x->r; v; v = rs_next(M, v)) {
             int32_t r = rec_find(M, rs_rec(M, v));
             if (R(M, r)->task != M->task || !subset(tm, VS(M, r, pair), M->nw)) {
-                hazard(M, K_WAR, M->sp[slot].name, stmt, b->ordinal, e);
+                Acc a;
+                fill_acc(M, &a, site, mask, M->task, iv);
+                buffer_hazard(M, K_WAR, slot, e, r, 'r', site, &a);
                 break;
             }
         }
-    int32_t rec = fresh_record(M, mask, pair, unordered);
-    if (write) {
-        if ((int32_t)b->w[e] != rec) {
-            rec_incref(M, rec);
-            if (b->w[e]) rec_decref(M, b->w[e]);
-            b->w[e] = rec;
+    if (M->nwatch) {
+        History *hi = history(M, b->ordinal, e);
+        if (hi) {
+            Acc a;
+            fill_acc(M, &a, site, mask, M->task, iv);
+            note_history(M, hi, rec, write, &a);
         }
-        rs_decref(M, b->r[e]);
-        b->r[e] = 0;
+    }
+    if (write) {
+        if ((int32_t)x->w != rec) {
+            rec_incref(M, rec);
+            if (x->w) rec_decref(M, x->w);
+            x->w = rec;
+        }
+        rs_decref(M, x->r);
+        x->r = 0;
+    } else if (!rs_has(M, x->r, rec)) {
+        uint32_t rest = x->r;
+        if (rest && !(rest & 1) && M->st.nodes[rest >> 1].task != M->task && M->st.nodes[rest >> 1].next) {
+            /* Readers of earlier tasks can only fail a later writer's check (WAR), the newest first: keep
+             * that one (elements of global memory would otherwise keep every task's reader). */
+            int32_t newest = M->st.nodes[rest >> 1].rec;
+            rec_incref(M, newest);
+            rs_decref(M, rest);
+            x->r = rest = 2 * (uint32_t)newest + 1;
+        }
+        uint32_t head = rs_cons(M, rec, rest);
+        rs_decref(M, rest);
+        x->r = head;
+    }
+}
+
+/* An access of element e of a buffer slot (mode 1: read, 2: write, 3: update, a read then a write). */
+void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    AccessCache *cache = &M->st.ac[k];
+    const int slot = cache->op.slot, pair = cache->op.pair, mode = cache->op.mode, unordered = cache->op.unordered,
+              site = cache->op.site;
+    Buf *b = &M->st.bufs[slot];
+    if ((uint64_t)e >= (uint64_t)b->n) {
+        Acc a;
+        fill_acc(M, &a, site, mask, M->task, iv);
+        fail(M, ERR_INDEX, -1, &a);
+        return;
+    }
+    Elem *x = &b->el[e];
+    const uint64_t in = sc_elem_word(x);
+    const uint32_t epoch = M->st.epoch;
+    /* What this access does to an element depends only on the element's state, the access (its op and
+     * collective), the records' values and the ids in use (all fixed within an epoch): apply a transition
+     * it made before (a hazard it met is reported once per statement anyway). Not in the second run,
+     * which records histories. */
+    Transition *t = &cache->t[(uint32_t)(((in ^ (uint64_t)(uint32_t)mask << 40) * 0x9E3779B97F4A7C15ull) >> 32) % SC_TRANSITIONS];
+    if (!M->nwatch && t->epoch == epoch && t->mask == mask && t->in == in) {
+        Elem out = {.word = t->out};
+        if (out.w != x->w) {
+            if (out.w) rec_incref(M, out.w);
+            if (x->w) rec_decref(M, x->w);
+        }
+        if (out.r != x->r) {
+            rs_incref(M, out.r);
+            rs_decref(M, x->r);
+        }
+        *x = out;
     } else {
-        for (uint32_t v = b->r[e]; v; v = rs_next(M, v))
-            if (rs_rec(M, v) == rec) return;
-        uint32_t head = rs_cons(M, rec, b->r[e]);
-        rs_decref(M, b->r[e]);
-        b->r[e] = head;
+        int32_t rec = fresh_record(M, mask, pair, unordered);
+        if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv);
+        if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv);
+        if (M->nwatch) return;
+        if (M->st.epoch == epoch) /* else an id of `in` may be free now, and reused later */
+            *t = (Transition){in, sc_elem_word(x), epoch, mask};
+    }
+    /* The same access again, on the element as it is now, would change nothing and report nothing new
+     * (a hazard it finds is this one again): a read, or a write whose record its threads see in program
+     * order. Remember that, until something it depends on changes (the epoch); and, for the inline path,
+     * a read that only moved the element from one read-set list to another. */
+    if (mode == 1 || (!unordered && (M->po[pair] >> pair & 1))) {
+        const uint32_t from = (uint32_t)(in >> 32), to = x->r;
+        const int moved = mode == 1 && M->st.epoch == epoch && (uint32_t)in == x->w && from && !(from & 1) && to &&
+                          !(to & 1);
+        cache->epoch = M->st.epoch;
+        cache->mask = mask;
+        cache->wr = sc_elem_word(x);
+        cache->tin = moved ? in : 0;
+        cache->tout = moved ? cache->wr : 0;
     }
 }
 
@@ -687,6 +924,7 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
 
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
@@ -718,7 +956,7 @@ static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *th
         end_update(M, r);
         return;
     }
-    if (x->nmarks == MAXMARK) { M->status = SC_UNSUPPORTED; return; }
+    if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return; }
     begin_update(M, r);
     int at = x->nmarks;
     while (at > 0 && x->mq[at - 1] > q) {
@@ -745,27 +983,40 @@ static void remove_mark(Machine *M, int32_t r, int i) {
     memset(MT(M, r, x->nmarks), 0, sizeof(uint64_t) * M->nw);
 }
 
-/* mbarriers count phases per thread: every arrive (await) of a queue must be by the same threads. */
-static int same_threads(Machine *M, int32_t *first, int mask) {
-    if (!mask) return 1;
+/* Pairing by lag counts phases per thread: every arrive (await) of a queue must be by the same threads. */
+static int same_threads(Machine *M, int q, int32_t *first, int mask, int code, const Acc *acc) {
+    if (!M->qp[q].same_threads || !mask) return 1;
     if (*first < 0) *first = mask;
     if (*first == mask) return 1;
-    M->status = SC_ERROR; /* checker.py raises the SyncError with its message */
+    fail(M, code, q, acc);
     return 0;
 }
 
-void sc_arrive(Machine *M, int q, int mask, uint32_t m1, int stmt, int site, const int64_t *iv, int niv) {
+void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
-    if (P->mbarrier && !same_threads(M, &Q->arr_mask, mask)) return;
+    Acc a;
+    fill_acc(M, &a, site, mask, M->task, iv);
+    if (!same_threads(M, q, &Q->arr_mask, mask, ERR_ARRIVE_THREADS, &a)) return;
+    if (Q->narr == Q->caparr) {
+        Q->caparr = Q->caparr ? 2 * Q->caparr : 16;
+        Q->arrives = realloc(Q->arrives, sizeof(Acc) * Q->caparr);
+        if (!Q->arrives) abort();
+    }
+    Q->arrives[Q->narr] = a;
     int64_t n = ++Q->narr, slot = -1, parity = -1;
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
         parity = ((n - 1) / P->depth) & 1;
         int64_t reuse = n - P->depth; /* the arrive whose ring slot this one takes over */
-        if (reuse >= 1 && Q->upto < reuse) hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+        if (reuse >= 1 && Q->upto < reuse) {
+            const int64_t params[5] = {0, n, slot, P->depth, reuse};
+            queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
+        }
     }
-    event(M, site, q, n, slot, parity, mask, iv, niv);
+    event(M, q, n, slot, parity, &a);
     if (!mask) return; /* CPU code: nothing to mark */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
@@ -793,20 +1044,24 @@ static void widen(Machine *M, const uint64_t *in, uint64_t *out, int scope) {
     }
 }
 
-void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int stmt, int site,
-              const int64_t *iv, int niv) {
+void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int site, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    int q = (int)q64;
     const QueueParams *P = &M->qp[q];
     Queue *Q = &M->qs[q];
-    if (P->mbarrier && !same_threads(M, &Q->await_mask, mask)) return;
+    Acc a;
+    fill_acc(M, &a, site, mask, M->task, iv);
+    if (!same_threads(M, q, &Q->await_mask, mask, ERR_AWAIT_THREADS, &a)) return;
     Q->awaits++;
     int64_t k = P->lag >= 0 ? Q->awaits - P->lag : Q->narr - N, slot = -1, parity = -1;
     if (P->depth > 0 && k >= 1) {
         slot = (k - 1) % P->depth;
         parity = ((k - 1) / P->depth) & 1;
     }
-    event(M, site, q, k, slot, parity, mask, iv, niv);
+    event(M, q, k, slot, parity, &a);
     if (k > Q->narr) { /* the paired arrive is in the future: the GPU waits forever */
-        hazard(M, K_DEADLOCK, -1, stmt, -1, -1);
+        const int64_t params[3] = {1, k, Q->narr};
+        queue_hazard(M, K_DEADLOCK, site, q, &a, NULL, 3, params);
         return;
     }
     if (k < 1) return;
@@ -844,12 +1099,17 @@ void sc_await(Machine *M, int q, int mask, uint32_t m2a, uint32_t m2s, int64_t N
 }
 
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
-void sc_end_barrier(Machine *M, int q0, int nq, int stmt) {
+void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    (void)iv;
     for (int q = q0; q < q0 + nq; q++) {
         const QueueParams *P = &M->qp[q];
         Queue *Q = &M->qs[q];
         int64_t slack = P->lag >= 0 ? P->lag : 0;
-        if (Q->narr - Q->upto > slack) hazard(M, K_COUNT, -1, stmt, -1, -1);
+        if (Q->narr - Q->upto > slack) {
+            const int64_t params[2] = {Q->narr - Q->upto, slack};
+            queue_hazard(M, K_COUNT, site, q, &Q->arrives[Q->upto], NULL, 2, params);
+        }
         for (int32_t r = M->live_head, nx; r; r = nx) {
             nx = R(M, r)->next;
             int i = mark_index(M, r, q);
@@ -865,25 +1125,31 @@ void sc_end_barrier(Machine *M, int q0, int nq, int stmt) {
 
 /* A task is its own top-level collective: its records are synced only while it runs. */
 void sc_task_begin(Machine *M) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     M->task = M->ntasks++;
     M->live_head = 0;
 }
 
 void sc_task_end(Machine *M) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
         /* A mark outliving the task means a barrier scope around several tasks: not compiled. */
-        if (R(M, r)->nmarks) M->status = SC_UNSUPPORTED;
+        if (R(M, r)->nmarks) M->st.status = SC_UNSUPPORTED;
         R(M, r)->live = 0;
     }
     M->live_head = 0;
     M->task = -1;
 }
 
-/* A device-function boundary is a full barrier: the argument buffers forget their records. */
+/* A device-function boundary is a full barrier: every live buffer forgets its records. */
 void sc_device_boundary(Machine *M) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    new_epoch(M);
     for (int i = 0; i < M->nslots; i++)
-        if (M->sp[i].is_arg && M->bufs[i].w) clear_buffer(M, &M->bufs[i]);
+        if (M->st.bufs[i].el) clear_buffer(M, &M->st.bufs[i]);
     for (uint32_t b = 0; b < M->nrbuck; b++) {
         for (int32_t r = M->rbuck[b]; r; r = R(M, r)->hnext) R(M, r)->intable = 0;
         M->rbuck[b] = 0;
@@ -894,10 +1160,9 @@ void sc_device_boundary(Machine *M) {
 /* ---- results, read by sync_check through ctypes ---- */
 
 int sc_n_hazards(Machine *M) { return M->nh; }
-const int64_t *sc_hazards(Machine *M) { return M->haz; }
+const HazardRow *sc_hazards(Machine *M) { return M->haz; }
 int sc_truncated(Machine *M) { return M->truncated; }
 int64_t sc_n_events(Machine *M) { return M->nev; }
 int64_t sc_events_total(Machine *M) { return M->evtotal; }
-const int64_t *sc_events(Machine *M) { return M->ev; }
-int64_t sc_n_iters(Machine *M) { return M->niv; }
-const int64_t *sc_iters(Machine *M) { return M->iv; }
+const EventRow *sc_events(Machine *M) { return M->ev; }
+const ErrorRow *sc_error(Machine *M) { return &M->err; }

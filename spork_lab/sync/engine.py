@@ -1,10 +1,10 @@
-"""The compiled engine of `sync_check`: build `_machine.c` and one proc's generated C with gcc, run them.
+"""The compiled engine of `sync_check`: build `_machine.c` and one Program's C (cprint.py) with gcc, run them.
 
-Nothing is built at install time: the runtime and each proc's checker are
+Nothing is built at install time: the runtime and each Program's C are
 compiled on first use with `gcc -O2 -shared` into a cache directory
 (`$SPORK_LAB_CACHE/sync`, default `~/.cache/spork_lab/sync`), named by a hash
 of their sources, the compiler's version and the flags, and loaded with
-ctypes. In one process each proc is translated once.
+ctypes. A run returns the same `RawRun` as the reference engine.
 """
 
 from __future__ import annotations
@@ -13,20 +13,24 @@ import ctypes
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import SporkError
-from ._emit import Emitter, Program
-from .threads import ThreadMap
+from . import program as P
+from .cprint import c_source
 
 _HERE = Path(__file__).resolve().parent
 _FLAGS = ["-O2", "-shared", "-fPIC", "-std=gnu11"]
 SC_OK, SC_UNSUPPORTED, SC_ERROR, SC_FULL = 0, 1, 2, 3
-EV = 9  # int64 per logged event (see _machine.c)
+MAXIV, MAXDIM = 16, 8  # _machine.h: SC_MAXIV, SC_MAXDIM
+
+
+class Unsupported(Exception):
+    """What the compiled engine cannot run (sync_check then runs the reference engine and says why)."""
 
 
 def cache_dir() -> Path:
@@ -45,7 +49,7 @@ def _gcc() -> tuple:
             raise SporkError(
                 "sync_check compiles the abstract machine with gcc, and no gcc was found: install gcc "
                 "(e.g. apt-get install gcc) or set CC; sync_check(..., engine='python') runs the slow reference "
-                "interpreter instead"
+                "engine instead"
             )
         version = subprocess.run([cc, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True).stdout
         _compiler = (cc, version.strip())
@@ -73,6 +77,28 @@ def _build(name: str, source: str, link: list) -> Path:
     return out
 
 
+class _Acc(ctypes.Structure):
+    _fields_ = [("site", ctypes.c_int32), ("mask", ctypes.c_int32), ("task", ctypes.c_int64),
+                ("iv", ctypes.c_int64 * MAXIV)]
+
+
+class _HazardRow(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("slot", ctypes.c_int32), ("ordinal", ctypes.c_int64),
+                ("element", ctypes.c_int64), ("ndim", ctypes.c_int32), ("has_other", ctypes.c_int32),
+                ("index", ctypes.c_int64 * MAXDIM), ("acc", _Acc), ("other", _Acc), ("queue", ctypes.c_int32),
+                ("nparams", ctypes.c_int32), ("params", ctypes.c_int64 * 5)]
+
+
+class _EventRow(ctypes.Structure):
+    _fields_ = [("queue", ctypes.c_int32), ("pad", ctypes.c_int32), ("index", ctypes.c_int64),
+                ("slot", ctypes.c_int64), ("parity", ctypes.c_int64), ("acc", _Acc)]
+
+
+class _ErrorRow(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int32), ("queue", ctypes.c_int32), ("has_acc", ctypes.c_int32),
+                ("pad", ctypes.c_int32), ("acc", _Acc)]
+
+
 _runtime: Optional[tuple] = None
 
 
@@ -82,17 +108,15 @@ def runtime() -> tuple:
     if _runtime is None:
         path = _build("sc_machine", (_HERE / "_machine.c").read_text(), [])
         lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-        i64p = ctypes.POINTER(ctypes.c_int64)
         for fn, res in [
             ("sc_status", ctypes.POINTER(ctypes.c_int)),
             ("sc_n_hazards", ctypes.c_int),
-            ("sc_hazards", i64p),
+            ("sc_hazards", ctypes.c_void_p),
             ("sc_truncated", ctypes.c_int),
             ("sc_n_events", ctypes.c_int64),
             ("sc_events_total", ctypes.c_int64),
-            ("sc_events", i64p),
-            ("sc_n_iters", ctypes.c_int64),
-            ("sc_iters", i64p),
+            ("sc_events", ctypes.c_void_p),
+            ("sc_error", ctypes.POINTER(_ErrorRow)),
         ]:
             getattr(lib, fn).restype = res
             getattr(lib, fn).argtypes = [ctypes.c_void_p]
@@ -102,66 +126,73 @@ def runtime() -> tuple:
     return _runtime
 
 
-@dataclass
-class Run:
-    """What one compiled run found. Hazards: (kind, buffer ordinal, element, statement id)."""
-
-    status: int
-    hazards: list
-    truncated: bool
-    events: list  # rows: site, queue, index, slot, parity, mask, task, iters offset, iters count
-    events_total: int
-    iters: list
+def _acc(program: P.Program, a: _Acc) -> P.RawAccess:
+    niv = len(program.sites[a.site].loops) if a.site >= 0 else 0
+    return P.RawAccess(a.site, a.mask, a.task, tuple(a.iv[:niv]))
 
 
-class Engine:
-    """One proc's compiled checker."""
+# The rows as plain numbers (struct formats matching _machine.h), read in bulk: faster than ctypes fields.
+_ACC = f"iiq{MAXIV}q"
+_EVENT = struct.Struct(f"<iiqqq{_ACC}")
+_HAZARD = struct.Struct(f"<iiqqii{MAXDIM}q{_ACC}{_ACC}ii5q")
+assert _EVENT.size == ctypes.sizeof(_EventRow) and _HAZARD.size == ctypes.sizeof(_HazardRow)
 
-    def __init__(self, ir, infos: dict, tmap: ThreadMap):
-        self.program: Program = Emitter(ir, infos, tmap).program()
+
+def _rows(layout: struct.Struct, pointer, count: int):
+    return layout.iter_unpack(ctypes.string_at(pointer, count * layout.size)) if count else ()
+
+
+def _unpack_acc(program: P.Program, fields) -> P.RawAccess:
+    site, mask, task = fields[0], fields[1], fields[2]
+    niv = len(program.sites[site].loops) if site >= 0 else 0
+    return P.RawAccess(site, mask, task, tuple(fields[3 : 3 + niv]))
+
+
+class Compiled:
+    """One Program's compiled checker (raises Unsupported for what it cannot run)."""
+
+    def __init__(self, program: P.Program):
+        too_deep = next((s for s in program.sites if len(s.loops) > MAXIV), None)
+        if too_deep is not None:
+            raise Unsupported(f"a statement inside more than {MAXIV} loops")
+        self.program = program
         path, _ = runtime()
-        lib = ctypes.CDLL(str(_build("sc_proc", self.program.source, [path])))
+        lib = ctypes.CDLL(str(_build("sc_proc", c_source(program), [path])))
         self._run = lib.sc_run
         self._run.restype = ctypes.c_void_p
-        self._run.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]
+        self._run.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.POINTER(ctypes.c_int64)]
 
-    def run(self, sizes: dict, max_hazards: int, max_events: int) -> Run:
+    def run(self, sizes: tuple, max_hazards: int, max_events: int, watch: frozenset) -> P.RawRun:
         _, lib = runtime()
-        values = (ctypes.c_int64 * max(1, len(self.program.size_names)))(
-            *[int(sizes[n]) for n in self.program.size_names]
-        )
-        m = self._run(values, max_hazards, max_events)
+        values = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
+        pairs = sorted(watch)
+        flat = (ctypes.c_int64 * max(1, 2 * len(pairs)))(*[x for pair in pairs for x in pair])
+        m = self._run(values, max_hazards, max_events, len(pairs), flat)
         try:
-            nh, nev, niv = lib.sc_n_hazards(m), lib.sc_n_events(m), lib.sc_n_iters(m)
-            flat = lib.sc_hazards(m)[: 4 * nh]
-            ev = lib.sc_events(m)[: EV * nev] if nev else []
-            return Run(
-                status=lib.sc_status(m)[0],
-                hazards=[tuple(flat[4 * i : 4 * i + 4]) for i in range(nh)],
-                truncated=bool(lib.sc_truncated(m)),
-                events=[ev[EV * i : EV * i + EV] for i in range(nev)],
-                events_total=lib.sc_events_total(m),
-                iters=lib.sc_iters(m)[:niv] if niv else [],
-            )
+            status = lib.sc_status(m)[0]
+            if status == SC_UNSUPPORTED:
+                raise Unsupported("a record pending on more than 8 barrier queues at once")
+            error = None
+            if status == SC_ERROR:
+                e = lib.sc_error(m)[0]
+                error = (e.code, _acc(self.program, e.acc) if e.has_acc else None, e.queue)
+            hazards = []
+            acc_words = 3 + MAXIV
+            for row in _rows(_HAZARD, lib.sc_hazards(m), lib.sc_n_hazards(m)):
+                kind, slot, ordinal, element, ndim, has_other = row[:6]
+                at = 6 + MAXDIM
+                acc, other = row[at : at + acc_words], row[at + acc_words : at + 2 * acc_words]
+                queue, nparams = row[at + 2 * acc_words : at + 2 * acc_words + 2]
+                params = row[at + 2 * acc_words + 2 :]
+                hazards.append(
+                    P.RawHazard(kind, slot, ordinal, element, tuple(row[6 : 6 + ndim]), _unpack_acc(self.program, acc),
+                                _unpack_acc(self.program, other) if has_other else None, queue, tuple(params[:nparams]))
+                )
+            events = [
+                P.RawEvent(row[0], row[2], row[3], row[4], _unpack_acc(self.program, row[5:]))
+                for row in _rows(_EVENT, lib.sc_events(m), lib.sc_n_events(m))
+            ]
+            return P.RawRun(hazards, bool(lib.sc_truncated(m)), events, lib.sc_events_total(m), error)
         finally:
             lib.sc_delete(m)
-
-
-_engines: dict = {}  # id(proc IR) -> (proc IR, Engine or the Unsupported reason)
-
-
-def engine_for(ir, infos: dict, tmap: ThreadMap):
-    """The proc's Engine, or an `Unsupported` exception saying why there is none (cached per proc)."""
-    from ._emit import Unsupported
-
-    hit = _engines.get(id(ir))
-    if hit is not None and hit[0] is ir:
-        return hit[1]
-    try:
-        result = Engine(ir, infos, tmap)
-    except Unsupported as e:
-        result = e
-    if len(_engines) >= 64:
-        _engines.pop(next(iter(_engines)))
-    _engines[id(ir)] = (ir, result)
-    return result

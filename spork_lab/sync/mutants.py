@@ -18,15 +18,14 @@ from exo.core.LoopIR import LoopIR
 from ..core.sync_stmts import sync_proc, sync_spec_of
 
 
-def sync_cursors(p: Procedure) -> list[StmtCursor]:
-    """Cursors of every sync statement of p, in program order."""
+def stmt_cursors(p: Procedure) -> list[StmtCursor]:
+    """Cursors of every statement of p, in program order."""
     found = []
 
     def walk(cursors):
         for c in cursors:
+            found.append(c)
             node = c._impl._node
-            if sync_spec_of(node) is not None:
-                found.append(c)
             if isinstance(node, (LoopIR.For, LoopIR.If)):
                 walk(c.body())
                 if isinstance(node, LoopIR.If) and node.orelse:
@@ -34,6 +33,11 @@ def sync_cursors(p: Procedure) -> list[StmtCursor]:
 
     walk(p.body())
     return found
+
+
+def sync_cursors(p: Procedure) -> list[StmtCursor]:
+    """Cursors of every sync statement of p, in program order."""
+    return [c for c in stmt_cursors(p) if sync_spec_of(c._impl._node) is not None]
 
 
 def without_syncs(p: Procedure, indices: Iterable[int]) -> Procedure:

@@ -1,0 +1,631 @@
+"""The one lowering of a checked proc for the sync engines: LoopIR + Analysis -> `Program` (program.py).
+
+A walk of the proc in sequential order: loops become For/EndFor, index
+expressions `Expr`s, every buffer access, sync statement, allocation, scope
+end, task and device-function boundary an op. What the walk needs to know
+about threads comes from the analysis (the one home of "which threads run a
+statement"): for each tiling, the masks of all its cuda_threads iterator
+values are listed here, once, and each access looks its collective up with
+the enclosing cuda_threads iterators. Instr bodies are inlined: their
+accesses carry the instr's instr-tl and operand usage-tls and are reported at
+the call. Anything a program cannot be checked with is a SyncError here, for
+both engines alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from exo.core.LoopIR import LoopIR
+
+from ..analysis import Analysis, analyze
+from ..core import timelines as tl
+from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.instrs import instr_info
+from ..core.ir import numeric_reads
+from ..core.loop_modes import CudaThreads, WithBlock
+from ..core.sync_stmts import BarrierMemory, barrier_window_indices, is_barrier_alloc, sync_spec_of
+from ..errors import SyncError
+from . import program as P
+from .access import distributed_shared, is_shared_memory, unordered_access
+
+
+@dataclass(frozen=True)
+class _View:
+    """A buffer seen through windows: element = base + sum(i_k * strides[k])."""
+
+    slot: int
+    base: P.Expr
+    strides: tuple
+    usage: Optional[tl.UsageTl] = None
+    unordered: bool = False  # accessed by an instr whose lanes act independently (sync/access.py)
+
+
+@dataclass(frozen=True)
+class _Barrier:
+    """A barrier allocation: its queues are q0 + 2 * flat position + reverse."""
+
+    q0: int
+    dims: tuple
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Where a statement runs."""
+
+    analysis: Analysis  # tilings of the statements being lowered (a callee launching kernels has its own)
+    dev: Optional[CudaDeviceFunction] = None
+    tiling: object = None
+    instr_tl: tl.InstrTl = tl.cpu_in_order_instr
+    cuda: tuple = ()  # (iterator name, var) of the enclosing cuda_threads loops of the task
+    task_threads: int = 0
+    loops: tuple = ()  # (iterator name, var) of the loops reports show
+    in_instr: object = None  # the outermost instr call whose body is being lowered
+
+
+def lower(proc_ir: LoopIR.proc) -> P.Program:
+    """The proc as a Program (computed from its cached analysis); SyncError for what cannot be checked."""
+    return _Lowering(proc_ir).program()
+
+
+def index_expr(e, env: dict) -> P.Expr:
+    """An integer LoopIR expression as an `Expr`; env maps symbols to their `Expr`s (a window to its `_View`).
+    The one translation of index arithmetic that both engines evaluate (a SyncError for anything else)."""
+    if isinstance(e, LoopIR.Const):
+        if not isinstance(e.val, (bool, int)):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return P.Const(int(e.val))
+    if isinstance(e, LoopIR.Read):
+        v = env.get(e.name)
+        if e.idx or not isinstance(v, P.Var):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return v
+    if isinstance(e, LoopIR.USub):
+        arg = index_expr(e.arg, env)
+        return P.Const(-arg.value) if isinstance(arg, P.Const) else P.Neg(arg)
+    if isinstance(e, LoopIR.BinOp):
+        lhs, rhs = index_expr(e.lhs, env), index_expr(e.rhs, env)
+        if e.op == "+":
+            return P.add(lhs, rhs)
+        if e.op == "*":
+            return P.mul(lhs, rhs)
+        return P.Bin(e.op, lhs, rhs)
+    if isinstance(e, LoopIR.StrideExpr):
+        view = env.get(e.name)
+        if not isinstance(view, _View):
+            raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+        return view.strides[e.dim]
+    raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
+
+
+class _Lowering:
+    def __init__(self, proc_ir: LoopIR.proc):
+        self.ir = proc_ir
+        self.analysis = analyze(proc_ir)
+        self.ops: list = []
+        self.n_vars = 0
+        self.masks: list = [()]
+        self.mask_ids: dict = {(): 0}
+        self.tables: list = []
+        self.table_ids: dict = {}  # table contents -> table id
+        self.tiling_masks: dict = {}  # id(tiling) -> the mask of each of its collectives
+        self.tilings: list = []  # held, so that the id() keys above stay valid
+        self.slots: list = []
+        self.mems: list = []  # the memory of each slot
+        self.names: dict = {}
+        self.queues: list = []
+        self.sites: list = []
+        self.site_ids: dict = {}
+        self.stmts: list = []
+        self.stmt_ids: dict = {}
+        self.max_threads = 1
+        self.by_owner: set = set()  # indices of Access ops made by the collective that owns the buffer (registers)
+
+    def program(self) -> P.Program:
+        env: dict = {}
+        sizes = []
+        for a in self.ir.args:
+            if not a.type.is_numeric():
+                v = self.var()
+                sizes.append((str(a.name), v))
+                env[a.name] = P.Var(v)
+        ctx = _Ctx(self.analysis)
+        for a in self.ir.args:
+            if a.type.is_numeric():
+                env[a.name] = self.buffer(a, ctx, env)
+        self.block(self.ir.body, ctx, env)
+        return P.Program(
+            proc=str(self.ir.name),
+            ops=_without(self.ops, self.private_accesses()),
+            n_vars=self.n_vars,
+            sizes=tuple(sizes),
+            masks=tuple(self.masks),
+            tables=tuple(self.tables),
+            slots=tuple(self.slots),
+            queues=tuple(self.queues),
+            sites=tuple(self.sites),
+            stmts=tuple(self.stmts),
+            max_threads=self.max_threads,
+        )
+
+    # ---- tables ----
+
+    def var(self) -> int:
+        self.n_vars += 1
+        return self.n_vars - 1
+
+    def emit(self, op) -> int:
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def site(self, s, ctx: _Ctx) -> int:
+        stmt = self.stmt_ids.get(id(s))
+        if stmt is None:
+            stmt = self.stmt_ids[id(s)] = len(self.stmts)
+            self.stmts.append(self.analysis.ref(s))
+        key = (stmt, ctx.loops, ctx.instr_tl, ctx.task_threads)
+        site = self.site_ids.get(key)
+        if site is None:
+            site = self.site_ids[key] = len(self.sites)
+            spec = sync_spec_of(s)
+            self.sites.append(P.Site(stmt, ctx.loops, ctx.instr_tl, ctx.task_threads, spec.kind if spec else ""))
+        return site
+
+    def mask(self, ctx: _Ctx) -> P.Expr:
+        """The mask of the collective running a statement in ctx (a lookup by its cuda_threads iterators)."""
+        if ctx.dev is None:
+            return P.Const(0)
+        tiling = ctx.tiling
+        ids = self.tiling_masks.get(id(tiling))
+        if ids is None:
+            ids = self.tiling_masks[id(tiling)] = self.collectives(tiling)
+            self.tilings.append(tiling)
+        return self.lookup(ids, tiling.iters, ctx)
+
+    def collectives(self, tiling) -> list:
+        """The mask of every collective of a tiling, by its iterator values (row-major)."""
+        self.max_threads = max(self.max_threads, tiling.blockDim * tiling.clusterDim)
+        names = [name for name, _ in tiling.iters]
+        return [
+            P.mask_of_intervals(self.masks, self.mask_ids, tuple(tuple(r) for r in tiling.threads(dict(zip(names, values)))))
+            for values in itertools.product(*(range(c) for _, c in tiling.iters))
+        ]
+
+    def lookup(self, ids: list, iters: tuple, ctx: _Ctx) -> P.Expr:
+        """Entry (row-major) of a table over the values of cuda_threads iterators `iters`, at their values."""
+        if len(set(ids)) == 1:
+            return P.Const(ids[0])
+        key = tuple(ids)
+        table = self.table_ids.get(key)
+        if table is None:
+            table = self.table_ids[key] = len(self.tables)
+            self.tables.append(key)
+        cvars, index, stride = dict(ctx.cuda), P.Const(0), 1
+        for name, count in reversed(iters):
+            index = P.add(P.mul(P.Var(cvars[name]), P.Const(stride)), index)
+            stride *= count
+        return P.Table(table, index)
+
+    # ---- expressions ----
+
+    def element(self, view: _View, idx, env: dict) -> P.Expr:
+        e = view.base
+        for i, stride in zip(idx, view.strides):
+            e = P.add(e, P.mul(index_expr(i, env), stride))
+        return e
+
+    def let(self, value: P.Expr) -> P.Expr:
+        """A variable holding `value` (evaluated here, once), or the value itself when it is constant."""
+        if isinstance(value, (P.Const, P.Var)):
+            return value
+        v = self.var()
+        self.emit(P.Let(v, value))
+        return P.Var(v)
+
+    # ---- statements ----
+
+    def block(self, stmts, ctx: _Ctx, env: dict) -> None:
+        env = dict(env)
+        ends = []
+        for s in stmts:
+            self.stmt(s, ctx, env, ends)
+        for end in reversed(ends):
+            self.emit(end)
+
+    def stmt(self, s, ctx: _Ctx, env: dict, ends: list) -> None:
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            if ctx.dev is not None:
+                self.assign(s, ctx, env)
+        elif isinstance(s, LoopIR.For):
+            self.loop(s, ctx, env)
+        elif isinstance(s, LoopIR.If):
+            at = self.emit(None)
+            self.block(s.body, ctx, env)
+            if s.orelse:
+                other = self.emit(None)
+                self.ops[at] = P.If(index_expr(s.cond, env), other)
+                self.block(s.orelse, ctx, env)
+                end = self.emit(P.EndIf())
+                self.ops[other] = P.Else(end)
+            else:
+                self.ops[at] = P.If(index_expr(s.cond, env), self.emit(P.EndIf()))
+        elif isinstance(s, LoopIR.Alloc):
+            if is_barrier_alloc(s):
+                ends.append(self.barrier_alloc(s, ctx, env))
+            else:
+                view = env[s.name] = self.buffer(s, ctx, env)
+                ends.append(P.Free(view.slot, self.site(s, ctx)))
+        elif isinstance(s, LoopIR.WindowStmt):
+            env[s.name] = self.window(s.rhs, env)
+        elif isinstance(s, LoopIR.Call):
+            self.call(s, ctx, env)
+        elif not isinstance(s, (LoopIR.Pass, LoopIR.Free)):
+            raise SyncError(f"sync_check does not interpret {type(s).__name__} statements", s.srcinfo)
+
+    def buffer(self, decl, ctx: _Ctx, env: dict) -> _View:
+        """A new buffer slot (an argument or an Alloc) with row-major strides, and its Alloc op."""
+        shape = [index_expr(d, env) for d in decl.type.shape()] if decl.type.is_tensor_or_window() else []
+        name = str(decl.name)
+        slot = len(self.slots)
+        self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem)))
+        self.mems.append(decl.mem)
+        strides, size = [], P.Const(1)
+        for d in reversed(shape):
+            strides.append(size)
+            size = self.let(P.mul(size, d))
+        shard_size, owners = self.shards(decl, shape, ctx)
+        self.emit(P.Alloc(slot, tuple(shape), self.mask(ctx), ctx.dev is not None, shard_size, owners))
+        return _View(slot, P.Const(0), tuple(reversed(strides)))
+
+    def shards(self, decl, shape: list, ctx: _Ctx) -> tuple:
+        """(elements per shard, each shard's owner mask) of distributed shared memory, else (0, ())."""
+        if ctx.dev is None or not distributed_shared(ctx.analysis, decl.name):
+            return 0, ()
+        dist = ctx.analysis.dist[decl.name]
+        counts = [d.value for d in shape[: dist.dims]]
+        size = 1
+        for d in shape[dist.dims :]:
+            size *= d.value
+        outer = ctx.tiling.iters  # the enclosing cuda_threads iterators choose the allocating collective
+        owners = []
+        for shard in itertools.product(*(range(n) for n in counts)):
+            ids = []
+            for values in itertools.product(*(range(c) for _, c in outer)):
+                runs = dist.owner_threads(shard, dict(zip((name for name, _ in outer), values)))
+                ids.append(-1 if runs is None else P.mask_of_intervals(self.masks, self.mask_ids,
+                                                                      tuple(tuple(r) for r in runs)))
+            owners.append(self.lookup(ids, outer, ctx))
+        return size, tuple(owners)
+
+
+    def window(self, w, env: dict) -> _View:
+        view = env[w.name]
+        base, strides = view.base, []
+        for i, stride in zip(w.idx, view.strides):
+            if isinstance(i, LoopIR.Interval):
+                base = P.add(base, P.mul(index_expr(i.lo, env), stride))
+                strides.append(stride)
+            else:
+                base = P.add(base, P.mul(index_expr(i.pt, env), stride))
+        return _View(view.slot, self.let(base), tuple(strides), view.usage, view.unordered)
+
+    def assign(self, s, ctx: _Ctx, env: dict) -> None:
+        mask, site = self.mask(ctx), self.site(ctx.in_instr or s, ctx)
+        for sym, idx, mode in statement_accesses(s):
+            view = env[sym]
+            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            self.access(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site), ctx)
+
+    def access(self, op: P.Access, ctx: _Ctx) -> None:
+        unit = getattr(self.mems[op.slot], "native_unit", None)
+        if unit is not None and ctx.tiling is not None and ctx.tiling.matches(unit):
+            self.by_owner.add(len(self.ops))
+        self.emit(op)
+
+    def private_accesses(self) -> set:
+        """The accesses of register buffers that only their owners access, in program order.
+
+        Registers (a memory whose native unit is a thread, warp or warpgroup) accessed only by the
+        collective that owns them (the dist pass makes every use of a distributed register allocation its
+        shard's owner's), and only by in-order instructions, can never be part of a hazard: each such
+        access finds the owner's own in-order record, visible to it in program order, and leaves one; a
+        sync only widens that; the free of registers asks only that the owners' asynchronous accesses
+        completed. So the machine has nothing to record for them, and both engines skip them.
+        """
+        by_slot: dict = {}
+        for k, op in enumerate(self.ops):
+            if isinstance(op, P.Access):
+                by_slot.setdefault(op.slot, []).append(k)
+        private = set()
+        for slot, indices in by_slot.items():
+            if self.slots[slot].shared:
+                continue
+            if all(k in self.by_owner and not self.ops[k].unordered
+                   and P.PROGRAM_ORDER[self.ops[k].pair] >> self.ops[k].pair & 1 for k in indices):
+                private.update(indices)
+        return private
+
+    def loop(self, s, ctx: _Ctx, env: dict) -> None:
+        mode = s.loop_mode
+        if isinstance(mode, WithBlock):
+            self.with_block(s, mode.ctx, ctx, env)
+            return
+        name = s.iter.name()
+        v = self.var()
+        inner = ctx
+        task = False
+        if isinstance(mode, CudaThreads):
+            inner = replace(ctx, tiling=self.body_tiling(s, ctx), cuda=ctx.cuda + ((name, v),))
+        elif any(s is fn.tasks[-1] for fn in ctx.analysis.device_functions):
+            task = True  # the innermost cuda_tasks loop: each iteration is a task, its own top-level collective
+            inner = replace(ctx, cuda=(), task_threads=ctx.tiling.thread_count)
+        if ctx.in_instr is None:
+            inner = replace(inner, loops=inner.loops + ((name, v),))
+        start = self.emit(None)
+        if task:
+            self.emit(P.TaskBegin(ctx.tiling.thread_count))
+        self.block(s.body, inner, {**env, s.iter: P.Var(v)})
+        if task:
+            self.emit(P.TaskEnd())
+        end = self.emit(P.EndFor(start))
+        self.ops[start] = P.For(v, index_expr(s.lo, env), index_expr(s.hi, env), end)
+        self.hoist_reads(start, name, v)
+
+    def hoist_reads(self, start: int, name: str, v: int) -> None:
+        """Move the loop's leading reads that do not change with its iterations in front of it.
+
+        Reading an element again, by the same collective on the same pair, with no sync statement in
+        between and no write to its buffer, changes nothing and reports nothing new (SYNC_MODEL: reads
+        only add the reader's record, which is there already). So a read whose element and collective
+        do not depend on the loop happens once, where its first iteration made it; its report then shows
+        no value for this loop's iterator. Only for loops that run at least once (constant bounds).
+        """
+        loop = self.ops[start]
+        if not (isinstance(loop.lo, P.Const) and isinstance(loop.hi, P.Const) and loop.lo.value < loop.hi.value):
+            return
+        body = self.ops[start + 1 : loop.end]
+        if not all(isinstance(op, (P.Access, P.For, P.EndFor, P.Let, P.If, P.Else, P.EndIf)) for op in body):
+            return
+        defined = {v} | {op.var for op in body if isinstance(op, (P.For, P.Let))}
+        written = {op.slot for op in body if isinstance(op, P.Access) and op.mode & P.WRITE}
+        at = start
+        while True:
+            op = self.ops[at + 1]
+            if not (isinstance(op, P.Access) and op.mode == P.READ and op.slot not in written
+                    and not (_variables(op.element) | _variables(op.mask)) & defined):
+                break
+            site = self.sites[op.site]
+            loops = tuple(lp for lp in site.loops if lp != (name, v))
+            self.ops[at] = replace(op, site=self.resite(op.site, loops))
+            at += 1
+        if at != start:
+            self.ops[at] = loop
+            self.ops[loop.end] = P.EndFor(at)
+
+    def resite(self, site: int, loops: tuple) -> int:
+        """The site of the same statement showing other loops."""
+        old = self.sites[site]
+        key = (old.stmt, loops, old.instr_tl, old.task_threads)
+        found = self.site_ids.get(key)
+        if found is None:
+            found = self.site_ids[key] = len(self.sites)
+            self.sites.append(replace(old, loops=loops))
+        return found
+
+    def body_tiling(self, s, ctx: _Ctx):
+        return ctx.analysis.stmt_info(s.body[0]).tiling
+
+    def with_block(self, s, block, ctx: _Ctx, env: dict) -> None:
+        if isinstance(block, CudaDeviceFunction):
+            inner = _Ctx(ctx.analysis, block, self.body_tiling(s, ctx), tl.cuda_in_order_instr, loops=ctx.loops,
+                         in_instr=ctx.in_instr)
+            self.emit(P.DeviceBoundary())
+            self.block(s.body, inner, env)
+            self.emit(P.DeviceBoundary())
+            return
+        if isinstance(block, CudaAsync):
+            inner = replace(ctx, instr_tl=block.instr_tl)
+        elif isinstance(block, CudaWarps):
+            inner = replace(ctx, tiling=self.body_tiling(s, ctx))
+        else:
+            inner = ctx
+        self.block(s.body, inner, env)
+
+    def call(self, s, ctx: _Ctx, env: dict) -> None:
+        spec = sync_spec_of(s)
+        if spec is not None:
+            self.sync(s, spec, ctx, env)
+            return
+        info = instr_info(s)
+        if s.f.instr is not None and ctx.dev is None:
+            return  # a CPU instr: nothing the abstract machine records
+        callee = dict(env)
+        for a, formal in zip(s.args, s.f.args):
+            if not formal.type.is_numeric():
+                callee[formal.name] = self.let(index_expr(a, env))
+                continue
+            if isinstance(formal.mem, type) and issubclass(formal.mem, BarrierMemory):
+                raise SyncError(f"sync_check: barrier {a.name} is passed to {s.f.name}; use barriers in the proc "
+                                "that allocates them", s.srcinfo)
+            view = self.window(a, env) if isinstance(a, LoopIR.WindowExpr) else env[a.name]
+            usage = info.usage_tls.get(str(formal.name)) if info else None
+            unordered = view.unordered or (
+                info is not None
+                and ctx.tiling is not None
+                and unordered_access(str(s.f.name), ctx.tiling.thread_count, self.slot_mem(a, env))
+            )
+            callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
+        if s.f.instr is not None and ctx.dev is not None:
+            inner = replace(ctx, instr_tl=info.instr_tl if info else ctx.instr_tl, in_instr=ctx.in_instr or s)
+            accesses = instr_accesses(s.f.body)
+            if accesses is not None:
+                self.instr_call(accesses, inner, callee)
+                return
+        elif s.f.instr is None and ctx.dev is None:
+            inner = replace(ctx, analysis=analyze(s.f))  # a CPU callee: its device functions are its own
+        else:
+            inner = ctx
+        self.block(s.f.body, inner, callee)
+
+    def instr_call(self, accesses: list, ctx: _Ctx, env: dict) -> None:
+        """An instr is one instruction of its collective: each element it touches is read once and written
+        once, all reads before all writes (see `instr_accesses`)."""
+        mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
+        for sym, idx, mode, loops in accesses:
+            inner = dict(env)
+            starts = []
+            for loop in loops:
+                v = self.var()
+                starts.append((self.emit(None), v, loop))
+                inner[loop.iter] = P.Var(v)
+            view = env[sym]
+            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
+            for start, v, loop in reversed(starts):
+                end = self.emit(P.EndFor(start))
+                self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
+
+    def slot_mem(self, arg, env: dict):
+        return self.mems[env[arg.name].slot]
+
+    # ---- synchronization ----
+
+    def sync(self, s, spec, ctx: _Ctx, env: dict) -> None:
+        mask = self.mask(ctx)
+        if spec.kind == "Fence":
+            if ctx.dev is not None:
+                m2 = spec.second_tl.mask
+                self.emit(P.Fence(mask, spec.first_tl.mask, m2, tl.program_order_closure(m2)))
+            return
+        bar = env[s.args[0].name]
+        site = self.site(s, ctx)
+        flat: P.Expr = P.Const(0)
+        for i, d in zip(barrier_window_indices(s.args[0]), bar.dims):
+            p = index_expr(i, env)
+            inside = P.Bin("and", P.Bin("<=", P.Const(0), p), P.Bin("<", p, P.Const(d)))
+            if not (isinstance(p, P.Const) and 0 <= p.value < d):
+                self.emit(P.Check(inside, P.ERR_BARRIER_INDEX, site))
+            flat = P.add(P.mul(flat, P.Const(d)), p)
+        queue = P.add(P.Const(bar.q0 + int(spec.is_reverse)), P.mul(P.Const(2), flat))
+        if spec.is_arrive:
+            self.emit(P.Arrive(queue, mask, spec.first_tl.mask, site))
+        else:
+            m2 = spec.second_tl.mask
+            self.emit(P.Await(queue, mask, m2, tl.program_order_closure(m2), spec.N, site))
+
+    def barrier_alloc(self, s, ctx: _Ctx, env: dict) -> P.EndBarrier:
+        """Queues for every position of a barrier (forward, reverse); their scope ends with the block."""
+        info = ctx.analysis.barriers[s.name]
+        q0 = len(self.queues)
+        for flat in range(info.positions):
+            pos, rest = [], flat
+            for d in reversed(info.dims):
+                pos.append(rest % d)
+                rest //= d
+            for reverse in (False, True):
+                prefix = "Reverse" if reverse else ""
+                self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, info.queue_rule(reverse), prefix))
+        env[s.name] = _Barrier(q0, info.dims)
+        return P.EndBarrier(q0, 2 * info.positions, self.site(s, ctx))
+
+
+def statement_accesses(s) -> list:
+    """The accesses of an Assign/Reduce in execution order, (buffer Sym, index, mode): the reads of the
+    right-hand side, then the target's write (Assign) or update (Reduce: its read, then its write)."""
+    reads: list = []
+    numeric_reads(s.rhs, reads)
+    target = P.UPDATE if isinstance(s, LoopIR.Reduce) else P.WRITE
+    return [(r.name, r.idx, P.READ) for r in reads] + [(s.name, s.idx, target)]
+
+
+def instr_accesses(body: list) -> Optional[list]:
+    """The accesses an instr's body states, one per distinct (buffer, index): (sym, idx, mode, loops), the
+    elements it only reads in order of first appearance, then those it writes (or reads and writes:
+    updates); `loops` are the body loops the index depends on.
+
+    An instr is a single instruction of its collective (SYNC_MODEL.md: a collective access), so its body's
+    loops say which elements it touches, not an order: an mma's accumulator element is read and written
+    once, not once per k. None if the body is more than a nest of loops with constant bounds around
+    assignments (then it is lowered statement by statement).
+    """
+    found: dict = {}
+
+    def walk(stmts, loops) -> bool:
+        for s in stmts:
+            if isinstance(s, LoopIR.For):
+                if not (isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const)):
+                    return False
+                if not walk(s.body, loops + (s,)):
+                    return False
+            elif isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+                for sym, idx, mode in statement_accesses(s):
+                    key = (sym, tuple(str(i) for i in idx))
+                    if key in found:
+                        old = found[key]
+                        found[key] = (old[0], old[1], old[2] | mode, old[3])
+                    else:
+                        used = {name for i in idx for name in _iterators(i)}
+                        found[key] = (sym, idx, mode, tuple(lp for lp in loops if lp.iter in used))
+            elif not isinstance(s, LoopIR.Pass):
+                return False
+        return True
+
+    if not walk(body, ()):
+        return None
+    values = list(found.values())
+    return [a for a in values if a[2] == P.READ] + [a for a in values if a[2] != P.READ]
+
+
+def _iterators(e) -> set:
+    """The Syms an index expression reads."""
+    if isinstance(e, LoopIR.Read):
+        return {e.name}.union(*(_iterators(i) for i in e.idx))
+    if isinstance(e, LoopIR.BinOp):
+        return _iterators(e.lhs) | _iterators(e.rhs)
+    if isinstance(e, LoopIR.USub):
+        return _iterators(e.arg)
+    return set()
+
+
+def _variables(e: P.Expr) -> set:
+    """The variables an expression reads."""
+    if isinstance(e, P.Var):
+        return {e.var}
+    if isinstance(e, P.Bin):
+        return _variables(e.lhs) | _variables(e.rhs)
+    if isinstance(e, P.Neg):
+        return _variables(e.arg)
+    if isinstance(e, P.Table):
+        return _variables(e.index)
+    return set()
+
+
+def _without(ops: list, drop: set) -> tuple:
+    """The ops without those at `drop`, and without the loops and branches left empty; jumps renumbered."""
+    keep = [k for k in range(len(ops)) if k not in drop]
+    while True:
+        empty = set()
+        for a, b in zip(keep, keep[1:]):
+            if isinstance(ops[a], P.For) and isinstance(ops[b], P.EndFor):
+                empty |= {a, b}
+            elif isinstance(ops[a], P.If) and isinstance(ops[b], P.EndIf):
+                empty |= {a, b}
+        if not empty:
+            break
+        keep = [k for k in keep if k not in empty]
+    new = {k: n for n, k in enumerate(keep)}
+    out = []
+    for k in keep:
+        op = ops[k]
+        if isinstance(op, P.For):
+            op = replace(op, end=new[op.end])
+        elif isinstance(op, P.EndFor):
+            op = replace(op, start=new[op.start])
+        elif isinstance(op, P.If):
+            op = replace(op, orelse=new[op.orelse])
+        elif isinstance(op, P.Else):
+            op = replace(op, end=new[op.end])
+        out.append(op)
+    return tuple(out)

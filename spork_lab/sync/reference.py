@@ -1,0 +1,519 @@
+"""The reference engine: the abstract machine of SYNC_MODEL.md executing a `Program`'s ops in Python.
+
+Every element of every buffer keeps its write record and its read records
+since that write; a record holds V_A and V_S, sets of (instr-tl, usage-tl,
+thread) signatures kept as interval lists (`sigsets`), plus the queues it is
+pending on. Reads need their signature in V_S of the write record (RAW);
+writes in V_S of the write record (WAW) and of every read record (WAR).
+Fences, and awaits through their paired arrives, grow V_A and V_S.
+
+Records are hash-consed and shared by every element with equal visibility; a
+sync updates each distinct record once, in place, and records that become
+equal are merged (later lookups follow `fwd`). Only the records of the
+running task are candidates for its syncs. Thread ids are global: a task's
+threads are its mask's intervals offset by task * threads per task.
+
+This engine is the reference: it follows the model's wording, not speed. The
+compiled engine (`cprint.py`, `_machine.c`) must produce exactly the same
+`RawRun`; tests/test_sync_engines.py runs both on every program it has.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..core import timelines as tl
+from . import program as P
+from . import sigsets as ss
+
+
+class _Stop(Exception):
+    """The run stops: full (code 0: a hazard past max_hazards), or an error (P.ERR_*) at an access (and,
+    for thread errors, a queue)."""
+
+    def __init__(self, code: int, access: Optional[P.RawAccess], queue: int = -1):
+        self.code, self.access, self.queue = code, access, queue
+
+
+class _Record:
+    """A visibility record, shared by every element with equal (V_A, V_S, pending)."""
+
+    __slots__ = ("va", "vs", "pending", "key", "fwd", "task", "slo", "shi", "sbits")
+
+    def __init__(self, va, vs, pending, task):
+        self.fwd = None
+        self.task = task
+        self.set(va, vs, pending)
+
+    def set(self, va, vs, pending) -> None:
+        self.va, self.vs, self.pending = va, vs, pending
+        self.key = (va, vs, pending)
+        # Fast path of `covers`: V_S as one interval (else an empty one, and the slow path decides).
+        if len(vs) == 1:
+            self.slo, self.shi, self.sbits = vs[0]
+        else:
+            self.slo, self.shi, self.sbits = 0, 0, 0
+
+
+def _find(rec: _Record) -> _Record:
+    while rec.fwd is not None:
+        rec = rec.fwd
+    return rec
+
+
+def _covers(rec: _Record, threads: tuple, bit: int) -> bool:
+    if len(threads) == 1 and rec.slo <= threads[0][0] and threads[0][1] <= rec.shi and rec.sbits & bit:
+        return True
+    return ss.covers(rec.vs, threads, bit)
+
+
+class _Buffer:
+    """One allocation's elements: a write record and a tuple of read records each."""
+
+    __slots__ = ("slot", "shape", "n", "owner", "device", "task", "ordinal", "w", "r", "shard_size", "shard_owners")
+
+    def __init__(self, slot: int, shape: tuple, owner: int, device: bool, task: int, ordinal: int, shard_size: int,
+                 shard_owners: tuple):
+        self.slot, self.shape, self.owner, self.device, self.task, self.ordinal = slot, shape, owner, device, task, ordinal
+        self.shard_size, self.shard_owners = shard_size, shard_owners
+        n = 1
+        for d in shape:
+            n *= d
+        self.n = n
+        self.w = [None] * n
+        self.r = [()] * n
+
+    def index_of(self, e: int) -> tuple:
+        out = []
+        for d in reversed(self.shape):
+            out.append(e % d)
+            e //= d
+        return tuple(reversed(out))
+
+
+class _QueueState:
+    """The state of one queue barrier in its current scope."""
+
+    def __init__(self):
+        self.arrives: list = []  # RawAccess per arrive
+        self.awaits = 0
+        self.upto = 0  # the highest arrive paired with an await
+        self.pending: set = set()  # records carrying a pending mark on this queue
+        self.arrive_mask: Optional[int] = None  # pairing by lag: the threads of every arrive / await
+        self.await_mask: Optional[int] = None
+
+
+# Expressions as Python source over `V` (variables) and `T` (tables); Python's // and % are floor division.
+_PYTHON = {
+    "const": "{}", "var": "V[{}]", "neg": "(-{})", "table": "T[{}][{}]", "/": "({} // {})",
+    **{op: f"({{}} {op} {{}})" for op in ("+", "-", "*", "%", "<", ">", "<=", ">=", "==", "and", "or")},
+}  # fmt: skip
+
+
+def expr_source(e: P.Expr) -> str:
+    return P.render(e, _PYTHON)
+
+
+class Reference:
+    """The reference engine for one Program (stateless between runs)."""
+
+    def __init__(self, program: P.Program):
+        self.program = program
+        self._fns: dict = {}
+
+    def expr(self, e: P.Expr):
+        """e compiled to a Python function of the variables (once per expression)."""
+        fn = self._fns.get(e)
+        if fn is None:
+            fn = self._fns[e] = eval(f"lambda V: {expr_source(e)}", {"T": self.program.tables})  # noqa: S307
+        return fn
+
+    def run(self, sizes: tuple, max_hazards: int, max_events: int, watch: frozenset) -> P.RawRun:
+        return _Run(self, sizes, max_hazards, max_events, watch).execute()
+
+
+class _Run:
+    def __init__(self, engine: Reference, sizes: tuple, max_hazards: int, max_events: int, watch: frozenset):
+        p = engine.program
+        self.engine, self.p = engine, p
+        self.V = [0] * p.n_vars
+        for (_, var), value in zip(p.sizes, sizes):
+            self.V[var] = value
+        self.max_hazards, self.max_events = max_hazards, max_events
+        self.watch = watch  # {(buffer ordinal, element)} whose history is kept, to name the other access
+        self.history: dict = {}  # (ordinal, element) -> [write (record, RawAccess) or None, {record: RawAccess}]
+        self.hazards: list = []
+        self.seen: set = set()  # (kind, buffer name id, statement) already reported
+        self.truncated = False
+        self.events: list = []
+        self.events_total = 0
+        self.table: dict = {}  # record key -> live _Record
+        self.live: dict = {}  # task -> records whose signatures are that task's threads
+        self.bufs: list = [None] * len(p.slots)
+        self.ordinal = 0
+        self.queues = [_QueueState() for _ in p.queues]
+        self.task, self.base, self.n_tasks = -1, 0, 0
+        self.fresh: dict = {}  # (threads, pair, unordered) -> (V_A, V_S) of a new access
+
+    # ---- driver ----
+
+    def execute(self) -> P.RawRun:
+        error = None
+        try:
+            self.ops()
+        except _Stop as stop:
+            if stop.code:
+                error = (stop.code, stop.access, stop.queue)
+        return P.RawRun(self.hazards, self.truncated, self.events, self.events_total, error)
+
+    def ev(self, e: P.Expr) -> int:
+        try:
+            return self.engine.expr(e)(self.V)
+        except ZeroDivisionError:
+            raise _Stop(P.ERR_DIVISION, None) from None
+
+    def ops(self) -> None:
+        ops, V = self.p.ops, self.V
+        ends: list = []  # loop bounds (hi) of the enclosing For ops
+        pc, n = 0, len(ops)
+        while pc < n:
+            op = ops[pc]
+            kind = type(op)
+            if kind is P.Access:
+                self.access_op(op)
+            elif kind is P.For:
+                lo, hi = self.ev(op.lo), self.ev(op.hi)
+                if lo >= hi:
+                    pc = op.end + 1
+                    continue
+                V[op.var] = lo
+                ends.append(hi)
+            elif kind is P.EndFor:
+                var = ops[op.start].var
+                V[var] += 1
+                if V[var] < ends[-1]:
+                    pc = op.start + 1
+                    continue
+                ends.pop()
+            elif kind is P.Let:
+                V[op.var] = self.ev(op.value)
+            elif kind is P.If:
+                if not self.ev(op.cond):
+                    pc = op.orelse + 1
+                    continue
+            elif kind is P.Else:
+                pc = op.end + 1
+                continue
+            elif kind is P.EndIf:
+                pass
+            else:
+                self.dispatch[kind](self, op)
+            pc += 1
+
+    # ---- helpers ----
+
+    def threads(self, mask: int) -> tuple:
+        """A mask of the running task as global thread intervals."""
+        base = self.base
+        return tuple((lo + base, hi + base) for lo, hi in self.p.masks[mask]) if base else self.p.masks[mask]
+
+    def access(self, site: int, mask: int) -> P.RawAccess:
+        if site < 0:
+            return P.RawAccess(site, mask, self.task, ())
+        return P.RawAccess(site, mask, self.task if mask else -1, tuple(self.V[v] for _, v in self.p.sites[site].loops))
+
+    def intern(self, va, vs, pending) -> _Record:
+        key = (va, vs, pending)
+        rec = self.table.get(key)
+        if rec is None:
+            rec = self.table[key] = _Record(va, vs, pending, self.task)
+            self.live.setdefault(self.task, set()).add(rec)
+        return rec
+
+    def update(self, rec: _Record, va, vs, pending) -> None:
+        """Change a record in place; merge it into an equal one if there is one."""
+        if (va, vs, pending) == rec.key:
+            return
+        if self.table.get(rec.key) is rec:
+            del self.table[rec.key]
+        old_pending = rec.pending
+        rec.set(va, vs, pending)
+        other = self.table.get(rec.key)
+        if other is None:
+            self.table[rec.key] = rec
+            for q, _, _ in pending:
+                self.queues[q].pending.add(rec)
+            return
+        rec.fwd = other
+        self.live.get(rec.task, set()).discard(rec)
+        for q, _, _ in old_pending + pending:
+            self.queues[q].pending.discard(rec)
+
+    # ---- accesses ----
+
+    def access_op(self, op: P.Access) -> None:
+        buf = self.bufs[op.slot]
+        e = self.ev(op.element)
+        mask = self.ev(op.mask)
+        if not 0 <= e < buf.n:
+            raise _Stop(P.ERR_INDEX, self.access(op.site, mask))
+        threads = self.threads(mask)
+        fresh = (threads, op.pair, op.unordered)
+        key = self.fresh.get(fresh)
+        if key is None:
+            ordered = P.PROGRAM_ORDER[op.pair] if not op.unordered else 0
+            key = self.fresh[fresh] = (ss.product(threads, 1 << op.pair), ss.product(threads, ordered))
+        if op.mode & P.READ:
+            self.step(op, buf, e, mask, threads, key, False)
+        if op.mode & P.WRITE:
+            self.step(op, buf, e, mask, threads, key, True)
+
+    def step(self, op: P.Access, buf: _Buffer, e: int, mask: int, threads: tuple, key: tuple, write: bool) -> None:
+        """One read or write: check the element's records, then record the access."""
+        bit = 1 << op.pair
+        w = buf.w[e]
+        if w is not None:
+            w = _find(w)
+            if not _covers(w, threads, bit):
+                self.hazard(P.WAW if write else P.RAW, buf, e, op.site, mask, w, "w")
+        if write:
+            for r in reversed(buf.r[e]):  # the most recent reader first
+                r = _find(r)
+                if not _covers(r, threads, bit):
+                    self.hazard(P.WAR, buf, e, op.site, mask, r, "r")
+                    break
+        rec = self.intern(key[0], key[1], ())
+        if write:
+            buf.w[e], buf.r[e] = rec, ()
+        elif rec not in buf.r[e]:
+            buf.r[e] = buf.r[e] + (rec,)
+        if (buf.ordinal, e) in self.watch:
+            h = self.history.setdefault((buf.ordinal, e), [None, {}])
+            acc = self.access(op.site, mask)
+            if write:
+                h[0], h[1] = (rec, acc), {}
+            else:
+                h[1][rec] = acc
+
+    def new_hazard(self, kind: int, name_id: int, site: int) -> bool:
+        """Whether to report a hazard: once per (kind, buffer name, statement); past max_hazards the run stops."""
+        key = (kind, name_id, self.p.sites[site].stmt)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        if len(self.hazards) >= self.max_hazards:
+            self.truncated = True
+            raise _Stop(0, None)
+        return True
+
+    def hazard(self, kind: int, buf: _Buffer, e: int, site: int, mask: int, rec: _Record, which: str,
+               acc: Optional[P.RawAccess] = None) -> None:
+        if not self.new_hazard(kind, self.p.slots[buf.slot].name_id, site):
+            return
+        other = None
+        h = self.history.get((buf.ordinal, e))
+        if h is not None:
+            if which == "w" and h[0] is not None:
+                other = h[0][1]
+            elif which == "r":
+                other = next((a for r, a in h[1].items() if _find(r) is rec), None)
+        acc = acc or self.access(site, mask)
+        self.hazards.append(P.RawHazard(kind, buf.slot, buf.ordinal, e, buf.index_of(e), acc, other, -1, ()))
+
+    def sync_hazard(self, kind: int, site: int, acc: P.RawAccess, other, queue: int, params: tuple) -> None:
+        if self.new_hazard(kind, -1, site):
+            self.hazards.append(P.RawHazard(kind, -1, -1, -1, (), acc, other, queue, params))
+
+    # ---- allocations and scopes ----
+
+    def alloc(self, op: P.Alloc) -> None:
+        shape = tuple(self.ev(d) for d in op.shape)
+        if any(d < 0 for d in shape):
+            raise _Stop(P.ERR_SHAPE, None)
+        owner = self.ev(op.owner)
+        shards = tuple(self.ev(s) for s in op.shard_owners)
+        self.bufs[op.slot] = _Buffer(op.slot, shape, owner, op.device, self.task, self.ordinal, op.shard_size, shards)
+        self.ordinal += 1
+
+    def free(self, op: P.Free) -> None:
+        buf = self.bufs[op.slot]
+        if buf.device:
+            bit = 1 << tl.pair_bit(tl.cuda_in_order_instr)
+            shared = self.p.slots[op.slot].shared
+            iv = self.access(op.site, 0).iv
+            for e in range(buf.n):
+                mask = buf.shard_owners[e // buf.shard_size] if buf.shard_size else buf.owner
+                if mask < 0:
+                    continue  # a shard no statement uses
+                owner = self.threads(mask) if buf.task == self.task else ()
+                acc = P.RawAccess(op.site, mask, buf.task, iv)
+                recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in reversed(buf.r[e])]
+                for which, rec in recs:
+                    rec = _find(rec)
+                    if shared:  # reused by the next task or block: a write by the whole owning collective
+                        ok = ss.covers(rec.vs, owner, bit)
+                    else:  # registers: reused by their owners only, once their own (async) accesses completed
+                        ok = all(ss.covers(rec.vs, ss.intersect_threads(((lo, hi),), owner), b) for lo, hi, b in rec.va)
+                    if not ok:
+                        self.hazard(P.FREE, buf, e, op.site, buf.owner, rec, which, acc)
+                        break
+        self.bufs[op.slot] = None
+
+    def task_begin(self, op: P.TaskBegin) -> None:
+        self.task = self.n_tasks
+        self.base = self.task * op.threads
+        self.n_tasks += 1
+
+    def task_end(self, op: P.TaskEnd) -> None:
+        self.live.pop(self.task, None)
+        self.task, self.base = -1, 0
+
+    def device_boundary(self, op: P.DeviceBoundary) -> None:
+        """A full barrier: every live buffer forgets its records."""
+        for buf in self.bufs:
+            if buf is not None:
+                buf.w = [None] * buf.n
+                buf.r = [()] * buf.n
+        self.table.clear()
+        self.live.clear()
+
+    def check(self, op: P.Check) -> None:
+        if not self.ev(op.cond):
+            raise _Stop(op.error, self.access(op.site, 0))
+
+    # ---- synchronization ----
+
+    def fence(self, op: P.Fence) -> None:
+        threads = self.threads(self.ev(op.mask))
+        v2a, v2s = ss.product(threads, op.m2a), ss.product(threads, op.m2s)
+        for rec in list(self.live.get(self.task, ())):
+            if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
+                self.update(rec, ss.union(rec.va, v2a), ss.union(rec.vs, v2s), rec.pending)
+
+    def same_threads(self, qid: int, attr: str, mask: int, code: int, acc: P.RawAccess) -> None:
+        q = self.queues[qid]
+        if not self.p.queues[qid].rule.same_threads or not mask:
+            return
+        first = getattr(q, attr)
+        if first is None:
+            setattr(q, attr, mask)
+        elif first != mask:
+            raise _Stop(code, acc, qid)
+
+    def arrive(self, op: P.Arrive) -> None:
+        qid, mask = self.ev(op.queue), self.ev(op.mask)
+        q, rule = self.queues[qid], self.p.queues[qid].rule
+        acc = self.access(op.site, mask)
+        self.same_threads(qid, "arrive_mask", mask, P.ERR_ARRIVE_THREADS, acc)
+        q.arrives.append(acc)
+        n = len(q.arrives)
+        slot = parity = -1
+        if rule.depth:
+            slot, parity = (n - 1) % rule.depth, ((n - 1) // rule.depth) & 1
+            reuse = n - rule.depth  # the arrive whose ring slot this one takes over
+            if reuse >= 1 and q.upto < reuse:
+                self.sync_hazard(P.DEADLOCK, op.site, acc, q.arrives[reuse - 1], qid, (0, n, slot, rule.depth, reuse))
+        self.event(qid, n, slot, parity, acc)
+        if not mask:
+            return  # CPU code: nothing to mark
+        threads = self.threads(mask)
+        for rec in list(self.live.get(self.task, ())):
+            if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
+                mark_threads = ss.threads_with(rec.va, op.m1, threads) if rule.scope else ()
+                self.update(rec, rec.va, rec.vs, _add_mark(rec.pending, qid, n, mark_threads))
+                q.pending.add(_find(rec))
+
+    def await_(self, op: P.Await) -> None:
+        qid, mask = self.ev(op.queue), self.ev(op.mask)
+        q, rule = self.queues[qid], self.p.queues[qid].rule
+        acc = self.access(op.site, mask)
+        self.same_threads(qid, "await_mask", mask, P.ERR_AWAIT_THREADS, acc)
+        q.awaits += 1
+        k = q.awaits - rule.lag if rule.lag is not None else len(q.arrives) - op.n
+        slot = parity = -1
+        if rule.depth and k >= 1:
+            slot, parity = (k - 1) % rule.depth, ((k - 1) // rule.depth) & 1
+        self.event(qid, k, slot, parity, acc)
+        if k > len(q.arrives):
+            self.sync_hazard(P.DEADLOCK, op.site, acc, None, qid, (1, k, len(q.arrives)))
+            return
+        if k < 1:
+            return
+        q.upto = max(q.upto, k)
+        if not mask:
+            return
+        threads = self.threads(mask)
+        floor = q.awaits + 1 - rule.lag if rule.lag is not None else len(q.arrives) - rule.max_wait_n
+        for rec in list(q.pending):
+            rec = _find(rec)
+            mark = _mark_of(rec.pending, qid)
+            if mark is None:
+                continue
+            va, vs, pending = rec.va, rec.vs, rec.pending
+            if mark[1] == 0 and not rule.scope and ss.covers(vs, threads, op.m2a):
+                continue  # already visible to this collective, and due for every future await
+            if mark[1] <= k:
+                c2 = threads if not rule.scope else ss.intersect_threads(_widen(mark[2], rule.scope, self.base), threads)
+                va = ss.union(va, ss.product(c2, op.m2a))
+                vs = ss.union(vs, ss.product(c2, op.m2s))
+            if 0 < mark[1] <= floor:
+                pending = _add_mark(tuple(m for m in pending if m[0] != qid), qid, 0, mark[2])
+            self.update(rec, va, vs, pending)
+
+    def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
+        self.events_total += 1
+        if len(self.events) < self.max_events:
+            self.events.append(P.RawEvent(qid, index, slot, parity, acc))
+
+    def end_barrier(self, op: P.EndBarrier) -> None:
+        """Every arrive must have been awaited (but a ring's last `lag`); the queues start again."""
+        for qid in range(op.q0, op.q0 + op.count):
+            q, rule = self.queues[qid], self.p.queues[qid].rule
+            slack = rule.lag or 0
+            unawaited = len(q.arrives) - q.upto
+            if unawaited > slack:
+                self.sync_hazard(P.COUNT, op.site, q.arrives[q.upto], None, qid, (unawaited, slack))
+            for rec in list(q.pending):
+                rec = _find(rec)
+                if _mark_of(rec.pending, qid) is not None:
+                    self.update(rec, rec.va, rec.vs, tuple(m for m in rec.pending if m[0] != qid))
+            self.queues[qid] = _QueueState()
+
+    dispatch = {
+        P.Alloc: alloc,
+        P.Free: free,
+        P.TaskBegin: task_begin,
+        P.TaskEnd: task_end,
+        P.DeviceBoundary: device_boundary,
+        P.Check: check,
+        P.Fence: fence,
+        P.Arrive: arrive,
+        P.Await: await_,
+        P.EndBarrier: end_barrier,
+    }
+
+
+def _mark_of(pending: tuple, qid: int):
+    for m in pending:
+        if m[0] == qid:
+            return m
+    return None
+
+
+def _add_mark(pending: tuple, qid: int, n: int, threads: tuple) -> tuple:
+    """Pending on arrive #n of queue qid (keeping the earliest arrive, and every marked thread)."""
+    old = _mark_of(pending, qid)
+    if old is not None:
+        n, threads = min(old[1], n), ss.merge_threads(old[2] + threads)
+        if (qid, n, threads) == old:
+            return pending
+    return tuple(sorted([m for m in pending if m[0] != qid] + [(qid, n, threads)]))
+
+
+def _widen(threads: tuple, scope: int, base: int) -> tuple:
+    """Grow thread intervals to whole aligned groups of `scope` threads (a warpgroup's commit queue)."""
+    if scope == 1:
+        return threads
+    return ss.merge_threads(
+        (base + (lo - base) // scope * scope, base + -(-(hi - base) // scope) * scope) for lo, hi in threads
+    )

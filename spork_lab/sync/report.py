@@ -1,0 +1,238 @@
+"""What `sync_check` returns: a SyncReport built from an engine's RawRun, the same way for both engines.
+
+The engines find hazards and barrier events as numbers (sites, masks, tasks,
+loop values); this module turns them into statements, thread intervals,
+iterator values and messages, and words the errors that stop a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..analysis.result import StmtRef
+from ..errors import SyncError
+from . import program as P
+from . import sigsets as ss
+
+HAZARD_KINDS = P.HAZARD_KINDS
+
+
+@dataclass
+class Access:
+    """One side of a hazard: the statement, its collective's threads and the loop iterator values."""
+
+    stmt: Optional[StmtRef]
+    threads: tuple = ()
+    iters: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "stmt": self.stmt.to_json() if self.stmt else None,
+            "threads": [list(t) for t in self.threads],
+            "iters": dict(self.iters),
+        }
+
+
+@dataclass
+class Hazard:
+    """A violation of the abstract machine's correct-usage rules."""
+
+    kind: str  # one of HAZARD_KINDS
+    buffer: Optional[str]
+    index: Optional[tuple]
+    access: Access  # the access (or sync statement) where the hazard is detected
+    other: Optional[Access]  # the conflicting earlier access, if any
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.buffer}[{', '.join(map(str, self.index))}]" if self.buffer is not None else ""
+        s = f"{self.kind} {where}: {self.message}\n  at {self.access.stmt} threads {ss.thread_text(self.access.threads)} {self.access.iters}"
+        if self.other is not None:
+            s += f"\n  after {self.other.stmt} threads {ss.thread_text(self.other.threads)} {self.other.iters}"
+        return s
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "buffer": self.buffer,
+            "index": list(self.index) if self.index is not None else None,
+            "access": self.access.to_json(),
+            "other": self.other.to_json() if self.other else None,
+            "message": self.message,
+        }
+
+
+@dataclass
+class BarrierEvent:
+    """An arrive or await on one queue barrier, in execution order."""
+
+    barrier: str
+    position: tuple
+    queue: str  # "forward" or "reverse"
+    kind: str  # the sync statement kind
+    stmt: StmtRef
+    threads: tuple
+    iters: dict
+    index: int  # arrives: this arrive's number (1-based); awaits: the arrive it pairs with (<= 0: none yet)
+    slot: Optional[int]  # mbarriers: ring slot of that arrive
+    parity: Optional[int]  # mbarriers: phase parity of that arrive
+
+    def to_json(self) -> dict:
+        return {
+            "barrier": self.barrier,
+            "position": list(self.position),
+            "queue": self.queue,
+            "kind": self.kind,
+            "stmt": self.stmt.to_json(),
+            "threads": [list(t) for t in self.threads],
+            "iters": dict(self.iters),
+            "index": self.index,
+            "slot": self.slot,
+            "parity": self.parity,
+        }
+
+
+@dataclass
+class SyncReport:
+    """Result of `sync_check`: hazards (empty when the program is correctly synchronized) and barrier events.
+
+    `engine` says which engine ran ("compiled" or "python"); `engine_note` why the
+    Python reference ran when the compiled engine was asked for (empty otherwise).
+    """
+
+    proc: str
+    sizes: dict
+    hazards: list
+    barrier_timeline: list
+    barriers: dict  # barrier name -> BarrierInfo.to_json()
+    truncated: bool = False  # hazards past `max_hazards` were dropped
+    timeline_truncated: bool = False  # barrier events past `max_events` were dropped
+    engine: str = "compiled"
+    engine_note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.hazards
+
+    def __str__(self) -> str:
+        note = f" [{self.engine} engine: {self.engine_note}]" if self.engine_note else ""
+        if self.ok:
+            return f"sync_check({self.proc}, {self.sizes}): ok{note}"
+        return f"sync_check({self.proc}, {self.sizes}): {len(self.hazards)} hazard(s){note}\n" + "\n".join(
+            str(h) for h in self.hazards
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "proc": self.proc,
+            "sizes": dict(self.sizes),
+            "ok": self.ok,
+            "hazards": [h.to_json() for h in self.hazards],
+            "barrier_timeline": [e.to_json() for e in self.barrier_timeline],
+            "barriers": self.barriers,
+            "truncated": self.truncated,
+            "timeline_truncated": self.timeline_truncated,
+            "engine": self.engine,
+            "engine_note": self.engine_note,
+        }
+
+
+def build_report(program: P.Program, sizes: dict, barriers: dict, run: P.RawRun, engine: str, note: str) -> SyncReport:
+    """The SyncReport of a run (raises the SyncError of a run that stopped on an error)."""
+    if run.error is not None:
+        raise run_error(program, *run.error)
+    return SyncReport(
+        proc=program.proc,
+        sizes=dict(sizes),
+        hazards=[_hazard(program, h) for h in run.hazards],
+        barrier_timeline=_events(program, run.events),
+        barriers={i.name: i.to_json() for i in barriers.values()},
+        truncated=run.truncated,
+        timeline_truncated=run.events_total > len(run.events),
+        engine=engine,
+        engine_note=note,
+    )
+
+
+def _access(program: P.Program, acc: P.RawAccess) -> Access:
+    site = program.sites[acc.site]
+    return Access(program.stmt_of(acc.site), program.threads(acc.mask, acc.task, acc.site),
+                  dict(zip((name for name, _ in site.loops), acc.iv)))
+
+
+def _queue_text(q: P.Queue) -> str:
+    return f"{q.barrier}{list(q.position) if q.position else ''}"
+
+
+def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
+    kind = HAZARD_KINDS[h.kind]
+    acc = _access(program, h.access)
+    other = None if h.other is None else _access(program, h.other)
+    if h.queue < 0:
+        name = program.slots[h.slot].name
+        if h.kind == P.FREE:
+            message = (f"{name} is freed at the end of its scope (line {acc.stmt.line}) while the last access to this "
+                       f"element is not visible to every owning thread: fence before the scope ends")
+        else:
+            verb = {"RAW": "read after write", "WAR": "write after read", "WAW": "write after write"}[kind]
+            instr_tl = program.sites[h.access.site].instr_tl
+            message = f"{verb} without synchronization: the earlier access is not visible to these threads on {instr_tl}"
+        return Hazard(kind, name, h.index, acc, other, message)
+    q = program.queues[h.queue]
+    if h.kind == P.COUNT:
+        unawaited, slack = h.params
+        message = (f"{unawaited} {q.kind_prefix}Arrive(s) on {_queue_text(q)} never awaited (allowed: {slack}); "
+                   f"the first is line {acc.stmt.line}")
+    elif h.params[0] == 0:
+        _, n, slot, depth, reuse = h.params
+        message = (f"arrive #{n} on {q.barrier} reuses ring slot {slot} (depth {depth}) before arrive #{reuse} "
+                   f"was awaited: more {q.kind_prefix}Await lag than the ring allows")
+    else:
+        _, k, arrived = h.params
+        message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
+                   f"happened before it: the GPU would wait forever")
+    return Hazard(kind, None, None, acc, other, message)
+
+
+def _events(program: P.Program, events: list) -> list:
+    """The barrier timeline (the same sites, masks and tasks come back often: their parts are shared)."""
+    out, threads, sites = [], {}, {}
+    for e in events:
+        q, acc = program.queues[e.queue], e.access
+        site = sites.get(acc.site)
+        if site is None:
+            s = program.sites[acc.site]
+            site = sites[acc.site] = (s.sync_kind, program.stmt_of(acc.site), tuple(name for name, _ in s.loops))
+        key = (acc.mask, acc.task, acc.site)
+        who = threads.get(key)
+        if who is None:
+            who = threads[key] = program.threads(acc.mask, acc.task, acc.site)
+        out.append(
+            BarrierEvent(q.barrier, q.position, "reverse" if q.reverse else "forward", site[0], site[1], who,
+                         dict(zip(site[2], acc.iv)), e.index, None if e.slot < 0 else e.slot,
+                         None if e.parity < 0 else e.parity)
+        )
+    return out
+
+
+_ERRORS = {
+    P.ERR_INDEX: "sync_check: an access outside its buffer (index out of bounds)",
+    P.ERR_BARRIER_INDEX: "sync_check: a barrier index outside the barrier's dimensions",
+    P.ERR_DIVISION: "sync_check: an index expression divides by zero",
+    P.ERR_SHAPE: "sync_check: a buffer with a negative dimension",
+}
+
+
+def run_error(program: P.Program, code: int, acc: Optional[P.RawAccess], queue: int) -> SyncError:
+    """The SyncError of a run that stopped, at the statement where it stopped."""
+    where = program.stmt_of(acc.site) if acc is not None and acc.site >= 0 else None
+    if code in (P.ERR_ARRIVE_THREADS, P.ERR_AWAIT_THREADS):
+        what = "arrives" if code == P.ERR_ARRIVE_THREADS else "awaits"
+        name = program.queues[queue].barrier
+        return SyncError(
+            f"every {what} on mbarrier {name} must be executed by the same threads (each thread counts the phases "
+            f"it sees); this one has other threads than the first",
+            where,
+        )
+    return SyncError(_ERRORS[code], where)
