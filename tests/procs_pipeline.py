@@ -154,21 +154,19 @@ def short_loop(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLine
             Fence(cuda_in_order, cuda_in_order)
 
 
-# A big tile: 48 KiB per slot.
+# A big tile: 48 KiB per slot (the loop uses 128 floats of it).
 @proc
 def big_tile(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 12288 == 0
-    assert n >= 49152
+    assert n % 128 == 0
+    assert n >= 512
     with CudaDeviceFunction(blockDim=128):
         for task in cuda_tasks(0, 1):
             buf: f32[12288] @ CudaSmemLinear
-            for it in seq(0, n / 12288):
+            for it in seq(0, n / 128):
                 for t in cuda_threads(0, 128):
-                    for k in seq(0, 96):
-                        buf[k * 128 + t] = src[it * 12288 + k * 128 + t]
+                    buf[t] = src[it * 128 + t]
                 for t in cuda_threads(0, 128):
-                    for k in seq(0, 96):
-                        dst[it * 12288 + k * 128 + t] = buf[k * 128 + t]
+                    dst[it * 128 + t] = buf[t]
             Fence(cuda_in_order, cuda_in_order)
 
 
