@@ -189,16 +189,19 @@ def uses_split_barrier(n: size, x: f32[n] @ CudaGmemLinear):
 def test_self_synchronizing_mbarrier_golden():
     _, _, cu, _ = sl.compile_procs_to_strings([uses_split_barrier], "sb")
     text = device_part(cu)
-    assert "spork_mbar_init(&bar_f[i], 32u)" in text and "spork_mbar_arrive(&bar_f[" in text
+    assert "spork_mbar_init(&bar_f[i], 1u)" in text and "spork_mbar_arrive(&bar_f[" in text
     check_golden("uses_split_barrier", text)
 
 
-def test_mbarrier_arrivals_must_match_the_collective():
+def test_a_warp_arrives_once_on_an_mbarrier():
     info = next(iter(sl.analyze(uses_split_barrier).barriers.values()))
     arrive = next(u for u in info.uses if u.spec.is_arrive)
-    assert split_sync_lines(info, arrive.spec, "0", 32, None) == ["spork_mbar_arrive(&bar_f[(0) * 1 + bar_fa[0] % 1u]); ++bar_fa[0];"]
-    with pytest.raises(sl.CodegenError, match="executed by 64 threads per collective.*expects 32"):
-        split_sync_lines(info, arrive.spec, "0", 64, None)
+    assert (arrive.thread_count, arrive.arrivals, info.forward_arrivals) == (32, 1, 1)
+    assert split_sync_lines(info, arrive.stmt, "0") == [
+        "__syncwarp();",
+        "if (threadIdx.x % 32 == 0) { spork_mbar_arrive(&bar_f[(0) * 1 + bar_fa[0] % 1u]); }",
+        "++bar_fa[0];",
+    ]
 
 
 def test_events_lower_to_host_calls_on_the_library_stream():

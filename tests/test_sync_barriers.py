@@ -61,12 +61,12 @@ def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
     assert "@ RingBarrier" in text
     p = sl.parse_source(text, func_locals={"RingBarrier": RingBarrier})
     (info,) = analyze(p).barriers.values()
-    assert info.mem is RingBarrier and (info.forward_depth, info.reverse_depth, info.forward_arrivals) == (1, 2, 32)
+    assert info.mem is RingBarrier and (info.forward_depth, info.reverse_depth, info.forward_arrivals) == (1, 2, 1)
     assert info.queue_rule(True).lag == 1 and info.queue_rule(True).same_threads
     report = sync_check(p, n=256)
     assert report.ok and [e.slot for e in report.barrier_timeline if e.kind == "ReverseArrive"][:3] == [0, 1, 0]
     _, _, cu, _ = sl.compile_procs_to_strings([p], "ring")
-    assert "spork_mbar_init(&bar_f[i], 32u)" in cu and "spork_mbar_wait" in cu
+    assert "spork_mbar_init(&bar_f[i], 1u)" in cu and "spork_mbar_wait" in cu
 
 
 def test_a_fence_in_cpu_code_is_a_user_error():

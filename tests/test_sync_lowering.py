@@ -30,7 +30,7 @@ def test_ring_depths_from_lags():
     bar = _by_name(P.ring_copy)["bar"]
     assert (bar.forward_lag, bar.reverse_lag) == (0, 1)
     assert (bar.forward_depth, bar.reverse_depth) == (1, 2)
-    assert (bar.forward_arrivals, bar.reverse_arrivals) == (32, 32)
+    assert (bar.forward_arrivals, bar.reverse_arrivals) == (1, 1)  # one per warp
 
 
 def test_commit_group_text():
@@ -80,7 +80,7 @@ def _kernel_source() -> str:
 def test_ring_lowering_text():
     src = _kernel_source()
     assert "bar_f[1]" in src and "bar_r[2]" in src  # depths 1 and 2, one position
-    assert "spork_mbar_init(&bar_f[i], 32u)" in src
+    assert "spork_mbar_init(&bar_f[i], 1u)" in src
     assert "mbarrier.try_wait.parity" in src and "fence.mbarrier_init" in src
 
 

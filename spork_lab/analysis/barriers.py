@@ -15,18 +15,42 @@ sizes. Its value maps each barrier allocation's Sym to a `BarrierInfo`;
 The info also carries what lowering and the sync engines need: ring depths
 (pairing by lag), arrival counts, the commit-group flavour, and per queue its
 `QueueRule`.
+
+Arrivals (`BarrierUse.arrivals`): a collective of whole warps arrives once per
+warp (the lowering elects lane 0 after `__syncwarp`), other collectives once
+per thread, cp.async arrives once per thread (each thread's copies are
+tracked). A multicast arrive `>> bar[:]` lands on every barrier of the slice,
+each of which receives it from every CTA that runs it: its count is multiplied
+by the slice's size.
+
+Clusters: a barrier dimension indexed by the CTA's rank (the iterator of
+`cuda_threads(0, clusterDim, unit=cuda_cta_in_cluster)`) or sliced (multicast)
+is a CTA dimension: each CTA keeps its own barriers (`BarrierInfo.cta_dims`).
+
+TMA loads complete on an mbarrier (`copy(...) >> bar[i]`, `BarrierInfo.trailing`):
+their bytes are expected by the next Arrive on that barrier in the same block
+(`CudaAsync` blocks are transparent), which lowers to
+`mbarrier.arrive.expect_tx` (`BarrierUse.tx_bytes`). A multicast load
+`>> bar[:]` is run by every CTA of the slice, so each barrier receives its bytes
+that many times.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Optional
 
 from exo.core.LoopIR import LoopIR
 
-from ..core.ir import walk_stmts
-from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, sync_spec_of
+from ..core import timelines as tl
+from ..core.blocks import CudaAsync
+from ..core.coll import cuda_cta_in_cluster
+from ..core.instrs import instr_info
+from ..core.ir import numeric_reads, walk_stmts
+from ..core.loop_modes import CudaThreads, WithBlock
+from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
 
 
@@ -35,8 +59,19 @@ class BarrierUse:
     """One sync statement on a barrier, with the thread count of its collective (None on the CPU)."""
 
     stmt: LoopIR.Call
-    spec: SyncSpec
+    spec: Optional[SyncSpec]  # None: an instr completing on the barrier (`copy(...) >> bar[...]`)
     thread_count: Optional[int]
+    tx_bytes: int = 0  # Arrive: the TMA bytes its phase expects; trailing instr: the bytes it delivers per barrier
+
+    @property
+    def arrivals(self) -> int:
+        """mbarrier arrivals this statement makes on each barrier it reaches (see the module docstring)."""
+        n = self.thread_count or 1
+        per = n // 32 if n % 32 == 0 and tl.Sm80_cp_async_instr not in self.spec.first_tl.instr_tls else n
+        fan_in = 1
+        for d in self.spec.window_shape:
+            fan_in *= d
+        return per * fan_in
 
 
 @dataclass(frozen=True)
@@ -69,12 +104,19 @@ class BarrierInfo:
     max_wait_n: int = 0  # pairing by count: the largest N of the awaits
     flavour: Optional[str] = None  # commit groups: "cp.async", "wgmma", "cp.async.bulk"
     scope_threads: int = 1  # commit groups: threads sharing one hardware queue
+    trailing: tuple = ()  # BarrierUse of instrs completing on the barrier (TMA loads), spec None
+    generic_smem: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access shared
+    #   memory through the generic proxy (in-order or cp.async)? If not, its awaits need no proxy fence
+    cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
+    cluster_dim: int = 1  # of the device function it lives in
 
     @property
     def positions(self) -> int:
+        """Barriers each CTA keeps (the dimensions that are not CTA dimensions)."""
         n = 1
-        for d in self.dims:
-            n *= d
+        for k, d in enumerate(self.dims):
+            if k not in self.cta_dims:
+                n *= d
         return n
 
     def queue_uses(self, reverse: bool) -> list:
@@ -108,14 +150,113 @@ class BarrierInfo:
 def run(ctx) -> Mapping:
     """Barrier Sym -> BarrierInfo for every barrier allocated in the proc (checked)."""
     scopes = ctx.results["scopes"]
-    allocs: dict = {}
-    uses: dict = {}
-    for s in walk_stmts(ctx.proc.body):
+    walk = _Walk(scopes, {s.iter for s in walk_stmts(ctx.proc.body)
+                          if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads)
+                          and s.loop_mode.unit == cuda_cta_in_cluster})
+    walk.block(ctx.proc.body)
+    generic = _generic_smem_threads(ctx.proc, scopes)
+    return MappingProxyType({
+        sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or (),
+                              generic_smem=tuple(_arrivers(walk.uses[sym], r, scopes) & generic != set() for r in (False, True))),
+                      tuple(walk.uses[sym]))
+        for sym, info in walk.allocs.items()
+    })
+
+
+def _all_threads(tiling) -> set:
+    """Every natural thread index a tiling's collectives hold (over all its iterator values)."""
+    names = [n for n, _ in tiling.iters]
+    out = set()
+    for values in itertools.product(*(range(c) for _, c in tiling.iters)):
+        for lo, hi in tiling.threads(dict(zip(names, values))):
+            out.update(range(lo, hi))
+    return out
+
+
+def _arrivers(uses: list, reverse: bool, scopes) -> set:
+    """Threads that arrive on one queue of a barrier."""
+    out = set()
+    for u in uses:
+        if u.spec.is_arrive and u.spec.is_reverse == reverse:
+            tiling = scopes.info(u.stmt).tiling
+            out |= _all_threads(tiling) if tiling is not None else {-1}
+    return out
+
+
+def _generic_smem_threads(proc, scopes) -> set:
+    """Threads that access shared memory through the generic proxy (in-order or cp.async), anywhere in `proc`.
+
+    What an arrive on an mbarrier can order before an await whose side continues in the async proxy
+    (TMA, wgmma): only if some arriving thread is among them does the await need fence.proxy.async.
+    Window aliases of shared memory count as shared memory.
+    """
+    smem = set()
+    out = set()
+    for s in walk_stmts(proc.body):
+        if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster:
+            smem.add(s.name)
+        elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in smem:
+            smem.add(s.name)
+        info = scopes.info(s)
+        if info.tiling is None or info.instr_tl not in _GENERIC_TLS:
+            continue
+        if isinstance(s, LoopIR.Call):
+            gpu = instr_info(s)
+            if sync_spec_of(s) is not None or (gpu is not None and gpu.instr_tl not in _GENERIC_TLS):
+                continue
+        if smem & _buffers(s):
+            out |= _all_threads(info.tiling)
+    return out
+
+
+_GENERIC_TLS = (tl.cuda_in_order_instr, tl.Sm80_cp_async_instr)
+
+
+def _buffers(s) -> set:
+    """Buffers a statement reads or writes (its own accesses and its arguments)."""
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        reads: list = []
+        numeric_reads(s.rhs, reads)
+        return {s.name} | {r.name for r in reads}
+    if isinstance(s, LoopIR.Call):
+        return {a.name for a in s.args if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr))}
+    return set()
+
+
+class _Walk:
+    """One walk in program order: allocations, uses, trailing TMA loads and the bytes each Arrive expects."""
+
+    def __init__(self, scopes, cta_iters: set):
+        self.scopes, self.cta_iters = scopes, cta_iters
+        self.allocs: dict = {}
+        self.uses: dict = {}
+        self.trailing: dict = {}
+        self.cta_dims: dict = {}
+
+    def block(self, stmts: list, pending: Optional[dict] = None) -> None:
+        """`pending`: barrier Sym -> trailing loads of the enclosing block not yet closed by an Arrive."""
+        own = pending is None
+        pending = {} if own else pending
+        for s in stmts:
+            self.stmt(s, pending)
+        if own:
+            for uses in pending.values():
+                bar = uses[0].stmt.args[-1].name
+                raise SyncError(
+                    f"{trailing_of(uses[0].stmt)[0]} >> {bar}: no Arrive on {bar} follows it in this block, so no "
+                    f"phase expects its bytes; close the phase with `Arrive(tma_to_smem_async, 1) >> {bar}[...]` "
+                    "after the loads",
+                    uses[0].stmt.srcinfo,
+                )
+
+    def stmt(self, s, pending: dict) -> None:
+        info = self.scopes.info(s)
         if is_barrier_alloc(s):
-            allocs[s.name] = _alloc(s, scopes.info(s).device_scope == "cuda")
-            uses[s.name] = []
+            fn = info.device_function
+            self.allocs[s.name] = replace(_alloc(s, info.device_scope == "cuda"), cluster_dim=fn.clusterDim if fn else 1)
+            self.uses[s.name], self.trailing[s.name] = [], []
         spec = sync_spec_of(s)
-        if spec is not None and spec.kind == "Fence" and scopes.info(s).device_scope != "cuda":
+        if spec is not None and spec.kind == "Fence" and info.device_scope != "cuda":
             raise SyncError(
                 f"{spec.source()} is CPU code: CPU code runs in order and a device function ends with a full "
                 "barrier, so a Fence belongs inside a CudaDeviceFunction (order CPU work and streams with a "
@@ -124,11 +265,47 @@ def run(ctx) -> Mapping:
             )
         if spec is not None and spec.barrier_mem is not None:
             sym = s.args[0].name
-            if sym not in allocs:
+            if sym not in self.allocs:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
-            tiling = scopes.info(s).tiling
-            uses[sym].append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count))
-    return MappingProxyType({sym: _checked(info, tuple(uses[sym])) for sym, info in allocs.items()})
+            tx = sum(u.tx_bytes for u in pending.pop(sym, [])) if spec.kind == "Arrive" else 0
+            self.uses[sym].append(BarrierUse(s, spec, None if info.tiling is None else info.tiling.thread_count, tx))
+            self._note_cta_dims(sym, s.args[0], s.srcinfo)
+        trailing = trailing_of(s)
+        if trailing is not None:
+            bar = s.args[trailing[1]]
+            if bar.name not in self.allocs:
+                raise SyncError(f"{trailing[0]} completes on barrier {bar.name}, which is not allocated here", s.srcinfo)
+            fan_in = 1
+            for w in getattr(bar, "idx", []):
+                if not is_point_interval(w):
+                    fan_in *= w.hi.val - w.lo.val
+            use = BarrierUse(s, None, info.tiling.thread_count, instr_info(s).tx_bytes * fan_in)
+            self.trailing[bar.name].append(use)
+            pending.setdefault(bar.name, []).append(use)
+            self._note_cta_dims(bar.name, bar, s.srcinfo)
+        if isinstance(s, LoopIR.For):
+            transparent = isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaAsync)
+            self.block(s.body, pending if transparent else None)
+        elif isinstance(s, LoopIR.If):
+            self.block(s.body)
+            self.block(s.orelse)
+
+    def _note_cta_dims(self, sym, arg, srcinfo) -> None:
+        """Record which dimensions a use indexes by CTA rank (or slices, multicast); every use must agree."""
+        if not isinstance(arg, LoopIR.WindowExpr):
+            return
+        dims = tuple(
+            k for k, w in enumerate(arg.idx)
+            if not is_point_interval(w) or (isinstance(w.lo, LoopIR.Read) and w.lo.name in self.cta_iters)
+        )
+        seen = self.cta_dims.setdefault(sym, dims)
+        if seen != dims:
+            raise SyncError(
+                f"barrier {sym}: a dimension indexed by the CTA's rank (the iterator of cuda_threads(0, clusterDim, "
+                "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; here "
+                f"dimensions {list(dims)} are, elsewhere {list(seen)}",
+                srcinfo,
+            )
 
 
 def _alloc(s: LoopIR.Alloc, on_device: bool) -> BarrierInfo:
@@ -154,6 +331,8 @@ def _err(use: BarrierUse, msg: str) -> SyncError:
 def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
     """The info with its uses and the parameters the memory's rules derive from them."""
     mem = info.mem
+    if info.trailing and not mem.takes_trailing_loads:
+        raise _err(info.trailing[0], f"TMA loads complete on a barrier @ CudaMbarrier, not @ {mem.name()}")
     for use in uses:
         if use.spec.is_reverse and not mem.allows_reverse:
             raise _err(use, f"{use.spec.kind} needs a CudaMbarrier; {info.name} is a {mem.name()}")
@@ -183,7 +362,7 @@ def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
         lf, lr = forward.lag, backward.lag if backward is not None else 0
         derived["forward_depth"] = max(lf + 1, lr if backward is not None else 0)
         derived["reverse_depth"] = max(lr + 1, lf + lr) if backward is not None else 0
-    return BarrierInfo(info.name, info.sym, mem, info.dims, info.alloc, **derived)
+    return replace(info, **derived)
 
 
 def _paired(info: BarrierInfo, uses: list, reverse: bool) -> tuple:

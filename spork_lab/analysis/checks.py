@@ -21,9 +21,10 @@ from ..core.instrs import instr_info, template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory
-from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
+from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import CollectiveError, TimelineError
+from ..errors import CollectiveError, SyncError, TimelineError
 from .result import StmtInfo
 from .scopes import head_text
 
@@ -51,6 +52,34 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
             _check_access(s, info, memories, s.name, "alloc")
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
             _check_call(s, info, memories, analyze_callee)
+            _check_tma(s, info)
+
+
+def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
+    """TMA: loads complete on an mbarrier (`>> bar`), and tensor maps are what TMA's global operand takes."""
+    gpu = instr_info(s)
+    trailing = trailing_of(s)
+    name = _instr_name(s) if trailing is None else _template_name(trailing[0])
+    if gpu is not None and gpu.trailing_barrier and trailing is None:
+        raise SyncError(f"{name} completes on an mbarrier: write `{name}(...) >> bar[...]`, and close the phase with "
+                        "`Arrive(tma_to_smem_async, 1) >> bar[...]`", s.srcinfo)
+    params = gpu.tensor_map_params if gpu is not None else ()
+    n = trailing[1] if trailing else len(s.args)
+    for param, arg in zip(s.f.args[:n], s.args[:n]):
+        is_map = isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and tensor_map_spec(arg.name) is not None
+        if str(param.name) in params and not is_map:
+            raise TimelineError(
+                f"{name}'s {param.name} must be a window of a tensor map, `T = A[...] @ Sm90_tensorMap(swizzle, *box)` "
+                f"made in CPU code, not `{arg}`", s.srcinfo)
+        if is_map and str(param.name) not in params and info.device_scope == "cuda":
+            raise TimelineError(
+                f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
+                s.srcinfo)
+
+
+def _template_name(proc_name: str) -> str:
+    template = template_call_of(proc_name)
+    return template[0].name if template else proc_name
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
@@ -200,6 +229,9 @@ def _memory_hint(mem: type[Memory], action: str, info: StmtInfo) -> str:
 
 
 def _check_reads(s: LoopIR.stmt, info: StmtInfo, memories: dict, e: LoopIR.expr) -> None:
+    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and tensor_map_spec(e.name) is not None and info.device_scope == "cuda":
+        raise TimelineError(f"{e.name} is a tensor map: CUDA code reads it only through TMA instrs "
+                            "(Sm90_copy_tensor_to_smem_*), not as data", s.srcinfo)
     if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and e.name in memories:
         _check_access(s, info, memories, e.name, "read")
     for child in _subexprs(e):

@@ -64,3 +64,14 @@ def _check_warp_config(ctx: CudaDeviceFunction, srcinfo) -> None:
                 f"(warps {4 * g}-{4 * g + 3}) mixes {regs}",
                 srcinfo,
             )
+    # At launch every thread holds the register cap of __launch_bounds__(blockDim, blocks_per_sm); setmaxnreg
+    # moves registers between warpgroups within the SM's 64K, so the budgets must fit in them.
+    cap = ctx.register_cap
+    total = sum(128 * (per_warp[4 * g].setmaxnreg or cap) for g in range(n // 128)) * ctx.blocks_per_sm
+    if total > 65536:
+        budget = ", ".join(f"{w.name}={w.setmaxnreg or cap}" for w in ctx.warp_config)
+        raise CollectiveError(
+            f"warp_config: the setmaxnreg budgets ({budget} registers per thread, {ctx.blocks_per_sm} CTA(s) per SM) "
+            f"need {total} registers, more than the SM's 65536",
+            srcinfo,
+        )

@@ -20,6 +20,7 @@ from exo.API import Procedure
 
 from ..analysis import analyze
 from ..errors import CodegenError, user_facing
+from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
 from ._host import HostRewriter
 from ._host_c import host_c_to_strings
@@ -42,14 +43,29 @@ extern "C" int {lib}_last_error(void) {{ return (int) cudaGetLastError(); }}
 extern "C" const char *{lib}_error_string(int err) {{ return cudaGetErrorString((cudaError_t) err); }}
 extern "C" int {lib}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}
 
-// Persistent grid: blocks_per_sm CTAs on every SM, whole clusters, no more clusters than tasks.
-static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long tasks, int *grid)
+// Persistent grid: blocks_per_sm CTAs on every SM, whole clusters, no more clusters than tasks. Clusters:
+// only as many as can be resident at once (a GPC may not fit a whole number of them), so none waits for a
+// second wave. The resident count is computed once per kernel (*resident, a static of its launcher): the
+// occupancy query costs tens of microseconds, too much to pay at every launch.
+static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long tasks, const void *kernel,
+                                       cudaLaunchConfig_t *cfg, int *resident, int *grid)
 {{
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
-  long long g = (long long) sms * blocks_per_sm / cluster * cluster;
+  if (*resident == 0) {{
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    long long g = (long long) sms * blocks_per_sm / cluster * cluster;
+    if (cluster > 1) {{
+      int clusters = 0;
+      cfg->gridDim = dim3(cluster);
+      err = cudaOccupancyMaxActiveClusters(&clusters, kernel, cfg);
+      if (err != cudaSuccess) return err;
+      if (clusters > 0 && (long long) clusters * cluster < g) g = (long long) clusters * cluster;
+    }}
+    *resident = (int) (g < cluster ? cluster : g);
+  }}
+  long long g = *resident;
   if (g > tasks * cluster) g = tasks * cluster;
   if (g < cluster) g = cluster;
   *grid = (int) g;
@@ -58,6 +74,40 @@ static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long
 
 {floor_helpers}
 """
+
+
+# Host: a CUtensorMap for TMA, encoded with the driver's cuTensorMapEncodeTiled, reached through the runtime
+# (cudaGetDriverEntryPointByVersion) so the library does not link libcuda. Dims, strides and box arrive
+# row-major (the window's order); the driver wants the innermost dimension first and strides in bytes.
+_TENSOR_MAP_ENCODER = r"""#include <cudaTypedefs.h>
+static cudaError_t spork_encode_tensor_map(CUtensorMap *map, CUtensorMapDataType dtype, int rank, const void *ptr,
+                                           const long long *dims, const long long *strides, const int *box,
+                                           int elem_bytes, int swizzle)
+{
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+  if (!encode) {
+    cudaDriverEntryPointQueryResult found;
+    void *fn = NULL;
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess) return err;
+    if (found != cudaDriverEntryPointSuccess) return cudaErrorNotSupported;
+    encode = (PFN_cuTensorMapEncodeTiled_v12000) fn;
+  }
+  if (strides[rank - 1] != 1) return cudaErrorInvalidValue;  // TMA reads rows of contiguous elements
+  cuuint64_t gdim[5], gstride[4];
+  cuuint32_t gbox[5], estride[5];
+  for (int i = 0; i < rank; ++i) {
+    gdim[i] = (cuuint64_t) dims[rank - 1 - i];
+    gbox[i] = (cuuint32_t) box[rank - 1 - i];
+    estride[i] = 1;
+  }
+  for (int i = 1; i < rank; ++i) gstride[i - 1] = (cuuint64_t) strides[rank - 1 - i] * elem_bytes;
+  CUtensorMapSwizzle sw = swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                        : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUresult r = encode(map, dtype, (cuuint32_t) rank, (void *) ptr, gdim, gstride, gbox, estride,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}"""
 
 
 def lib_name(basename: str) -> str:
@@ -99,10 +149,16 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     _check_arch(code, arch)
     helpers = prelude_lines() if any(d.uses_mbarriers for d in code) else []
     structs = sorted({w.definition for d in code for w in d.window_structs})
+    instr_globals = list(dict.fromkeys(g for d in code for g in d.cuda_globals))
+    sm90 = [SM90_PRELUDE] if instr_globals or any(d.uses_tensor_maps for d in code) else []
+    maps = [_TENSOR_MAP_ENCODER] if any(d.uses_tensor_maps for d in code) else []
     cu = "\n\n".join(
         [
             _PRELUDE.format(lib=lib, cuh=f"{basename}.cuh", floor_helpers=floor_helpers("__host__ __device__ inline")),
             *(["\n".join(helpers)] if helpers else []),
+            *sm90,
+            *maps,
+            *instr_globals,
             *structs,
             *(d.kernel for d in code),
             *(d.launcher for d in code),

@@ -34,6 +34,13 @@ def scope_tilings(analysis: Analysis, original: LoopIR.For, compiled: LoopIR.For
     return {id(new): analysis.stmt_info(old.body[0] if isinstance(old, LoopIR.For) else old).tiling for new, old in pairs}
 
 
+def stmt_pairs(original: LoopIR.For, compiled: LoopIR.For) -> dict:
+    """id(statement of `compiled`) -> the statement of `original` it was made from (see scope_tilings)."""
+    pairs: list = []
+    _align(original.body, compiled.body, pairs)
+    return {id(new): old for new, old in pairs}
+
+
 def _align(original: list, compiled: list, out: list) -> None:
     rest = iter(original)
     for s in compiled:

@@ -23,17 +23,20 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
 from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory
-from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
+from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
+from ..platforms.Sm90 import TENSOR_MAP_DTYPES
 from ._c_exprs import FaithfulExprs
-from ._collectives import executing_collectives, iter_key, new_op, scope_tilings
+from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
 from ._windows import WindowAliases
-from .barrier_text import lowering
+from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
@@ -73,15 +76,21 @@ class DeviceCode:
     uses_mbarriers: bool = False  # the .cu then needs spork_lab.codegen.barrier_text's prelude
     cluster: int = 1
     srcinfo: object = None
+    cuda_globals: tuple = ()  # file-scope text its instrs need (InstrInfo.cuda_includes), in first-use order
+    uses_tensor_maps: bool = False  # the .cu then needs the host encoder of CUtensorMaps
 
 
-def param_decls(df: DeviceFunction, names: dict) -> list:
-    """C parameters of the kernel and launcher (same names and types)."""
+def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list:
+    """C parameters of the kernel (or, `launcher`, of its launcher: tensor maps arrive there as pointer and strides)."""
     written = {name for name, _ in get_writes_of_stmts(df.block.body)}
     params = []
     for a in df.args:
         nm = names.get(a.name, str(a.name))
-        if a.type in (T.size, T.index, T.stride):
+        if tensor_map_spec(a.name) is not None:
+            n = len(a.type.shape())
+            params.append(f"const void *{nm}_data, " + ", ".join(f"long long {nm}_s{i}" for i in range(n))
+                          if launcher else f"const __grid_constant__ CUtensorMap {nm}")
+        elif a.type in (T.size, T.index, T.stride):
             params.append(f"int_fast32_t {nm}")
         elif a.type == T.bool:
             params.append(f"bool {nm}")
@@ -91,7 +100,7 @@ def param_decls(df: DeviceFunction, names: dict) -> list:
         else:
             raise CodegenError(
                 f"not yet supported: CUDA code using {a.name} : {a.type} @ {a.mem.name() if a.mem else 'DRAM'}; "
-                "device functions take sizes, indices and whole CudaGmemLinear tensors",
+                "device functions take sizes, indices, whole CudaGmemLinear tensors and tensor maps",
                 df.block.srcinfo,
             )
     return params
@@ -107,13 +116,19 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     threads = ctx.threads_per_cta
     params = ", ".join(param_decls(df, comp.env))
     smem = comp.smem_bytes
+    align = comp.smem_align
+    if smem and align > SMEM_ALIGN:  # align the pool's start by hand: the slack is part of the pool
+        smem += align
     dynamic = smem > STATIC_SMEM_LIMIT
+    raw = "exo_smem" if align <= SMEM_ALIGN else "exo_smem_raw"
     if not smem:
         smem_decl = []
     elif dynamic:
-        smem_decl = [f"  extern __shared__ __align__({SMEM_ALIGN}) char exo_smem[];"]
+        smem_decl = [f"  extern __shared__ __align__({SMEM_ALIGN}) char {raw}[];"]
     else:
-        smem_decl = [f"  __shared__ __align__({SMEM_ALIGN}) char exo_smem[{smem}];"]
+        smem_decl = [f"  __shared__ __align__({SMEM_ALIGN}) char {raw}[{smem}];"]
+    if smem and align > SMEM_ALIGN:
+        smem_decl.append(f"  char *exo_smem = {raw} + (({align}u - ((unsigned) __cvta_generic_to_shared({raw}) % {align}u)) % {align}u);")
     cluster = ctx.clusterDim
     arch_guard = [
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900",
@@ -128,11 +143,14 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             *(arch_guard if cluster > 1 else []),
             *smem_decl,
             *(f"  {line}" for line in comp.kernel_lines),
+            *([f"  {_CLUSTER_SYNC}  // no CTA exits while a peer may still signal or write its shared memory"]
+              if cluster > 1 else []),
             "}",
         ]
     )
-    call_args = ", ".join(comp.env[a.name] for a in df.args)
-    decl = f'extern "C" int {df.name}_launch({params})'
+    maps = [a for a in df.args if tensor_map_spec(a.name) is not None]
+    call_args = ", ".join(f"{comp.env[a.name]}_map" if a in maps else comp.env[a.name] for a in df.args)
+    decl = f'extern "C" int {df.name}_launch({", ".join(param_decls(df, comp.env, launcher=True))})'
     attr = [
         "  cudaLaunchAttribute exo_attr[1];",
         "  exo_attr[0].id = cudaLaunchAttributeClusterDimension;",
@@ -145,7 +163,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     opt_in = [
         "  static bool exo_attr_set = false;",
         "  if (!exo_attr_set) {",
-        f"    cudaError_t exo_err = cudaFuncSetAttribute({df.name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});",
+        f"    exo_err = cudaFuncSetAttribute({df.name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});",
         "    if (exo_err != cudaSuccess) return (int) exo_err;",
         "    exo_attr_set = true;",
         "  }",
@@ -156,16 +174,20 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "{",
             f"  const long long exo_tasks = {comp.task_count_host};",
             "  if (exo_tasks <= 0) return 0;",
+            "  cudaError_t exo_err = cudaSuccess;",
+            *(line for a in maps for line in _encode_lines(a, comp)),
             "  int exo_grid = 0;",
-            f"  cudaError_t exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, &exo_grid);",
-            "  if (exo_err != cudaSuccess) return (int) exo_err;",
             *(opt_in if dynamic else []),
             "  cudaLaunchConfig_t exo_cfg = {};",
-            "  exo_cfg.gridDim = dim3(exo_grid);",
             f"  exo_cfg.blockDim = dim3({threads});",
             f"  exo_cfg.dynamicSmemBytes = {smem if dynamic else 0};",
             "  exo_cfg.stream = exo_stream;",
             *(attr if cluster > 1 else []),
+            "  static int exo_resident = 0;",
+            f"  exo_err = exo_persistent_grid({ctx.blocks_per_sm}, {cluster}, exo_tasks, (const void *) {df.name}, "
+            "&exo_cfg, &exo_resident, &exo_grid);",
+            "  if (exo_err != cudaSuccess) return (int) exo_err;",
+            "  exo_cfg.gridDim = dim3(exo_grid);",
             f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {df.name}, {call_args});",
             "  if (exo_err == cudaSuccess) exo_err = cudaGetLastError();",
             "  return (int) exo_err;",
@@ -173,7 +195,28 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
         ]
     )
     uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
-    return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo)
+    return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
+                      tuple(comp.cuda_globals), bool(maps))
+
+
+def _encode_lines(a, comp) -> list:
+    """Launcher lines encoding the CUtensorMap of tensor-map argument `a` (exo_err set on failure)."""
+    nm, spec = comp.env[a.name], tensor_map_spec(a.name)
+    shape = a.type.shape()
+    ctype = a.type.basetype().ctype()
+    dtype = TENSOR_MAP_DTYPES.get({"_Float16": "__half"}.get(ctype, ctype))
+    if dtype is None or len(spec.box) != len(shape):
+        raise CodegenError(f"tensor map {a.name}: TMA copies f32, f16 and bf16 tensors of the box's rank "
+                           f"({len(spec.box)}), not {a.type}", a.srcinfo)
+    dims = ", ".join(f"(long long) ({comp.comp_e(d)})" for d in shape)
+    strides = ", ".join(f"{nm}_s{i}" for i in range(len(shape)))
+    return [
+        f"  CUtensorMap {nm}_map;",
+        f"  {{ const long long d[] = {{{dims}}}, s[] = {{{strides}}}; const int b[] = {{{', '.join(map(str, spec.box))}}};",
+        f"    exo_err = spork_encode_tensor_map(&{nm}_map, {dtype}, {len(shape)}, {nm}_data, d, s, b, "
+        f"(int) sizeof({ctype}), {spec.swizzle}); }}",
+        "  if (exo_err != cudaSuccess) return (int) exo_err;",
+    ]
 
 
 def _free_syms(e, out: set) -> set:
@@ -201,6 +244,9 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self._iter_syms = {}
         self._smem_offsets: dict = {}
         self.smem_bytes = 0
+        self.smem_align = SMEM_ALIGN  # the largest alignment an allocation of the pool needs
+        self.cuda_globals: list = []  # InstrInfo.cuda_includes of the instrs used, in first-use order
+        self._analysed = stmt_pairs(df.block, block)  # id(compiled stmt) -> the analysed statement
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
         self.barriers: dict = df.barriers()  # Sym -> BarrierInfo; names become C names in _device_function
         self._task_depth = df.task_depth
@@ -334,9 +380,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
                 self.add_line(line)
 
     def _setmaxnreg(self, regs: int):
-        ctx = self._ctx
-        cap = min(255, 65536 // (ctx.threads_per_cta * ctx.blocks_per_sm)) // 8 * 8
-        op = "inc" if regs >= cap else "dec"
+        op = "inc" if regs >= self._ctx.register_cap else "dec"
         self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
         self.add_line(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
         self.add_line("#endif")
@@ -437,8 +481,10 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         nbytes = mem.smem_bytes(ELEM_BYTES[ctype], shape, s.srcinfo)
         if nbytes:
             if id(s) not in self._smem_offsets:
-                self._smem_offsets[id(s)] = self.smem_bytes
-                self.smem_bytes += math.ceil(nbytes / SMEM_ALIGN) * SMEM_ALIGN
+                align = getattr(mem, "smem_align", SMEM_ALIGN)
+                self.smem_align = max(self.smem_align, align)
+                self._smem_offsets[id(s)] = math.ceil(self.smem_bytes / align) * align
+                self.smem_bytes = self._smem_offsets[id(s)] + math.ceil(nbytes / SMEM_ALIGN) * SMEM_ALIGN
             smem_ptr = f"exo_smem + {self._smem_offsets[id(s)]}"
         self.add_line(mem.cuda_alloc(name, ctype, shape, s.srcinfo, smem_ptr))
         return None
@@ -455,13 +501,63 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             return self._split_sync(s, spec)
         if s.f.instr is None:
             raise CodegenError(f"not yet supported: calling the proc {s.f.name} from CUDA code; inline it", s.srcinfo)
+        info = instr_info(s)
+        for text in info.cuda_includes if info is not None else ():
+            if text not in self.cuda_globals:
+                self.cuda_globals.append(text)
+        if info is not None and info.lower is not None:
+            for line in info.lower(self._lowered_call(s)).split("\n"):
+                self.add_line(line)
+            return None
         return super().comp_s(s)
 
     def _split_sync(self, s, spec):
         info = self.barriers[s.args[0].name]
-        flat = position_expr(info, s.args[0], s.srcinfo)
-        p = "0" if flat is None else self.comp_e(flat)
-        threads = self._tilings[id(s)].thread_count
-        for line in split_sync_lines(info, spec, p, threads, s.srcinfo):
+        for line in split_sync_lines(info, self._analysed[id(s)], self._position(info, s.args[0], s.srcinfo)):
             self.add_line(line)
         return None
+
+    def _position(self, info, arg, srcinfo) -> str:
+        flat = position_expr(info, arg, srcinfo)
+        return "0" if flat is None else self.comp_e(flat)
+
+    # ---- instrs with a lowering function (spork_lab.core.instrs.LoweredCall) ----
+
+    def _lowered_call(self, s) -> LoweredCall:
+        trailing = trailing_of(s)
+        n = trailing[1] if trailing else len(s.args)
+        args = {str(param.name): self._lowered_arg(s, i) for i, param in enumerate(s.f.args[:n])}
+        barrier = ""
+        if trailing:
+            bar = s.args[n]
+            binfo = self.barriers[bar.name]
+            barrier = mbarrier_address(binfo, self._position(binfo, bar, s.srcinfo))
+        template = template_call_of(trailing[0] if trailing else s.f.name)
+        name, params = (template[0].name, template[1]) if template else (str(s.f.name), {})
+        mask = self._cta_mask(s) if instr_info(s).multicast else ""
+        return LoweredCall(name, args, params, barrier, mask, s.srcinfo)
+
+    def _lowered_arg(self, s, i) -> LoweredArg:
+        e = s.args[i]
+        text = self.comp_fnarg(e, s.f, i)
+        if isinstance(e, LoopIR.WindowExpr):
+            spec = tensor_map_spec(e.name)
+            idx = e.idx[self._dist.get(e.name, 0) :]  # a shard's indices (rule 4)
+            los = tuple(self.comp_e(w.lo if isinstance(w, LoopIR.Interval) else w.pt) for w in idx)
+            sizes = tuple(
+                self.comp_e(LoopIR.BinOp("-", w.hi, w.lo, T.index, w.srcinfo)) for w in idx if isinstance(w, LoopIR.Interval)
+            )
+            data = "" if spec is not None else self.window_struct_fields(e)[0]
+            return LoweredArg(text, data, self.mems[e.name], los, sizes, self.env[e.name], spec)
+        if isinstance(e, LoopIR.Read) and e.type.is_tensor_or_window():
+            zeros = tuple("0" for _ in e.type.shape()[self._dist.get(e.name, 0) :])
+            return LoweredArg(text, f"{self.env[e.name]}[0]", self.mems[e.name], zeros, (), self.env[e.name])
+        return LoweredArg(text)
+
+    def _cta_mask(self, s) -> str:
+        """Multicast: bit mask of the CTAs the written operand's first sliced dimension (the CTA dimension) spans."""
+        first = next((w for w in s.args[0].idx if isinstance(w, LoopIR.Interval)), None)
+        if first is None or not isinstance(first.lo, LoopIR.Const) or not isinstance(first.hi, LoopIR.Const):
+            raise CodegenError("a multicast copy writes a slice over the CTAs of the cluster with constant bounds, "
+                               "e.g. dst[:, ...]", s.srcinfo)
+        return f"{((1 << (first.hi.val - first.lo.val)) - 1) << first.lo.val}u"

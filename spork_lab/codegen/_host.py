@@ -22,6 +22,7 @@ from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
 from ._device import DeviceCode, DeviceFunction, compile_device_function
 from ._sync import position_expr
@@ -56,6 +57,8 @@ def expr_syms(e, out: list) -> None:
 
 
 def _type_syms(typ, out: list) -> None:
+    if isinstance(typ, T.Window):
+        typ = typ.as_tensor
     if isinstance(typ, T.Tensor):
         for h in typ.hi:
             expr_syms(h, out)
@@ -98,6 +101,22 @@ def free_syms(stmts) -> list:
             seen.add(sym)
             out.append(sym)
     return out
+
+
+def _launch_arg(a: LoopIR.fnarg) -> str:
+    """The launcher's C arguments for one device-function argument (a tensor map: its window's pointer and strides)."""
+    name = "{" + str(a.name) + "}"
+    if tensor_map_spec(a.name) is None:
+        return name
+    return ", ".join([f"{name}.data", *(f"{name}.strides[{i}]" for i in range(len(a.type.shape())))])
+
+
+def _whole(a: LoopIR.fnarg, srcinfo):
+    """The launch call's argument for `a`: the variable, or for a window variable the window of all of it."""
+    if not (a.type.is_tensor_or_window() and a.type.is_win()):
+        return LoopIR.Read(a.name, [], a.type, srcinfo)
+    idx = [LoopIR.Interval(LoopIR.Const(0, T.index, srcinfo), hi, srcinfo) for hi in a.type.shape()]
+    return LoopIR.WindowExpr(a.name, idx, T.Window(a.type, a.type, a.name, idx), srcinfo)
 
 
 class HostRewriter:
@@ -148,8 +167,8 @@ class HostRewriter:
             else:
                 if isinstance(s, LoopIR.Alloc):
                     env[s.name] = (s.type, s.mem)
-                elif isinstance(s, LoopIR.WindowStmt):
-                    env[s.name] = (s.rhs.type, None)
+                elif isinstance(s, LoopIR.WindowStmt):  # a window (tensor map) of a buffer: its memory
+                    env[s.name] = (s.rhs.type.as_tensor, env.get(s.rhs.name, (None, None))[1])
                 out.append(s)
         return out + destroy
 
@@ -198,7 +217,7 @@ class HostRewriter:
         self._count += 1
         code = compile_device_function(DeviceFunction(name, block, args, self._analysis))
         self.device_code.append(code)
-        c_args = ", ".join("{" + str(a.name) + "}" for a in args)
+        c_args = ", ".join(_launch_arg(a) for a in args)
         c_instr = f"{self.lib}_record_error({name}_launch({c_args}));"
         c_global = "\n".join(
             [
@@ -207,5 +226,5 @@ class HostRewriter:
             ]
         )
         launch = LoopIR.proc(f"{name}_launch", args, [], [block], LoopIR.instr(c_instr, c_global), block.srcinfo)
-        call_args = [LoopIR.Read(a.name, [], a.type, block.srcinfo) for a in args]
+        call_args = [_whole(a, block.srcinfo) for a in args]
         return LoopIR.Call(launch, call_args, block.srcinfo)

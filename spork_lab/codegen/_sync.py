@@ -16,7 +16,7 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR, T
 
 from ..analysis.barriers import BarrierInfo
-from ..core.sync_stmts import SyncSpec, barrier_window_indices
+from ..core.sync_stmts import SyncSpec, barrier_window_indices, is_point_interval, sync_spec_of
 from ..errors import CodegenError
 from ._collectives import Collective
 from .barrier_text import fence_epilogue_lines, fence_prologue_lines, lowering
@@ -49,6 +49,12 @@ def lower_fence(
     `split_paths`: the kernel has one code path per warp name, so the warps of one barrier reach
     it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
     """
+    if spec.first_tl.name == "wgmma_fence_1" and spec.second_tl.name == "wgmma_fence_2":
+        # wgmma.fence: orders the warpgroup's register accesses (and its earlier wgmma) before its next wgmma
+        if coll.size != 128 or not coll.contiguous or any(s % 128 for s in coll.starts):
+            raise CodegenError(f"Fence(wgmma_fence_1, wgmma_fence_2) is wgmma.fence: a warpgroup executes it, not "
+                               f"collectives of {coll.size} threads", srcinfo)
+        return ['asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
     barrier = _barrier(coll, ids, cluster_dim, split_paths, srcinfo)
     return [*fence_prologue_lines(spec), *([barrier] if barrier else []), *fence_epilogue_lines(spec)]
 
@@ -87,9 +93,14 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_pat
 
 
 def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
-    """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its barrier array (None: scalar)."""
+    """Row-major flat position of the window `bar[i:i+1, j:j+1]` in its CTA's barrier array (None: scalar).
+
+    CTA dimensions (indexed by the CTA's rank) are not part of it: each CTA keeps its own barriers.
+    """
     flat = None
-    for idx, dim in zip(barrier_window_indices(arg), info.dims):
+    for k, (idx, dim) in enumerate(zip(barrier_window_indices(arg), info.dims)):
+        if k in info.cta_dims:
+            continue
         if flat is None:
             flat = idx
         else:
@@ -98,10 +109,23 @@ def position_expr(info: BarrierInfo, arg, srcinfo) -> Optional[LoopIR.expr]:
     return flat
 
 
-def split_sync_lines(info: BarrierInfo, spec: SyncSpec, p: str, threads: int, srcinfo) -> list:
-    """Arrive/Await (or Reverse) by each of `threads` threads of the executing collective (the analysis' tiling)."""
+def multicast_ranks(info: BarrierInfo, arg) -> Optional[tuple]:
+    """(lo, hi): the CTA ranks a multicast arrive `>> bar[lo:hi]` lands on; None for a point index."""
+    for k, w in enumerate(getattr(arg, "idx", [])):
+        if k in info.cta_dims and not is_point_interval(w):
+            return (w.lo.val, w.hi.val)
+    return None
+
+
+def split_sync_lines(info: BarrierInfo, stmt, p: str) -> list:
+    """Arrive/Await (or Reverse) statement `stmt` (the analysed statement) on barrier position `p`.
+
+    The mbarrier arrival counts come from the same BarrierUses as the lowering's
+    arrival election (`analysis.barriers`), so every phase completes.
+    """
+    spec = sync_spec_of(stmt)
     text = lowering(info.mem)
     if spec.is_arrive:
-        text.check_arrive(info, spec, threads, srcinfo)
-        return text.arrive_lines(info, spec, p)
+        use = next((u for u in info.uses if u.stmt is stmt), None)
+        return text.arrive_lines(info, spec, p, use=use, ranks=multicast_ranks(info, stmt.args[0]))
     return text.await_lines(info, spec, p)

@@ -13,8 +13,9 @@ is the C expression of the flattened barrier position, 0 for a scalar barrier):
     text.scope_end_lines(info)                   # where its scope ends
     text.decl_lines(info, record_error)          # host barriers: where allocated in CPU code
     text.destroy_lines(info)                     #   and where their block ends
-    text.check_arrive(info, spec, threads, srcinfo)   # CodegenError if the collective cannot arrive
-    text.arrive_lines(info, spec, p, stream=..., record_error=...)  # Arrive / ReverseArrive
+    text.arrive_lines(info, spec, p, stream=..., record_error=..., use=..., ranks=...)  # Arrive / ReverseArrive
+        (`use`: the statement's BarrierUse: arrival election, expect-tx bytes; `ranks` = (lo, hi): the CTAs
+        a multicast arrive `>> bar[lo:hi]` lands on)
     text.await_lines(info, spec, p, stream=..., record_error=...)   # Await / ReverseAwait
   Fences (`spec` = sync_spec_of(stmt)), around the codegen's own collective barrier:
     fence_prologue_lines(spec), fence_epilogue_lines(spec)
@@ -29,6 +30,20 @@ L1: cp.async.wait_all, wgmma.wait_group 0, cp.async.bulk.wait_group 0), then
 the collective barrier (__syncwarp / named barrier / __syncthreads /
 cluster barrier), then `fence_epilogue_lines` (fence.proxy.async when L2
 reaches the async proxy, wgmma.fence when L2 feeds wgmma).
+
+Mbarrier arrivals: a collective of whole warps arrives once per warp
+(`__syncwarp`, then lane 0), others once per thread; cp.async arrives once per
+thread. An Arrive closing a phase of TMA loads is `mbarrier.arrive.expect_tx`
+with the phase's bytes (`mbarrier_address` gives the loads the slot of that
+phase); a multicast arrive arrives on the barrier of every CTA of its slice
+(mapa + `mbarrier.arrive.shared::cluster`). In clusters each CTA keeps its own
+barriers, and the init is followed by a cluster barrier so no CTA signals a
+barrier its peer has not initialised yet. An await is followed by
+`fence.proxy.async` only when its second sync-tl reaches the async proxy and
+its queue's arrives order generic-proxy accesses made by threads that access
+shared memory through the generic proxy somewhere in the kernel
+(`BarrierInfo.generic_smem`; e.g. a GEMM's consumers release a stage after
+their wgmma read it, and the producer's next TMA load needs no proxy fence).
 
 Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
 ring per position; the reverse array likewise). Each thread counts the arrives
@@ -62,6 +77,13 @@ def prelude_lines() -> list:
         "  unsigned long long state;",
         '  asm volatile("mbarrier.arrive.shared.b64 %0, [%1];" : "=l"(state) : "r"(spork_smem_addr(bar)) : "memory");',
         "}",
+        "__device__ __forceinline__ void spork_mbar_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {",
+        '  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(spork_smem_addr(bar)), "r"(bytes) : "memory");',
+        "}",
+        "__device__ __forceinline__ void spork_mbar_arrive_remote(unsigned long long *bar, unsigned cta) {",
+        '  asm volatile("{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.shared::cluster.b64 _, [ra]; }"',
+        '               :: "r"(spork_smem_addr(bar)), "r"(cta) : "memory");',
+        "}",
         "__device__ __forceinline__ void spork_mbar_arrive_cp_async(unsigned long long *bar) {",
         '  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" :: "r"(spork_smem_addr(bar)) : "memory");',
         "}",
@@ -84,9 +106,22 @@ def _asm(text: str) -> str:
     return f'asm volatile("{text}" ::: "memory");'
 
 
-def _proxy_fence_after(second_tl: tl.SyncTl) -> list:
-    """fence.proxy.async when the ordered accesses continue in the async proxy (seed 003)."""
-    return [_asm("fence.proxy.async;")] if second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
+def _proxy_fence_after(second_tl: tl.SyncTl, first_tls: frozenset = None) -> list:
+    """fence.proxy.async when generic-proxy accesses are ordered before async-proxy ones (seed 003).
+
+    Without `first_tls` (what the paired arrives order), any async-proxy second sync-tl gets one.
+    """
+    generic = first_tls is None or bool(first_tls & {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
+    return [_asm("fence.proxy.async;")] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
+
+
+def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
+    """`&bar[slot]` of the phase the next (Reverse)Arrive on position p closes (what TMA loads complete on)."""
+    d, depth = ("r", info.reverse_depth) if reverse else ("f", info.forward_depth)
+    return f"&{info.name}_{d}[({p}) * {depth} + {info.name}_{d}a[{p}] % {depth}u]"
+
+
+_CLUSTER_SYNC = 'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
 
 
 class BarrierText:
@@ -109,10 +144,8 @@ class BarrierText:
     def destroy_lines(self, info: BarrierInfo) -> list:
         return []
 
-    def check_arrive(self, info: BarrierInfo, spec: SyncSpec, threads: int, srcinfo) -> None:
-        """Raise CodegenError if a collective of `threads` threads cannot arrive on this barrier."""
-
-    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
         raise NotImplementedError
 
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
@@ -145,7 +178,7 @@ class MbarrierText(BarrierText):
             '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
             "#endif",
             "}",
-            "__syncthreads();",
+            _CLUSTER_SYNC if info.cluster_dim > 1 else "__syncthreads();",
         ]
         # Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position.
         lines += [f"unsigned {info.name}_{d}{c}[{info.positions}] = {{0}};" for d, _, _ in arrays for c in ("a", "w", "b")]
@@ -175,24 +208,22 @@ class MbarrierText(BarrierText):
             ]
         return lines
 
-    def check_arrive(self, info: BarrierInfo, spec: SyncSpec, threads: int, srcinfo) -> None:
-        """Every thread of an arriving collective arrives, so its size must be the mbarrier's arrival count
-        (otherwise the phase would never complete)."""
-        count = info.reverse_arrivals if spec.is_reverse else info.forward_arrivals
-        if threads != count:
-            raise CodegenError(
-                f"{spec.source(info.name)} is executed by {threads} threads per collective, but {info.name}'s "
-                f"mbarrier expects {count} arrivals per phase",
-                srcinfo,
-            )
-
-    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
-        d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
-        cnt = f"{info.name}_{d}a[{p}]"
-        fn = "spork_mbar_arrive"
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
+        cnt = f"{info.name}_{'r' if spec.is_reverse else 'f'}a[{p}]"
+        bar = mbarrier_address(info, p, spec.is_reverse)
         if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
-            fn = "spork_mbar_arrive_cp_async"  # completes once this thread's earlier cp.async have landed
-        return [f"{fn}(&{info.name}_{d}[({p}) * {depth} + {cnt} % {depth}u]); ++{cnt};"]
+            # completes once this thread's earlier cp.async have landed: every thread arrives
+            return [f"spork_mbar_arrive_cp_async({bar}); ++{cnt};"]
+        if ranks is not None:
+            call = f"for (unsigned c = {ranks[0]}; c < {ranks[1]}; ++c) spork_mbar_arrive_remote({bar}, c);"
+        elif use is not None and use.tx_bytes:
+            call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
+        else:
+            call = f"spork_mbar_arrive({bar});"
+        if use is not None and use.thread_count and use.thread_count % 32 == 0:
+            return ["__syncwarp();", f"if (threadIdx.x % 32 == 0) {{ {call} }}", f"++{cnt};"]
+        return [f"{call} ++{cnt};"]
 
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
         d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
@@ -203,7 +234,10 @@ class MbarrierText(BarrierText):
             lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
         else:
             lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
-        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl)
+        arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
+        if not info.generic_smem[spec.is_reverse]:
+            arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access to shared memory
+        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, arrives)
 
 
 class CommitGroupText(BarrierText):
@@ -215,7 +249,8 @@ class CommitGroupText(BarrierText):
         "cp.async.bulk": ("cp.async.bulk.commit_group;", "cp.async.bulk.wait_group {N};"),
     }
 
-    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
         return [_asm(self._COMMIT[info.flavour][0])]
 
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
@@ -236,7 +271,8 @@ class EventText(BarrierText):
     def destroy_lines(self, info: BarrierInfo) -> list:
         return [f"for (int i = 0; i < {info.positions}; ++i) cudaEventDestroy({info.name}[i]);"]
 
-    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
+    def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
+                     use=None, ranks=None) -> list:
         return [self._call(f"cudaEventRecord({info.name}[{p}], {stream})", record_error)]
 
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:

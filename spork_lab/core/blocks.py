@@ -98,6 +98,11 @@ class CudaDeviceFunction(BlockContext):
             return 32 * sum(w.count for w in self.warp_config)
         return self.blockDim
 
+    @property
+    def register_cap(self) -> int:
+        """Registers per thread at launch under __launch_bounds__(blockDim, blocks_per_sm) (what setmaxnreg moves)."""
+        return min(255, 65536 // (self.threads_per_cta * self.blocks_per_sm)) // 8 * 8
+
     def warp_range(self, name: str) -> Optional[tuple]:
         """The [lo, hi) warp indices of a named warp group, in CTA order."""
         lo = 0

@@ -1,4 +1,11 @@
-"""What an Exo-GPU instr declares beyond exo's @instr: its instr-tl and collective unit."""
+"""What an Exo-GPU instr declares beyond exo's @instr: its instr-tl and collective unit.
+
+Most instrs are C templates (exo's `c_instr` with `{arg}` / `{arg_data}`).
+Instrs whose CUDA text needs more than a template can give (TMA coordinates
+and tensor maps, wgmma descriptors, multicast masks) give a `lower` function
+instead: the CUDA backend calls it with a `LoweredCall`, the arguments as it
+compiled them.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +25,43 @@ class InstrInfo:
     instr_tl: InstrTl = cuda_in_order_instr
     coll_unit: CollUnit = cuda_thread
     usage_tls: dict = field(default_factory=dict)  # parameter name -> UsageTl (wgmma operands)
-    cuda_includes: tuple = ()  # headers the CUDA code needs
+    cuda_includes: tuple = ()  # file-scope CUDA text the instr needs (#include lines, helpers): once per .cu
     convergent: bool = False  # all threads of the collective act as one (mma.sync), not lane by lane
+    lower: Optional[Callable] = None  # LoweredCall -> CUDA text, instead of the c_instr template
+    trailing_barrier: bool = False  # completes on an mbarrier: written `instr(...) >> bar[...]`
+    tx_bytes: int = 0  # trailing-barrier instrs: bytes each destination CTA's mbarrier receives
+    multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
+    tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
+
+
+@dataclass(frozen=True)
+class LoweredArg:
+    """One argument of an instr call as the CUDA backend compiled it (distributed dimensions stripped)."""
+
+    text: str  # exo's C text of the argument (a window struct for windows)
+    data: str = ""  # windows: C lvalue of the window's first element (exo's `{name_data}`)
+    mem: Optional[type] = None  # the memory of the argument's buffer
+    los: tuple = ()  # windows: C expressions of each index's lower bound
+    sizes: tuple = ()  # windows: the extent of each sliced dimension (ints where constant)
+    buffer: str = ""  # windows: C name of the buffer (a tensor map: the kernel's CUtensorMap parameter)
+    tensor_map: object = None  # windows of a tensor map: its TensorMapSpec
+
+    @property
+    def ptr(self) -> str:
+        """C pointer to the window's first element."""
+        return f"&{self.data}"
+
+
+@dataclass(frozen=True)
+class LoweredCall:
+    """What an instr's `lower` function receives."""
+
+    name: str  # the instr as the user wrote it, for messages
+    args: dict  # parameter name -> LoweredArg
+    params: dict  # the keywords of a templated instr
+    barrier: str = ""  # `>> bar[...]`: C expression of the mbarrier's address (this CTA's offset)
+    cta_mask: str = ""  # multicast: C expression of the destination CTAs' bit mask
+    srcinfo: object = None
 
 
 _INFO_BY_PROC_NAME: dict[str, InstrInfo] = {}

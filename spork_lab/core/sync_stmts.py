@@ -17,6 +17,7 @@ from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import MemGenError, Memory
 from exo.core.prelude import SrcInfo, Sym
 
+from .instrs import instr_info_by_name, register_instr
 from .timelines import SyncTl
 
 
@@ -45,12 +46,14 @@ class BarrierMemory(Memory):
       the same threads) or by count (N >= 0: the N-th most recent arrive);
       `allows_reverse` (ReverseArrive/ReverseAwait); `check_queue` enforces the
       mechanism's own rules on a queue's uses;
+    - `takes_trailing_loads`: instrs complete on it (`copy(...) >> bar[...]`);
     - how it lowers: `lowering` names its CUDA text in spork_lab.codegen.barrier_text.
     """
 
     lives_on_device = True
     pairs_by_lag = False
     allows_reverse = False
+    takes_trailing_loads = False  # instrs may complete on it (`copy(...) >> bar[...]`, TMA loads on mbarriers)
     lowering = ""
 
     @classmethod
@@ -89,6 +92,7 @@ class SyncSpec:
     N: Optional[int] = None  # arrive count, or await pairing (>= 0: N-th prior; ~lag)
     barrier_mem: Optional[type] = None
     barrier_ndim: int = 0
+    window_shape: tuple = ()  # arrives on slices `bar[:]` (multicast): the window's shape; () for point indices
 
     @property
     def is_arrive(self) -> bool:
@@ -105,6 +109,8 @@ class SyncSpec:
     def proc_name(self) -> str:
         n = "" if self.N is None else (f"_{self.N}" if self.N >= 0 else f"_lag{~self.N}")
         mem = f"_{self.barrier_mem.name()}_d{self.barrier_ndim}" if self.barrier_mem else ""
+        if self.window_shape:
+            mem += "_mc" + "x".join(map(str, self.window_shape))
         tls = "_".join(tl.name for tl in (self.first_tl, self.second_tl) if tl is not None)
         return f"spork_{self.kind}{mem}_{tls}{n}"
 
@@ -132,7 +138,8 @@ def sync_proc(spec: SyncSpec) -> Procedure:
         bar = Sym("bar")
         one = LoopIR.Const(1, T.int, srcinfo)
         zero = LoopIR.Const(0, T.index, srcinfo)
-        typ = T.Tensor([one] * spec.barrier_ndim, True, BARRIER_CARRIER) if spec.barrier_ndim else BARRIER_CARRIER
+        dims = [LoopIR.Const(d, T.int, srcinfo) for d in spec.window_shape] or [one] * spec.barrier_ndim
+        typ = T.Tensor(dims, True, BARRIER_CARRIER) if spec.barrier_ndim else BARRIER_CARRIER
         args.append(LoopIR.fnarg(bar, typ, spec.barrier_mem, srcinfo))
         rhs = LoopIR.Const(0, BARRIER_CARRIER, srcinfo)
         body.append(LoopIR.Assign(bar, BARRIER_CARRIER, [zero] * spec.barrier_ndim, rhs, srcinfo))
@@ -161,6 +168,58 @@ def barrier_window_indices(arg) -> list:
     if isinstance(arg, LoopIR.WindowExpr):
         return [w.lo for w in arg.idx]
     return []
+
+
+def is_point_interval(w) -> bool:
+    """Whether a window index `lo:hi` is the point `i:i+1` the front end makes of `bar[i]`."""
+    if isinstance(w, LoopIR.Point):
+        return True
+    hi = w.hi
+    return (
+        isinstance(hi, LoopIR.BinOp) and hi.op == "+" and isinstance(hi.rhs, LoopIR.Const) and hi.rhs.val == 1
+        and str(hi.lhs) == str(w.lo)
+    ) or (isinstance(w.lo, LoopIR.Const) and isinstance(hi, LoopIR.Const) and hi.val == w.lo.val + 1)
+
+
+# ---- `instr(...) >> bar[...]`: an instruction that completes on a barrier (TMA on an mbarrier) ----
+
+_TRAILING: dict[str, tuple] = {}  # generated proc name -> (instr proc name, number of instr arguments)
+
+
+def trailing_proc(instr_proc: Procedure, mem: type, shape: tuple) -> Procedure:
+    """The proc that `instr(args) >> bar[...]` calls: the instr's arguments, then the barrier window.
+
+    Its body is the instr's body plus a write of the barrier (so exo never
+    reorders it with the Arrive/Await on that barrier), and its InstrInfo is
+    the instr's (the caller registers it). `shape` is the window's shape: 1 for
+    a point index `bar[i]`, the extent of a slice `bar[:]` (multicast).
+    """
+    ir = instr_proc._loopir_proc
+    name = f"{ir.name}__trail_{mem.name()}_{'x'.join(map(str, shape)) or 's'}"
+    if name in _PROCS_BY_NAME:
+        return _PROCS_BY_NAME[name]
+    srcinfo = ir.srcinfo
+    bar = Sym("bar")
+    dims = [LoopIR.Const(d, T.int, srcinfo) for d in shape]
+    typ = T.Tensor(dims, True, BARRIER_CARRIER) if shape else BARRIER_CARRIER
+    zero = LoopIR.Const(0, T.index, srcinfo)
+    write = LoopIR.Assign(bar, BARRIER_CARRIER, [zero] * len(shape), LoopIR.Const(0, BARRIER_CARRIER, srcinfo), srcinfo)
+    new = LoopIR.proc(name, [*ir.args, LoopIR.fnarg(bar, typ, mem, srcinfo)], ir.preds, [*ir.body, write], ir.instr, srcinfo)
+    proc = Procedure(new)
+    _PROCS_BY_NAME[name] = proc
+    _TRAILING[name] = (str(ir.name), len(ir.args))
+    register_instr(name, instr_info_by_name(str(ir.name)))
+    return proc
+
+
+_PROCS_BY_NAME: dict[str, Procedure] = {}
+
+
+def trailing_of(stmt) -> Optional[tuple]:
+    """(instr proc name, index of the barrier argument) of an `instr(...) >> bar[...]` call, else None."""
+    if isinstance(stmt, LoopIR.Call):
+        return _TRAILING.get(stmt.f.name)
+    return None
 
 
 class SyncSyntax:

@@ -40,6 +40,7 @@ from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
 
 from ..core.coll import CollTiling
+from ..core.instrs import instr_info
 from ..core.loop_modes import CudaThreads
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc
@@ -182,6 +183,7 @@ class _Deducer:
         self.owner_tables: dict = {}  # (owner tiling, iterator names, counts) -> {shard: Threads}
 
     def run(self) -> dict:
+        multicast: list = []  # multicast writes: checked once the other uses have deduced the shards
         for s, info in self.stmts:  # source order: a loop comes before its body, an allocation before its uses
             if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads):
                 self.add_link(s, info)
@@ -192,12 +194,41 @@ class _Deducer:
             for name, idx, node in _accesses(s):
                 a = self.allocs.get(name)
                 if a is not None and a.alloc_threads > a.native_threads:
+                    if _is_multicast_write(s, node):
+                        multicast.append((a, idx, node, s))
+                        continue
                     self.check_consistent(a, self.deduce_use(a, idx, node, s, info))
+        for a, idx, node, s in multicast:
+            self.check_multicast(a, idx, node, s)
         return {
             sym: replace(a, uses=tuple(self.uses[sym]), owners=MappingProxyType(self.owners[sym]),
                          owner_use=MappingProxyType(self.owner_use[sym]))
             for sym, a in self.allocs.items()
         }
+
+    def check_multicast(self, a: DistAlloc, idx: list, node, s: LoopIR.stmt) -> None:
+        """A multicast write (TMA to every CTA of a cluster) spans whole distributed dimensions: `dst[:, ...]`.
+
+        It writes every shard of its slice, so it deduces no owner; the other uses decide the shards.
+        """
+        uses = self.uses[a.sym]
+        text = _access_text(a.name, idx)
+        if not uses:
+            raise DistributedMemoryError(
+                f"`{text}`: a multicast copy writes every shard of {a.name}, so it cannot say which collective owns "
+                f"each; use {a.name} elsewhere with its distributed indices (e.g. the reads of its shards)",
+                _srcinfo(node, s),
+            )
+        d = len(uses[0].links)
+        for k, w in enumerate(idx[:d]):
+            full = isinstance(w, LoopIR.Interval) and isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 \
+                and isinstance(w.hi, LoopIR.Const) and w.hi.val == a.shape[k]
+            if not full:
+                raise DistributedMemoryError(
+                    f"`{text}`: a multicast copy writes every shard: its distributed dimension {k} must be the whole "
+                    f"slice `:` (0:{a.shape[k]}), not `{_index_text(w)}`",
+                    _srcinfo(node, s),
+                )
 
     # -- tile thread counts ------------------------------------------------------
 
@@ -357,6 +388,12 @@ def _chain_gap(consumed: list, t_a: int, t_n: int) -> str:
     else:
         link = None
     return f"no iterator's loop tiles {t} threads down to {t_n if link is None else link.t0}"
+
+
+def _is_multicast_write(s: LoopIR.stmt, node) -> bool:
+    """Whether `node` is the written operand of a multicast instr (its first dimension spans the cluster's CTAs)."""
+    info = instr_info(s) if isinstance(s, LoopIR.Call) else None
+    return info is not None and info.multicast and s.args and node is s.args[0]
 
 
 def _iter_of(i) -> Optional[Sym]:

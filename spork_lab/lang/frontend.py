@@ -33,9 +33,10 @@ from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
-from ..core.instrs import InstrTemplate
+from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
-from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc
+from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc, trailing_proc
+from ..core.tensor_maps import TensorMapSpec, register_tensor_map
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl
 from ..errors import SporkSyntaxError
 
@@ -98,8 +99,9 @@ def parse_source(
         instr=instr,
         as_func=True,
     )
-    ir = TypeChecker(parser.result()).get_loopir()
+    ir = _TypeChecker(parser.result()).get_loopir()
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
+    _register_tensor_maps(ir.body, rewriter.tensor_maps)
     CheckBounds(ir)
     Check_Aliasing(ir)
     return Procedure(ir)
@@ -138,6 +140,41 @@ def _attach_modes(stmts: list, modes: dict) -> list:
     return out
 
 
+class _TypeChecker(TypeChecker):
+    """exo's type checker, able to window a window statement's variable (`T[i:j, k:l]` of `T = A[...]`).
+
+    exo 1.0 types a window statement's variable as a `T.Window`, which its
+    WindowExpr rule cannot window again; tensor maps are windowed in device
+    code, so the rule sees the variable as the window tensor it stands for.
+    """
+
+    def check_e(self, e, is_index=False):
+        from exo.core.LoopIR import T, UAST
+
+        typ = self.env.get(e.name) if isinstance(e, UAST.WindowExpr) else None
+        if not isinstance(typ, T.Window):
+            return super().check_e(e, is_index)
+        self.env[e.name] = typ.as_tensor
+        try:
+            return super().check_e(e, is_index)
+        finally:
+            self.env[e.name] = typ
+
+
+def _register_tensor_maps(stmts: list, specs: dict) -> None:
+    """Register the window statement at each position the pre-pass saw `... @ Sm90_tensorMap(...)`."""
+    if not specs:
+        return
+    for s in stmts:
+        if isinstance(s, LoopIR.WindowStmt) and _position(s.srcinfo) in specs:
+            register_tensor_map(s.name, specs[_position(s.srcinfo)])
+        elif isinstance(s, LoopIR.For):
+            _register_tensor_maps(s.body, specs)
+        elif isinstance(s, LoopIR.If):
+            _register_tensor_maps(s.body, specs)
+            _register_tensor_maps(s.orelse, specs)
+
+
 def _suggest(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -151,6 +188,8 @@ class _GpuSyntaxRewriter:
         self.getsrcinfo = getsrcinfo
         self.modes: dict = {}  # source position of a For -> loop mode
         self.barriers: dict = {}  # barrier name -> (memory, number of indices)
+        self.barrier_dims: dict = {}  # barrier name -> its dimensions (ints, None where not constant)
+        self.tensor_maps: dict = {}  # source position of a window statement -> TensorMapSpec
         self.generated_procs: dict = {}  # name -> Procedure of a sync statement
 
     # -- helpers ------------------------------------------------------------
@@ -212,7 +251,11 @@ class _GpuSyntaxRewriter:
             s.orelse = self.block(s.orelse)
             return s
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.RShift):
+            if isinstance(s.value.left, pyast.Call) and not isinstance(self.lookup(s.value.left.func), SyncSyntax):
+                return self.trailing_call(s, s.value)
             return self.arrive(s, s.value)
+        if isinstance(s, pyast.Assign) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.MatMult):
+            return self.tensor_map(s)
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
             syntax = self.lookup(s.value.func)
             if isinstance(syntax, SyncSyntax):
@@ -262,13 +305,22 @@ class _GpuSyntaxRewriter:
         if isinstance(typ, pyast.Subscript):
             dims = typ.slice.elts if isinstance(typ.slice, pyast.Tuple) else [typ.slice]
             ndim = len(dims)
+            self.barrier_dims[name] = [self._const_int(d) for d in dims]
             typ.value = pyast.copy_location(pyast.Name(id="ui8", ctx=pyast.Load()), typ.value)
         else:
             s.annotation.left = pyast.copy_location(pyast.Name(id="ui8", ctx=pyast.Load()), typ)
         self.barriers[name] = (mem, ndim)
         return s
 
-    def barrier_arg(self, node, kind: str):
+    def _const_int(self, node):
+        """The value of a compile-time int expression, or None."""
+        try:
+            v = self.eval(node, "barrier dimension")
+        except (_Unknown, SporkSyntaxError):
+            return None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    def barrier_arg(self, node, kind: str, slices: bool = False):
         """Rewrite `bar[i, j]` to the window `bar[i:i+1, j:j+1]` a sync proc takes."""
         base = node.value if isinstance(node, pyast.Subscript) else node
         if not isinstance(base, pyast.Name):
@@ -280,18 +332,30 @@ class _GpuSyntaxRewriter:
         idx = []
         if isinstance(node, pyast.Subscript):
             idx = node.slice.elts if isinstance(node.slice, pyast.Tuple) else [node.slice]
-        if any(isinstance(i, pyast.Slice) for i in idx):
+        if any(isinstance(i, pyast.Slice) for i in idx) and not slices:
             self.err(node, f"barrier '{base.id}' takes point indices, e.g. `{base.id}[i]`, not slices")
         if len(idx) != ndim:
             self.err(node, f"barrier '{base.id}' has {ndim} indices, but `{pyast.unparse(node)}` gives {len(idx)}")
         if ndim == 0:
-            return pyast.Name(id=base.id, ctx=pyast.Load()), mem, ndim
-        window = [
-            pyast.Slice(lower=copy.deepcopy(i), upper=pyast.BinOp(left=copy.deepcopy(i), op=pyast.Add(), right=pyast.Constant(1)))
-            for i in idx
-        ]
+            return (pyast.Name(id=base.id, ctx=pyast.Load()), mem, ndim) + (((),) if slices else ())
+        window, shape = [], []
+        for i, dim in zip(idx, self.barrier_dims.get(base.id, [None] * ndim)):
+            if isinstance(i, pyast.Slice):
+                if i.step is not None:
+                    self.err(node, f"barrier '{base.id}': slices of barriers take no step")
+                lo = 0 if i.lower is None else self._const_int(i.lower)
+                hi = dim if i.upper is None else self._const_int(i.upper)
+                if lo is None or hi is None or not 0 <= lo < hi:
+                    self.err(node, f"barrier '{base.id}': a slice of barriers needs constant bounds, e.g. `{base.id}[:]` "
+                                   "over a dimension of constant size")
+                window.append(pyast.Slice(lower=pyast.Constant(lo), upper=pyast.Constant(hi)))
+                shape.append(hi - lo)
+            else:
+                window.append(pyast.Slice(lower=copy.deepcopy(i),
+                                          upper=pyast.BinOp(left=copy.deepcopy(i), op=pyast.Add(), right=pyast.Constant(1))))
+                shape.append(1)
         arg = pyast.Subscript(value=pyast.Name(id=base.id, ctx=pyast.Load()), slice=pyast.Tuple(elts=window, ctx=pyast.Load()), ctx=pyast.Load())
-        return pyast.copy_location(arg, node), mem, ndim
+        return (pyast.copy_location(arg, node), mem, ndim) + ((tuple(shape),) if slices else ())
 
     # -- loops and blocks ---------------------------------------------------
 
@@ -372,6 +436,52 @@ class _GpuSyntaxRewriter:
         return pyast.Expr(value=call, lineno=call.lineno, col_offset=call.col_offset,
                           end_lineno=call.end_lineno, end_col_offset=call.end_col_offset)
 
+    def trailing_call(self, s: pyast.Expr, binop: pyast.BinOp):
+        """`instr(args) >> bar[...]`: an instr that completes on a barrier (a TMA load on an mbarrier)."""
+        call = binop.left
+        target = self.lookup(call.func)
+        if isinstance(target, InstrTemplate):
+            try:
+                concrete = target.instantiate(**self.keywords(call, target.name))
+            except (TypeError, ValueError) as e:
+                self.err(call, str(e))
+            user_name = target.name
+        elif hasattr(target, "_loopir_proc") and not call.keywords:
+            concrete, user_name = target, str(target.name())
+        else:
+            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...) (or an instr that completes on a barrier, "
+                        f"a TMA load), not `{pyast.unparse(call)}`")
+        info = instr_info_by_name(str(concrete.name()))
+        if info is None or not info.trailing_barrier:
+            self.err(s, f"{user_name} does not complete on a barrier, so it takes no `>> bar[...]`; only TMA loads "
+                        "(Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) do")
+        bar, mem, _, shape = self.barrier_arg(binop.right, f"{user_name}(...) >>", slices=True)
+        if not mem.takes_trailing_loads:
+            self.err(binop.right, f"{user_name} completes on a barrier @ CudaMbarrier, not @ {mem.name()}")
+        proc = trailing_proc(concrete, mem, shape)
+        self.generated_procs[str(proc.name())] = proc
+        for a in call.args:
+            self.check_no_barrier_data(a)
+        new_call = pyast.Call(func=pyast.Name(id=str(proc.name()), ctx=pyast.Load()), args=[*call.args, bar], keywords=[])
+        new = pyast.copy_location(pyast.Expr(value=pyast.copy_location(new_call, s)), s)
+        return pyast.fix_missing_locations(new)
+
+    def tensor_map(self, s: pyast.Assign):
+        """`T = A[...] @ Sm90_tensorMap(swizzle, *box)`: the window statement `T = A[...]`, remembered as a tensor map."""
+        try:
+            spec = self.eval(s.value.right, "tensor map")
+        except _Unknown as e:
+            self.err(s.value.right, f"unknown name '{e.name}'{_suggest(e.name, self.env)}; a tensor map is written "
+                                    "`T = A[...] @ Sm90_tensorMap(swizzle, *box)` (from spork_lab.platforms.Sm90 import *)")
+        if not isinstance(spec, TensorMapSpec):
+            self.err(s.value.right, "`T = A[...] @ X` makes a tensor map: X must be Sm90_tensorMap(swizzle, *box)")
+        if len(s.targets) != 1 or not isinstance(s.targets[0], pyast.Name) or not isinstance(s.value.left, pyast.Subscript):
+            self.err(s, "a tensor map is written `T = A[...] @ Sm90_tensorMap(swizzle, *box)`, with a window of a tensor")
+        self.check_no_barrier_data(s.value.left)
+        self.tensor_maps[_position(self.getsrcinfo(s))] = spec
+        new = pyast.copy_location(pyast.Assign(targets=s.targets, value=s.value.left), s)
+        return pyast.fix_missing_locations(new)
+
     # -- sync statements ----------------------------------------------------
 
     def sync_tl(self, node, kind: str, which: str) -> SyncTl:
@@ -426,14 +536,16 @@ class _GpuSyntaxRewriter:
         call = binop.left
         syntax = self.lookup(call.func) if isinstance(call, pyast.Call) else None
         if not (isinstance(syntax, SyncSyntax) and syntax.kind in ("Arrive", "ReverseArrive")):
-            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...), not `{pyast.unparse(call)}`")
+            self.err(s, f"`>>` only follows Arrive(...) or ReverseArrive(...) (or an instr that completes on a barrier, "
+                        f"a TMA load), not `{pyast.unparse(call)}`")
         kind = syntax.kind
         if call.keywords or len(call.args) != 2:
             self.err(call, f"{kind} takes 2 arguments: write {kind}{syntax.params}")
         first_tl = self.sync_tl(call.args[0], kind, "first sync-tl")
         n = self.int_arg(call.args[1], kind)
-        bar, mem, ndim = self.barrier_arg(binop.right, kind)
-        spec = SyncSpec(kind, first_tl=first_tl, N=n, barrier_mem=mem, barrier_ndim=ndim)
+        bar, mem, ndim, shape = self.barrier_arg(binop.right, kind, slices=True)
+        window_shape = shape if any(x != 1 for x in shape) else ()  # slices: a multicast arrive
+        spec = SyncSpec(kind, first_tl=first_tl, N=n, barrier_mem=mem, barrier_ndim=ndim, window_shape=window_shape)
         return self.emit(s, spec, [bar])
 
     def emit(self, s: pyast.Expr, spec: SyncSpec, args: list):

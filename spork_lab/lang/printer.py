@@ -17,7 +17,8 @@ from exo.core.LoopIR import LoopIR
 
 from ..core.instrs import template_call_of
 from ..core.loop_modes import WithBlock, mode_source
-from ..core.sync_stmts import barrier_window_indices, is_barrier_alloc, sync_spec_of
+from ..core.sync_stmts import is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
+from ..core.tensor_maps import tensor_map_spec
 
 _print_expr = exo_pprint._print_expr
 _print_type = exo_pprint._print_type
@@ -93,12 +94,14 @@ def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
     spec = sync_spec_of(s)
     if spec is not None:
         return [f"{indent}{spec.source(_barrier_text(s, env))}"]
-    template = template_call_of(s.f.name) if isinstance(s, LoopIR.Call) else None
-    if template is not None:
-        tmpl, params = template
-        args = [_print_expr(a, env) for a in s.args]
-        args += [f"{k}={v!r}" for k, v in params.items() if v != tmpl.defaults[k]]
-        return [f"{indent}{tmpl.name}({', '.join(args)})"]
+    trailing = trailing_of(s)
+    if trailing is not None:
+        name, n = trailing
+        return [f"{indent}{_call_text(name, s.args[:n], env)} >> {_barrier_text(s.args[n], env)}"]
+    if isinstance(s, LoopIR.Call) and template_call_of(s.f.name) is not None:
+        return [f"{indent}{_call_text(s.f.name, s.args, env)}"]
+    if isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None:
+        return [f"{indent}{env.get_name(s.name)} = {_print_expr(s.rhs, env)} @ {tensor_map_spec(s.name).source()}"]
     if is_barrier_alloc(s):
         dims = s.type.shape() if isinstance(s.type, LoopIR.Tensor) else []
         shape = f"[{', '.join(_print_expr(d, env) for d in dims)}]" if dims else ""
@@ -106,13 +109,36 @@ def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
     return exo_pprint._print_stmt(s, env, indent)
 
 
-def _barrier_text(call, env) -> str:
-    if not call.args:
-        return ""
-    arg = call.args[0]
-    idx = barrier_window_indices(arg)
+def _call_text(proc_name: str, args, env) -> str:
+    """A call as the user writes it: a templated instr by its family name and keywords."""
+    template = template_call_of(proc_name)
+    texts = [_print_expr(a, env) for a in args]
+    if template is None:
+        return f"{proc_name}({', '.join(texts)})"
+    tmpl, params = template
+    texts += [f"{k}={v!r}" for k, v in params.items() if v != tmpl.defaults[k]]
+    return f"{tmpl.name}({', '.join(texts)})"
+
+
+def _barrier_text(arg, env) -> str:
+    """`bar`, `bar[i, j]`, or with slices `bar[:, j]` (multicast arrives and trailing barriers)."""
+    if isinstance(arg, LoopIR.Call):
+        if not arg.args:
+            return ""
+        arg = arg.args[0]
     name = env.get_name(arg.name)
-    return f"{name}[{', '.join(_print_expr(i, env) for i in idx)}]" if idx else name
+    if not isinstance(arg, LoopIR.WindowExpr):
+        return name
+    dims = arg.type.src_type.shape()
+    parts = []
+    for w, dim in zip(arg.idx, dims):
+        if is_point_interval(w):
+            parts.append(_print_expr(w.pt if isinstance(w, LoopIR.Point) else w.lo, env))
+        elif isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and str(w.hi) == str(dim):
+            parts.append(":")
+        else:
+            parts.append(f"{_print_expr(w.lo, env)}:{_print_expr(w.hi, env)}")
+    return f"{name}[{', '.join(parts)}]"
 
 
 def print_proc(p) -> str:

@@ -116,6 +116,7 @@ def _use_error(use, message: str) -> SyncError:
     return SyncError(message, use.stmt.srcinfo)
 
 
+_ARRIVE_TLS = frozenset({tl.cuda_in_order_instr, tl.Sm80_cp_async_instr, tl.tma_to_smem_async_instr})
 _GENERIC = frozenset({tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
 _CUDA_TLS = frozenset(tl.INSTR_TLS.values()) - {tl.cpu_in_order_instr}
 _HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
@@ -126,6 +127,7 @@ class CudaMbarrier(BarrierMemory):
 
     pairs_by_lag = True
     allows_reverse = True
+    takes_trailing_loads = True  # TMA loads complete on it: `copy(...) >> bar[...]`
     lowering = "mbarrier"
 
     @classmethod
@@ -135,15 +137,24 @@ class CudaMbarrier(BarrierMemory):
                 raise _use_error(u, f"{u.spec.kind} on CudaMbarrier {name} needs N = ~lag (< 0): mbarriers pair by lag")
         if len({u.spec.N for u in awaits}) > 1:
             raise _use_error(awaits[-1], f"every {awaits[0].spec.kind} on {name} must use the same N (~lag)")
-        counts = {u.thread_count for u in arrives}
+        counts = {u.arrivals for u in arrives}
         if len(counts) > 1:
             raise _use_error(
                 arrives[-1],
-                f"every arrive on mbarrier {name} must be by collectives of one size (got {sorted(counts)} threads)",
+                f"every arrive on mbarrier {name} must make the same number of arrivals (collectives of "
+                f"{sorted({u.thread_count for u in arrives})} threads, multicast to {sorted({u.spec.window_shape for u in arrives})})",
             )
         for u in arrives:
-            if not u.spec.first_tl.instr_tls <= _GENERIC or not u.spec.first_tl.instr_tls:
-                raise _use_error(u, f"an mbarrier arrive orders in-order CUDA or cp.async accesses, not {u.spec.first_tl}")
+            if not u.spec.first_tl.instr_tls <= _ARRIVE_TLS or not u.spec.first_tl.instr_tls:
+                raise _use_error(
+                    u, f"an mbarrier arrive orders in-order CUDA, cp.async or TMA-load accesses, not {u.spec.first_tl}"
+                )
+            if u.tx_bytes and tl.tma_to_smem_async_instr not in u.spec.first_tl.instr_tls:
+                raise _use_error(u, f"this Arrive closes a phase that TMA loads complete on: its first sync-tl must "
+                                    f"include tma_to_smem_async (Arrive(tma_to_smem_async, 1)), not {u.spec.first_tl}")
+            if u.tx_bytes >= 1 << 20:
+                raise _use_error(u, f"the TMA loads of one phase of {name} move {u.tx_bytes} bytes; an mbarrier counts "
+                                    "fewer than 2^20: split them over more barriers")
         for u in awaits:
             if not u.spec.second_tl.instr_tls <= _CUDA_TLS:
                 raise _use_error(u, f"an mbarrier await orders CUDA accesses, not {u.spec.second_tl}")

@@ -21,7 +21,11 @@ from __future__ import annotations
 from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
+from ..core import timelines as tl
 from ..core.cache import ProcCache
+from ..core.instrs import instr_info, template_call_of
+from ..core.ir import walk_stmts
+from ..core.sync_stmts import sync_spec_of, trailing_of
 from ..errors import SporkError, SyncError, user_facing
 from . import program as P
 from .engine import Compiled, Unsupported
@@ -74,6 +78,7 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
+    reject_unmodelled(ir)
     values = _size_values(ir, sizes)
     entry = _engines(ir)
     program, runner, note = entry[0], entry[1], ""
@@ -89,6 +94,42 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         engine, note = "python", f"the compiled engine cannot run this program: {e}"
         run = _run(entry[1], values, max_hazards, max_events)
     return build_report(program, sizes, analysis.barriers, run, engine, note)
+
+
+_MODELLED_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
+
+
+def reject_unmodelled(ir) -> None:
+    """Raise SyncError at the first construct the abstract machine does not model yet.
+
+    Soundness first: a program the machine cannot judge is refused, never
+    passed. Not modelled yet: instructions on the TMA and wgmma timelines (the
+    async proxy), loads completing on an mbarrier (`>> bar`), multicast arrives,
+    and wgmma fences (they order a warpgroup's registers only).
+    """
+    for s in walk_stmts(ir.body):
+        what = None
+        spec = sync_spec_of(s)
+        info = instr_info(s) if isinstance(s, LoopIR.Call) and spec is None else None
+        if trailing_of(s) is not None:
+            what = f"`{_user_name(trailing_of(s)[0])}(...) >> bar`: loads completing on an mbarrier (TMA)"
+        elif info is not None and info.instr_tl not in _MODELLED_TLS:
+            what = f"{_user_name(s.f.name)} on {info.instr_tl.name} (the async proxy: TMA and wgmma)"
+        elif spec is not None and spec.window_shape:
+            what = f"the multicast arrive {spec.kind}(...) >> {s.args[0].name}[...] (slices over CTAs)"
+        elif spec is not None and spec.kind == "Fence" and "wgmma" in f"{spec.first_tl.name} {spec.second_tl.name}":
+            what = f"Fence({spec.first_tl}, {spec.second_tl}) (wgmma fences)"
+        if what is not None:
+            raise SyncError(
+                f"sync_check does not model {what} yet, so it cannot tell whether this program is correctly "
+                "synchronized; it refuses it rather than pass it unchecked",
+                s.srcinfo,
+            )
+
+
+def _user_name(proc_name: str) -> str:
+    template = template_call_of(proc_name)
+    return template[0].name if template else proc_name
 
 
 def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:

@@ -1,0 +1,196 @@
+"""Mutation test over the Sm90a GEMM (examples/sm90_gemm.py, tf32, cluster of 2).
+
+Mutants: every sync statement deleted, every Await's N moved by one (the
+shared `mutation_test.mutants_of`), and edits of the source text: a TMA load
+without its trailing barrier, the ring shrunk (S - 1 slots used, the
+producer's lag unchanged), the producer allowed one more stage ahead, and the
+consumers' release sent to their own CTA only (not to the multicasting peer).
+
+Verdicts: "static error" and "hazard" kill a mutant; "refused" means
+`sl.sync_check` refused it because the abstract machine does not model TMA,
+wgmma and multicast yet (issue 12 item 5): refused mutants are survivors
+until it does, and they are the list that model must kill. "passes" would be
+a survivor the checker vouched for (none can pass today: the GEMM itself is
+refused).
+
+With --gpu every survivor is built and run on the GPU against the float64
+reference at M = 512, N = 768, K = 256, each in its own process with a time
+limit (a mutant may deadlock): "correct", "WRONG", "timeout (deadlock)" or
+the error.
+
+    python benchmarks/mutation_test_sm90.py [--gpu] [--out benchmarks/mutation_test_sm90_results.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import spork_lab as sl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from mutation_test import Mutant, mutants_of  # noqa: E402
+from sm90_gemm import TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
+
+SIZES = {"M": 512, "N": 768, "K": 256}
+CONFIG = dict(dt="tf32", CL=2, G=1)  # the example's PROCS[0]
+
+# (description, text in the source, its replacement ({S1} is S - 1: exo folds no constant arithmetic in `%`),
+#  replace every occurrence)
+TEXT_MUTANTS = [
+    ("A load without its trailing barrier", "box=(128, BK)) >> ring[cta]", "box=(128, BK))", False),
+    ("B multicast load without its trailing barrier", "ncta=CL) >> ring[:]", "ncta=CL)", False),
+    ("ring shrunk: stages k % (S - 1), producer lag unchanged", "k % S", "k % {S1}", True),
+    ("producer one stage further ahead (lag S)", "ReverseAwait(ring[cta], tma_to_smem_async, ~(S - 1))",
+     "ReverseAwait(ring[cta], tma_to_smem_async, ~S)", False),
+    ("release to the own CTA only (not the multicasting peer)", "ReverseArrive(cuda_in_order, 1) >> ring[:]",
+     "ReverseArrive(cuda_in_order, 1) >> ring[cta]", False),
+]
+
+
+def all_mutants() -> list:
+    """Every mutant, in a fixed order (a --run-one index names the same mutant in another process)."""
+    out = mutants_of("sm90_gemm", make_gemm(**CONFIG))
+    src, consts = gemm_source(**CONFIG)
+    for description, old, new, every in TEXT_MUTANTS:
+        assert old in src, old
+        new = new.replace("{S1}", str(consts["S"] - 1))
+        text = src.replace(old, new) if every else src.replace(old, new, 1)
+        try:
+            p = sl.parse_source(text, filename=str(ROOT / "examples" / "sm90_gemm.py"), func_locals=consts)
+        except sl.SporkError as e:  # a mutant the front end already rejects
+            out.append(Mutant("sm90_gemm", description, None, "static error", e.message.splitlines()[0]))
+            continue
+        out.append(Mutant("sm90_gemm", description, p))
+    return out
+
+
+def check(m: Mutant) -> None:
+    """The verdict of sl.sync_check (and the static rules it runs first) on one mutant."""
+    if m.verdict:
+        return
+    try:
+        report = sl.sync_check(m.proc, **SIZES)
+    except sl.SporkError as e:
+        first = e.message.splitlines()[0]
+        m.verdict, m.detail = ("refused", "not modelled yet") if "does not model" in first else ("static error", first)
+        return
+    if report.ok:
+        m.verdict = "passes"
+    else:
+        h = report.hazards[0]
+        m.verdict, m.detail = "hazard", f"{h.kind} on {h.buffer}{list(h.index)}"
+
+
+def _proc(index: int):
+    """Proc `index`: 0 is the GEMM as written, i is mutant i - 1."""
+    return make_gemm(**CONFIG) if index == 0 else all_mutants()[index - 1].proc
+
+
+def run_one(index: int, build_only: bool) -> str:
+    """Build proc `index`; unless build_only, run it on fresh random inputs against the float64 reference."""
+    p = _proc(index)
+    built = getattr(sl.build([p], arch="sm_90a"), p.name())
+    if build_only:
+        return "built"
+    import cupy
+
+    args = make_args(np.random.default_rng(), n=SIZES["M"])
+    assert (args["M"], args["N"], args["K"]) == (SIZES["M"], SIZES["N"], SIZES["K"])
+    want = reference(**args)["C"]
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    got = dev["C"].get()
+    return "correct" if np.allclose(got, want, **TOLERANCE) else f"WRONG (max err {np.nanmax(np.abs(got - want)):.2g})"
+
+
+def build_all(indices: list) -> None:
+    """Build procs in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
+    builds = [subprocess.Popen([sys.executable, __file__, "--build-one", str(i)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for i in indices]
+    for b in builds:
+        b.wait()
+
+
+def run_on_gpu(indices: list, timeout_s: float) -> dict:
+    """{index: outcome}: all built first, then run one at a time, each in its own process under a time limit
+    (a mutant may deadlock; its process dies with its context)."""
+    build_all(indices)
+    out = {}
+    for i in indices:
+        try:
+            res = subprocess.run([sys.executable, __file__, "--run-one", str(i)], capture_output=True, text=True,
+                                 timeout=timeout_s)
+            lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
+            out[i] = lines[-1][:160]
+        except subprocess.TimeoutExpired:
+            out[i] = f"timeout after {timeout_s:.0f} s (deadlock)"
+        print(f"proc {i}: {out[i]}", flush=True)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true", help="build and run every survivor on the local GPU")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per survivor's run on the GPU")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_sm90_results.md"))
+    parser.add_argument("--prebuild", action="store_true", help="only build every survivor (no GPU needed)")
+    parser.add_argument("--run-one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--build-one", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run_one is not None or args.build_one is not None:
+        print(run_one(args.run_one if args.build_one is None else args.build_one, args.build_one is not None))
+        return 0
+
+    start = time.perf_counter()
+    baseline = Mutant("sm90_gemm", "none (the GEMM as written)", make_gemm(**CONFIG))
+    check(baseline)
+    mutants = all_mutants()
+    for m in mutants:
+        check(m)
+    elapsed = time.perf_counter() - start
+    procs = [baseline, *mutants]
+    survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
+    if args.prebuild:
+        build_all(survivors)
+        return 0
+    if args.gpu:
+        for i, outcome in run_on_gpu(survivors, args.timeout).items():
+            procs[i].gpu = outcome
+
+    killed = sum(m.verdict in ("static error", "hazard") for m in mutants)
+    refused = sum(m.verdict == "refused" for m in mutants)
+    lines = [
+        "# Mutation test over the Sm90a GEMM",
+        "",
+        f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}`; "
+        f"machine: {platform.machine()}, Python {platform.python_version()}; checks {elapsed:.1f} s. "
+        f"Proc: `make_gemm({', '.join(f'{k}={v!r}' for k, v in CONFIG.items())})` at {SIZES}.",
+        "",
+        f"**Kill rate: {killed}/{len(mutants)}** (static error or hazard); {refused} refused as not modelled yet "
+        "(survivors until the abstract machine models TMA, wgmma and multicast: issue 12 item 5); "
+        f"{sum(m.verdict == 'passes' for m in mutants)} passed. The unmutated GEMM: {baseline.verdict}.",
+        "",
+        "| mutant | verdict | detail | GPU run (survivors) |",
+        "|---|---|---|---|",
+    ]
+    for m in [baseline, *mutants]:
+        lines.append(f"| {m.description.replace('|', '/')} | {m.verdict} | {m.detail.replace('|', '/')} | {m.gpu} |")
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Sm90a GEMM C = A @ B^T (f32 C; tf32, f16 or bf16 A and B, f32 accumulation): persistent and warp-specialized.
+
+Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
+* a cluster of CL CTAs (CL = 1 or 2) takes one task: CL x 128 rows of C by BN
+  columns; tasks go in groups of G cluster-rows, so neighbouring clusters share
+  columns of B in L2;
+* warp_config: one "producer" warp (setmaxnreg 40) whose first thread issues
+  TMA loads into a ring of S stages, three idle warps to fill its warpgroup,
+  and two "consumer" warpgroups (setmaxnreg 232), each owning 64 rows of the
+  CTA's tile as a [64, BN] wgmma accumulator (distributed memory:
+  `D[cta, wg, :, :]`);
+* per K-block the producer waits (ReverseAwait) until the consumers of every
+  CTA released the stage, loads its CTA's A tile and its 1/CL share of the B
+  tile, multicast to the whole cluster (`>> ring[:]`), and arrives with the
+  stage's bytes; the consumers await the stage, run BK / k wgmma per
+  warpgroup, and release the previous stage once its wgmma finished (a wgmma
+  commit group with N = 1), on the barriers of every CTA of the cluster;
+* after the last K-block a cluster-wide Fence: the producer may then load the
+  next task's stages while the consumers store their accumulators.
+
+`make_gemm(dt, BN, S, CL, G)` returns the proc; `PROCS` holds the configurations
+the tests and benchmarks/gemm.py build.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import spork_lab as sl
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm90 import *
+
+DTYPES = {"tf32": ("f32", "tf32", 8), "f16": ("f16", "f16", 16), "bf16": ("bf16", "bf16", 16)}
+
+WARPS = [
+    CudaWarpConfig("producer", 1, setmaxnreg=40),
+    CudaWarpConfig("unused", 3, setmaxnreg=40),
+    CudaWarpConfig("consumer", 8, setmaxnreg=232),
+]
+
+_SOURCE = '''
+def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
+                     C: f32[M, N] @ CudaGmemLinear):
+    assert M % CM == 0
+    assert N % BN == 0
+    assert K % BK == 0
+    A_tm = A[:, :] @ Sm90_tensorMap(128, 128, BK)
+    B_tm = B[:, :] @ Sm90_tensorMap(128, BNC, BK)
+    with CudaDeviceFunction(clusterDim=CL, warp_config=WARPS):
+        for mg in cuda_tasks(0, M / CM):
+            for nt in cuda_tasks(0, N / BN):
+                for mi in cuda_tasks(0, G):
+                    A_s: {t}[CL, S, 128, BK] @ Sm90_SmemSwizzled(128)
+                    B_s: {t}[CL, S, BN, BK] @ Sm90_SmemSwizzled(128)
+                    D: f32[CL, 2, 64, BN] @ Sm90_RmemMatrixD
+                    ring: barrier[CL] @ CudaMbarrier
+                    cg: barrier @ CudaCommitGroup
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+                    for k in seq(0, K / BK):
+                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                            with CudaWarps(name="producer"):
+                                for t in cuda_threads(0, 1):
+                                    ReverseAwait(ring[cta], tma_to_smem_async, ~(S - 1))
+                                    with CudaAsync(tma_to_smem_async_instr):
+                                        Sm90_copy_tensor_to_smem_swizzled_2{t}(
+                                            A_s[cta, k % S, :, :],
+                                            A_tm[128 * (CL * (G * mg + mi) + cta):128 * (CL * (G * mg + mi) + cta) + 128,
+                                                 BK * k:BK * k + BK],
+                                            box=(128, BK)) >> ring[cta]
+                                        Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}(
+                                            B_s[:, k % S, BNC * cta:BNC * cta + BNC, :],
+                                            B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
+                                            box=(BNC, BK), ncta=CL) >> ring[:]
+                                    Arrive(tma_to_smem_async, 1) >> ring[cta]
+                            with CudaWarps(name="consumer"):
+                                Await(ring[cta], wgmma_async_smem, ~0)
+                                for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                    Fence(wgmma_fence_1, wgmma_fence_2)
+                                    with CudaAsync(wgmma_async_instr):
+                                        for kk in seq(0, KK):
+                                            Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
+                                                               B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)
+                                    Arrive(wgmma_async, 1) >> cg
+                                    Await(cg, cuda_in_order, 1)
+                                ReverseArrive(cuda_in_order, 1) >> ring[:]
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Await(cg, cuda_in_order, 0)
+                    Fence(cuda_in_order, cuda_in_order)
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Sm90_mma_store_d_row_major_f32(
+                                    C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
+                                      BN * nt:BN * nt + BN],
+                                    D[cta, wg, :, :], N=BN)
+'''
+
+
+def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8) -> tuple:
+    """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
+    S stages, a cluster of CL, groups of G (the mutation test edits the text before parsing it)."""
+    t, w, ks = DTYPES[dt]
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
+    bk = 128 // (4 if dt == "tf32" else 2)  # one 128-byte swizzle row of K
+    consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
+              "WARPS": WARPS}
+    return src, consts
+
+
+def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+    """The GEMM proc (see gemm_source); statements point at this file's lines."""
+    src, consts = gemm_source(dt, BN, S, CL, G)
+    return sl.parse_source(src, filename=__file__, func_locals=consts)
+
+
+PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs
+ARCH = "sm_90a"  # TMA, wgmma, setmaxnreg, clusters
+TOLERANCE = dict(rtol=2e-2, atol=2e-2)  # tf32 reads 10 mantissa bits (truncated); f16 inputs are exact
+
+
+def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> dict:
+    return {"C": (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)}
+
+
+def make_args(rng: np.random.Generator, n: int = 512, dtype=np.float32) -> dict:
+    """M = n, N = n + 256, K = n / 2: not square, so swapped indices show (n a multiple of 512)."""
+    M, N, K = n, n + 256, n // 2
+    A = rng.standard_normal((M, K), dtype=np.float32).astype(dtype)
+    B = rng.standard_normal((N, K), dtype=np.float32).astype(dtype)
+    return {"M": M, "N": N, "K": K, "A": A, "B": B, "C": np.full((M, N), np.nan, dtype=np.float32)}
+
+
+if __name__ == "__main__":
+    print(PROCS[0])

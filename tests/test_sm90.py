@@ -1,0 +1,144 @@
+"""Sm90a on CPU: tensor maps, TMA with trailing mbarriers, wgmma, clusters; their lowering and their static errors."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import spork_lab as sl
+from spork_lab.core.tensor_maps import TensorMapSpec
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm90 import *
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from sm90_tma_wgmma import sm90_tma_wgmma  # noqa: E402
+
+SOURCE = str(sm90_tma_wgmma)
+
+
+def _variant(old: str, new: str):
+    """The example with one piece of its source replaced (parsed as the user would write it)."""
+    assert old in SOURCE
+    return sl.parse_source(SOURCE.replace(old, new, 1))
+
+
+def _cu(p) -> str:
+    return sl.compile_procs_to_strings([p], "k", "sm_90a")[2]
+
+
+def test_tensor_map_spec_is_checked():
+    assert Sm90_tensorMap(128, 64, 32) == TensorMapSpec(128, (64, 32))
+    with pytest.raises(ValueError, match="swizzle must be one of 0, 32, 64, 128"):
+        Sm90_tensorMap(100, 64, 32)
+    with pytest.raises(ValueError, match=r"box is 1 to 5 ints in \[1, 256\]"):
+        Sm90_tensorMap(128, 512, 32)
+
+
+def test_swizzled_memory_is_one_class_per_swizzle_and_prints_as_written():
+    assert Sm90_SmemSwizzled(128) is Sm90_SmemSwizzled(128)
+    assert Sm90_SmemSwizzled(128).name() == "Sm90_SmemSwizzled(128)"
+    assert "@ Sm90_SmemSwizzled(128)" in SOURCE and "@ Sm90_tensorMap(128, 64, 32)" in SOURCE
+    assert ">> bar" in SOURCE and "box=(64, 32)" in SOURCE
+
+
+def test_tma_and_wgmma_lowering():
+    cu = _cu(sm90_tma_wgmma)
+    # the host encodes each tensor map with the driver entry point, innermost dimension first
+    assert "cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\"" in cu
+    assert "spork_encode_tensor_map(&A_tm_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, A_tm_data, d, s, b, (int) sizeof(float), 128)" in cu
+    assert "const __grid_constant__ CUtensorMap A_tm" in cu
+    # TMA coordinates are the window's lower bounds, innermost first; both loads complete on the phase's slot
+    loads = re.findall(r'cp\.async\.bulk\.tensor\.2d[^;]*;".*?"r"\(\(int\) \(([^)]*)\)\), "r"\(\(int\) \(([^)]*)\)\)', cu)
+    assert loads == [("32 * k", "64 * mt"), ("32 * k", "128 * nt")]
+    assert cu.count("spork_sm90_smem(&bar_f[(0) * 1 + bar_fa[0] % 1u])") == 2
+    # the Arrive expects the bytes of both loads: (64 + 128) rows of 128 bytes
+    assert "spork_mbar_arrive_expect_tx(&bar_f[(0) * 1 + bar_fa[0] % 1u], 24576u);" in cu
+    # TMA writes and wgmma reads are both async proxy: no proxy fence after the await
+    await_at = cu.index("spork_mbar_wait(&bar_f")
+    assert "fence.proxy.async" not in cu[await_at : cu.index("wgmma.fence", await_at)]
+    assert "spork_wgmma_m64n128k8_tf32_ss(&D[0], spork_wgmma_desc(&A_s[8 * kk], 1u, 128u), spork_wgmma_desc(&B_s[8 * kk], 1u, 128u));" in cu
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in cu
+    # swizzled tiles sit on 1024-byte boundaries
+    assert "% 1024u)) % 1024u);" in cu and "exo_smem + 8192" in cu
+
+
+def test_tma_load_needs_a_trailing_barrier():
+    with pytest.raises(sl.SyncError, match=r"completes on an mbarrier: write `Sm90_copy_tensor_to_smem_swizzled_2f32\(\.\.\.\) >> bar"):
+        sl.analyze(_variant("box=(64, 32)) >> bar", "box=(64, 32))"))
+
+
+def test_loads_must_be_closed_by_an_arrive_in_their_block():
+    p = _variant("                        Arrive(tma_to_smem_async, 1) >> bar\n", "")
+    with pytest.raises(sl.SporkError, match="no Arrive on bar follows it in this block"):
+        sl.analyze(p)
+
+
+def test_the_arrive_closing_loads_orders_tma():
+    p = _variant("Arrive(tma_to_smem_async, 1) >> bar", "Arrive(cuda_in_order, 1) >> bar")
+    with pytest.raises(sl.SyncError, match="first sync-tl must include tma_to_smem_async"):
+        sl.analyze(p)
+
+
+def test_only_tma_takes_a_trailing_barrier():
+    with pytest.raises(sl.SporkSyntaxError, match="does not complete on a barrier"):
+        _variant("Sm90_zero_scale_d_f32(D, N=128)", "Sm90_zero_scale_d_f32(D, N=128) >> bar")
+
+
+def test_tma_reads_tensor_maps_only():
+    p = _variant("A_tm[64 * mt : 64 * mt + 64, 32 * k : 32 * k + 32]".replace(" : ", ":"), "A[64 * mt:64 * mt + 64, 32 * k:32 * k + 32]")
+    with pytest.raises(sl.TimelineError, match="src must be a window of a tensor map"):
+        sl.analyze(p)
+
+
+def test_box_of_the_copy_must_match_its_tensor_map():
+    p = _variant("A_tm = A[0:M, 0:K] @ Sm90_tensorMap(128, 64, 32)", "A_tm = A[0:M, 0:K] @ Sm90_tensorMap(128, 32, 32)")
+    with pytest.raises(sl.CodegenError, match=r"needs a tensor map made with Sm90_tensorMap\(128, 64, 32\)"):
+        _cu(p)
+
+
+def test_wgmma_fence_is_a_warpgroup_instruction():
+    assert 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");' in _cu(sm90_tma_wgmma)
+
+
+def test_setmaxnreg_budget_must_fit_the_register_file():
+    from spork_lab.analysis.config import check_device_function
+
+    warps = [CudaWarpConfig("producer", 4, setmaxnreg=40), CudaWarpConfig("consumer", 8, setmaxnreg=240)]
+    check_device_function(CudaDeviceFunction(warp_config=warps[:1] + [CudaWarpConfig("consumer", 8, setmaxnreg=232)]), None)
+    with pytest.raises(sl.SporkError, match="need 66560 registers, more than the SM's 65536"):
+        check_device_function(CudaDeviceFunction(warp_config=warps), None)
+
+
+def test_sync_check_refuses_what_it_does_not_model():
+    with pytest.raises(sl.SyncError, match=r"does not model `Sm90_copy_tensor_to_smem_swizzled_2f32\(\.\.\.\) >> bar`.*refuses it"):
+        sl.sync_check(sm90_tma_wgmma, M=64, N=128, K=32)
+
+
+def _producer_wait(cu: str) -> str:
+    """The producer's ReverseAwait on the ring and what follows it up to its first TMA load."""
+    at = cu.index("spork_mbar_wait(&ring_r")
+    return cu[at : cu.index("cp.async.bulk.tensor", at)]
+
+
+def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do():
+    """The consumers release a stage that only wgmma (async proxy) read: the producer's next TMA
+    write needs no fence.proxy.async. Once a releasing thread also writes shared memory with
+    ordinary stores, the await is followed by the fence."""
+    from sm90_gemm import gemm_source, make_gemm
+
+    assert "fence.proxy.async" not in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))
+    src, consts = gemm_source("tf32", CL=2, G=1)
+    arrive = "                                ReverseArrive(cuda_in_order, 1) >> ring[:]\n"
+    ring = "                    ring: barrier[CL] @ CudaMbarrier\n"
+    assert arrive in src and ring in src
+    src = src.replace(ring, ring + "                    flag: f32[CL, 8] @ CudaSmemLinear\n").replace(
+        arrive,
+        "                                for t in cuda_threads(0, 1):\n"
+        "                                    flag[cta, 0] = 1.0\n" + arrive,
+    )
+    written = sl.parse_source(src, func_locals=consts)
+    assert "fence.proxy.async" in _producer_wait(_cu(written))
