@@ -65,7 +65,7 @@ from exo.rewrite.LoopIR_scheduling import (
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.memories import CudaMemory
+from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import (
     BARRIER_CARRIER,
     BarrierMemory,
@@ -789,13 +789,6 @@ def _check_escapes(ir, loop, rings: dict) -> None:
             )
 
 
-_ELEM_BYTES = ((LoopIR.F16, 2), (LoopIR.F64, 8), (LoopIR.INT8, 1), (LoopIR.UINT8, 1), (LoopIR.UINT16, 2))
-
-
-def _elem_bytes(t) -> int:
-    return next((n for cls, n in _ELEM_BYTES if isinstance(t, cls)), 4)
-
-
 def _check_budget(ir, loop, rings: dict, budget: int) -> None:
     """The device function's shared memory, rings included, must fit in `budget` bytes."""
     dfs = [
@@ -817,7 +810,7 @@ def _check_budget(ir, loop, rings: dict, budget: int) -> None:
         ring = by_alloc.get(id(a))
         if ring is not None:
             dims = dims[: ring.position] + [ring.depth] + dims[ring.position :]
-        n = a.mem.smem_bytes(_elem_bytes(a.type.basetype()), [str(d) for d in dims], a.srcinfo)
+        n = a.mem.smem_bytes(elem_bytes(a.type.basetype()), [str(d) for d in dims], a.srcinfo)
         total += n
         if ring is not None and n:
             grown.append(f"{a.name}[{', '.join(map(str, dims))}] ({n} bytes)")
