@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -59,19 +60,20 @@ TEXT_MUTANTS = [
 
 def all_mutants() -> list:
     """Every mutant, in a fixed order (a --run-one index names the same mutant in another process)."""
-    out = mutants_of("sm90_gemm", make_gemm(**CONFIG))
+    return mutants_of("sm90_gemm", make_gemm(**CONFIG)) + [_text_mutant(k) for k in range(len(TEXT_MUTANTS))]
+
+
+def _text_mutant(k: int) -> Mutant:
+    description, old, new, every = TEXT_MUTANTS[k]
     src, consts = gemm_source(**CONFIG)
-    for description, old, new, every in TEXT_MUTANTS:
-        assert old in src, old
-        new = new.replace("{S1}", str(consts["S"] - 1))
-        text = src.replace(old, new) if every else src.replace(old, new, 1)
-        try:
-            p = sl.parse_source(text, filename=str(ROOT / "examples" / "sm90_gemm.py"), func_locals=consts)
-        except sl.SporkError as e:  # a mutant the front end already rejects
-            out.append(Mutant("sm90_gemm", description, None, "static error", e.message.splitlines()[0]))
-            continue
-        out.append(Mutant("sm90_gemm", description, p))
-    return out
+    assert old in src, old
+    new = new.replace("{S1}", str(consts["S"] - 1))
+    text = src.replace(old, new) if every else src.replace(old, new, 1)
+    try:
+        p = sl.parse_source(text, filename=str(ROOT / "examples" / "sm90_gemm.py"), func_locals=consts)
+    except sl.SporkError as e:  # a mutant the front end already rejects
+        return Mutant("sm90_gemm", description, None, "static error", e.message.splitlines()[0])
+    return Mutant("sm90_gemm", description, p)
 
 
 def check(m: Mutant) -> None:
@@ -92,8 +94,11 @@ def check(m: Mutant) -> None:
 
 
 def _proc(index: int):
-    """Proc `index`: 0 is the GEMM as written, i is mutant i - 1."""
-    return make_gemm(**CONFIG) if index == 0 else all_mutants()[index - 1].proc
+    """Proc `index`: 0 is the GEMM as written, i is mutant i - 1 (made alone: a GPU run's process starts fast)."""
+    if index == 0:
+        return make_gemm(**CONFIG)
+    sync = mutants_of("sm90_gemm", make_gemm(**CONFIG))
+    return sync[index - 1].proc if index <= len(sync) else _text_mutant(index - 1 - len(sync)).proc
 
 
 def run_one(index: int, build_only: bool) -> str:
@@ -134,7 +139,7 @@ def run_on_gpu(indices: list, timeout_s: float) -> dict:
             lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
             out[i] = lines[-1][:160]
         except subprocess.TimeoutExpired:
-            out[i] = f"timeout after {timeout_s:.0f} s (deadlock)"
+            out[i] = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
         print(f"proc {i}: {out[i]}", flush=True)
     return out
 
@@ -142,9 +147,13 @@ def run_on_gpu(indices: list, timeout_s: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="build and run every survivor on the local GPU")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per survivor's run on the GPU")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per survivor's run on the GPU")
+    parser.add_argument("--only", default=None, help="with --gpu or --prebuild: only these proc numbers (1,5,...)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_sm90_results.md"))
     parser.add_argument("--prebuild", action="store_true", help="only build every survivor (no GPU needed)")
+    parser.add_argument("--gpu-log", type=Path, nargs="*", default=None,
+                        help="take the survivors' GPU outcomes from --gpu runs' logs ('proc N: outcome' lines; "
+                             "a later log's outcome wins)")
     parser.add_argument("--run-one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--build-one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,11 +170,16 @@ def main() -> int:
     elapsed = time.perf_counter() - start
     procs = [baseline, *mutants]
     survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
+    chosen = [i for i in survivors if args.only is None or str(i) in args.only.split(",")]
     if args.prebuild:
-        build_all(survivors)
+        build_all(chosen)
         return 0
-    if args.gpu:
-        for i, outcome in run_on_gpu(survivors, args.timeout).items():
+    if args.gpu_log:
+        logged = {k: v for log in args.gpu_log for k, v in re.findall(r"^proc (\d+): (.*)$", log.read_text(), re.M)}
+        for i in survivors:
+            procs[i].gpu = logged.get(str(i), "not run (the device run ended first)")
+    elif args.gpu:
+        for i, outcome in run_on_gpu(chosen, args.timeout).items():
             procs[i].gpu = outcome
 
     killed = sum(m.verdict in ("static error", "hazard") for m in mutants)
@@ -173,7 +187,8 @@ def main() -> int:
     lines = [
         "# Mutation test over the Sm90a GEMM",
         "",
-        f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}`; "
+        f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}"
+        f"{' --gpu-log ' + ' '.join(g.name for g in args.gpu_log) if args.gpu_log else ''}`; "
         f"machine: {platform.machine()}, Python {platform.python_version()}; checks {elapsed:.1f} s. "
         f"Proc: `make_gemm({', '.join(f'{k}={v!r}' for k, v in CONFIG.items())})` at {SIZES}.",
         "",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
          "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64, "dist_gemm": 128,
-         "dist_cluster_smem": 256 * 4, "sm90_tma_wgmma": 256, "sm90_rmem_a": 256, "sm90_gemm": 512,
+         "dist_cluster_smem": 256 * 4, "sm90_tma_wgmma": 256, "sm90_rmem_a": 256, "sm90_gemm": 512, "sm90_tma_store": 256,
          "pipelined_tiles": 1024 * 16}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
@@ -51,6 +51,12 @@ def run_one(target: str) -> int:
     ok = all(np.allclose(dev[k].get(), want, **tolerance) for k, want in expected.items())
     print("RESULT", "correct" if ok else "WRONG")
     return 0 if ok else 1
+
+
+def _last_line(output: str) -> str:
+    """The program's own last line (a RESULT line, or the error that stopped it), for a failed run's row."""
+    mine = [line for line in output.splitlines() if line.strip() and not line.startswith("=========")]
+    return mine[-1].strip()[:160].replace("|", "/") if mine else "no output"
 
 
 def summarize(output: str) -> str:
@@ -81,7 +87,7 @@ def main() -> int:
                 run = subprocess.run([sanitizer, "--tool", tool, sys.executable, __file__, "--one", target],
                                      capture_output=True, text=True)
                 out = run.stdout + run.stderr
-                result = "correct" if "RESULT correct" in out else "WRONG or failed"
+                result = "correct" if "RESULT correct" in out else "WRONG or failed: " + _last_line(out)
                 rows.append(f"| {module_name} | {p.name()} | {tool} | {result} | {summarize(out)} |")
                 print(rows[-1], flush=True)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)

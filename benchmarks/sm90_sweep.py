@@ -114,8 +114,10 @@ def _generated_call(fn):
 
     from gemm import _cupy
 
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
     def call(M, N, K, A, B, C):
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        with stream:
             fn(M, N, K, _cupy(A), _cupy(B), _cupy(C))
 
     return call

@@ -6,6 +6,8 @@ import argparse
 import importlib.util
 import pathlib
 import sys
+import traceback
+from types import SimpleNamespace
 from typing import Optional
 
 from exo.API import Procedure
@@ -17,11 +19,21 @@ EXAMPLES = ROOT / "examples"
 
 
 def load_procs(path: pathlib.Path) -> dict:
-    """Import a Python file and return its procs (not instrs) by name, in definition order."""
+    """Import a Python file (which may import files beside it) and return its procs (not instrs) by name,
+    in definition order. Any error the file raises becomes a SporkError at the user's line."""
+    folder = str(path.resolve().parent)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except SporkError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- whatever the user's file raised, said at the user's line
+        raise _at_user_line(e, folder) from None
+    finally:
+        sys.path.remove(folder)
     return {
         name: value
         for name, value in vars(module).items()
@@ -29,14 +41,15 @@ def load_procs(path: pathlib.Path) -> dict:
     }
 
 
-def _gpu():
-    """CuPy if a CUDA device is usable here, else None."""
-    try:
-        import cupy
-
-        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:  # noqa: BLE001 -- no CuPy, no driver or no device all mean "no GPU"
-        return None
+def _at_user_line(e: Exception, folder: str) -> SporkError:
+    """`e` as a SporkError at the innermost line of the user's files (those under `folder`) it passed through."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith(folder)]
+    if isinstance(e, SyntaxError) and e.filename and e.filename.startswith(folder):
+        where = SimpleNamespace(filename=e.filename, lineno=e.lineno)
+    else:
+        where = SimpleNamespace(filename=frames[-1].filename, lineno=frames[-1].lineno) if frames else None
+    text = str(e).strip().replace("\n", "\n  ")
+    return SporkError(f"{type(e).__name__}: {text}", where)
 
 
 def _run_example(module, cupy) -> None:
@@ -65,7 +78,9 @@ def demo(args: argparse.Namespace) -> int:
     if not files:
         print(f"no examples found in {EXAMPLES}", file=sys.stderr)
         return 1
-    cupy = _gpu()
+    from .runtime import gpu_cupy
+
+    cupy = gpu_cupy()
     out_dir = pathlib.Path(args.out)
     for path in files:
         print(f"==== {path.relative_to(ROOT)}")

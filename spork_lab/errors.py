@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
+from exo.rewrite.LoopIR_scheduling import SchedulingError as _ExoSchedulingError
+
 
 class SporkError(Exception):
     """Base of every user-facing spork_lab error."""
@@ -18,7 +20,9 @@ class SporkError(Exception):
         self.filename = getattr(srcinfo, "filename", None)
         self.lineno = getattr(srcinfo, "lineno", None)
         where = f"{_place(self.filename)}:{self.lineno}: " if self.filename else ""
-        super().__init__(f"{where}{message}")
+        # Exception's own __init__, not super(): SporkSchedulingError is exo's SchedulingError too, whose
+        # __init__ would prefix the message with the scheduling op it finds on the stack.
+        Exception.__init__(self, f"{where}{message}")
 
     def to_json(self) -> dict:
         return {
@@ -43,8 +47,9 @@ class SporkSyntaxError(SporkError):
     """Misused Exo-GPU syntax, caught by the front end."""
 
 
-class SporkSchedulingError(SporkError):
-    """A GPU scheduling operation was given arguments it cannot use."""
+class SporkSchedulingError(SporkError, _ExoSchedulingError):
+    """A scheduling operation failed (ours or exo's, as `spork_lab.scheduling` reports it); it is also
+    exo's SchedulingError, so `except SchedulingError` catches it."""
 
 
 class DeviceScopeError(SporkError):

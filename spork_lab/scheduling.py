@@ -1,32 +1,54 @@
-"""exo's scheduling operations plus the Exo-GPU ones: `from spork_lab.scheduling import *`."""
+"""exo's scheduling operations plus the Exo-GPU ones: `from spork_lab.scheduling import *`.
 
+Every operation exported here is exo's (or ours) wrapped so that a failure is
+a `SporkSchedulingError` at the user's line that says what exists instead (see
+`lang/sched_errors.py`); successful calls are exactly exo's.
+"""
+
+import functools as _functools
 import types as _types
 
 import exo.stdlib.scheduling as _exo_scheduling
+from exo.API import Procedure as _Procedure
+from exo.API_scheduling import AtomicSchedulingOp as _AtomicSchedulingOp
 from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the point of this module
 
-from .lang.gpu_ops import (
-    find_blocks,
-    insert_arrive,
-    insert_await,
-    insert_barrier_alloc,
-    insert_fence,
-    set_loop_mode,
-    wrap_with_context,
-)
-from .lang.pipeline import pipeline_loop
+from .lang import gpu_ops as _gpu_ops
+from .lang import pipeline as _pipeline
+from .lang.sched_errors import explain, raised_in_exo, user_frame
 
-__all__ = [
+
+class _UserFacingOp(_AtomicSchedulingOp):
+    """An exo scheduling op whose failures name the user's line and what the proc has."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
+        except (SchedulingError, TypeError, ValueError) as e:  # noqa: F405 -- SchedulingError comes from exo's star import
+            if not isinstance(e, SchedulingError) and not raised_in_exo(e):  # noqa: F405
+                raise  # a plain Python call error (wrong argument count): already at the user's line
+            proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
+            raise explain(e, self.__name__, proc, user_frame()).with_traceback(None) from None
+
+
+def _user_facing(op):
+    if not isinstance(op, _AtomicSchedulingOp):
+        return op
+    wrapped = _UserFacingOp(op.sig, op.arg_procs, op.func)
+    return _functools.wraps(op)(wrapped)
+
+
+_GPU_OPS = ["set_loop_mode", "wrap_with_context", "insert_fence", "insert_barrier_alloc", "insert_arrive",
+            "insert_await", "find_blocks"]  # fmt: skip
+_EXO_NAMES = [
     name
     for name in dir(_exo_scheduling)
     if not name.startswith("_") and not isinstance(getattr(_exo_scheduling, name), _types.ModuleType)
-] + [
-    "set_loop_mode",
-    "wrap_with_context",
-    "insert_fence",
-    "insert_barrier_alloc",
-    "insert_arrive",
-    "insert_await",
-    "find_blocks",
-    "pipeline_loop",
 ]
+for _name in _EXO_NAMES:
+    globals()[_name] = _user_facing(getattr(_exo_scheduling, _name))
+for _name in _GPU_OPS:
+    globals()[_name] = _user_facing(getattr(_gpu_ops, _name))
+pipeline_loop = _user_facing(_pipeline.pipeline_loop)
+
+__all__ = _EXO_NAMES + _GPU_OPS + ["pipeline_loop"]

@@ -11,12 +11,14 @@ import pytest
 from exo.core.prelude import Sym
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+NOTEBOOKS_DIR = EXAMPLES_DIR.parent / "notebooks"
+for _dir in (EXAMPLES_DIR, NOTEBOOKS_DIR):  # tests import the examples, and the tutorials' programs, by name
+    if str(_dir) not in sys.path:
+        sys.path.insert(0, str(_dir))
 
 
 def runnable_examples() -> list:
     """The example modules that define PROCS (with NumPy references), importable by name."""
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))
     return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if "\nPROCS = " in f.read_text()]
 
 

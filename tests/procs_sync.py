@@ -251,3 +251,24 @@ def err_mbarrier_other_threads(n: size, x: f32[n] @ CudaGmemLinear):
                 Arrive(cuda_in_order, 1) >> bar
             Await(bar, cuda_in_order, ~0)
             Await(bar, cuda_in_order, ~0)
+
+
+@proc
+def err_commit_group_lag(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 32):
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, ~1)
+
+
+@proc
+def err_event_count(n: size, x: f32[n] @ CudaGmemLinear):
+    done: barrier @ CudaEvent
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 32):
+                x[task * 32 + t] = 0.0
+    Arrive(cuda_in_order, 1) >> done
+    Await(done, cpu_in_order, 1)

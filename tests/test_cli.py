@@ -46,3 +46,43 @@ def test_user_error_is_one_line_with_file_and_line(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.strip() == f"error: {bad}:6: Fence takes 2 arguments, got 1: write Fence(first_sync_tl, second_sync_tl)"
+
+
+def _sibling_files(tmp_path: Path, kernel_tail: str = "") -> Path:
+    (tmp_path / "shapes.py").write_text("TILE = 128\n")
+    main_file = tmp_path / "kernel.py"
+    main_file.write_text(
+        "from __future__ import annotations\n"
+        "from spork_lab import proc\n"
+        "from spork_lab.platforms.cuda import *\n"
+        "from spork_lab.scheduling import *\n"
+        "from shapes import TILE\n"
+        "@proc\n"
+        "def add(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):\n"
+        "    assert n % 128 == 0\n"
+        "    for i in seq(0, n):\n"
+        "        y[i] += x[i]\n"
+        "p = divide_loop(add, 'i', TILE, ['task', 'tid'], perfect=True)\n"
+        "p = set_loop_mode(p, 'task', cuda_tasks)\n"
+        "p = set_loop_mode(p, 'tid', cuda_threads)\n"
+        "p = wrap_with_context(p, p.find_loop('task'), CudaDeviceFunction(blockDim=TILE))\n"
+        "add_gpu = rename(p, 'add_gpu')\n" + kernel_tail
+    )
+    return main_file
+
+
+def test_compile_a_file_that_imports_a_sibling(tmp_path):
+    kernel = _sibling_files(tmp_path)
+    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(kernel), "--proc", "add_gpu",
+                          "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "__global__" in (tmp_path / "out" / "kernel.cu").read_text()
+
+
+def test_compile_reports_a_scheduling_error_at_the_users_line(tmp_path):
+    kernel = _sibling_files(tmp_path, "q = divide_loop(add_gpu, 'tidd', 4, ['a', 'b'])\n")
+    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(kernel), "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {kernel}:16: ") and "Traceback" not in run.stderr
+    assert "tidd" in run.stderr and "did you mean 'tid'" in run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -18,7 +19,7 @@ def executed(path: Path):
     """The notebook after running it once in a fresh kernel (shared by the tests of this file)."""
     if path not in _executed:
         nb = nbformat.read(path, as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
         _executed[path] = nb
     return _executed[path]
 
@@ -44,3 +45,76 @@ def test_tutorial_shows_the_hazard_at_the_broken_step_and_none_after_the_fence()
     fixed = next(html for src, html in pictures if "insert_fence" in src)
     assert 'class="sl-hazard"' in broken and "RAW hazard" in broken
     assert 'class="sl-hazard"' not in fixed and "no hazards found at n=512" in fixed
+
+
+def _outputs(nb) -> list[tuple[str, str]]:
+    """(cell source, all its outputs' text/html and text/plain joined) per code cell."""
+    out = []
+    for c in nb.cells:
+        if c.cell_type == "code":
+            texts = [o.get("text", "") for o in c.outputs] + [
+                o.get("data", {}).get(k, "") for o in c.outputs for k in ("text/html", "text/plain")]
+            out.append((c.source, "\n".join(texts)))
+    return out
+
+
+def test_generated_tutorials_are_up_to_date_with_their_sources():
+    """02's steps are examples/stepwise_gemm.py's; the stored notebooks are what make_tutorials.py writes."""
+    import sys
+
+    sys.path.insert(0, str(NOTEBOOKS[0].parent))
+    import make_tutorials
+
+    for name, make in make_tutorials.NOTEBOOKS.items():
+        stored = nbformat.read(NOTEBOOKS[0].parent / name, as_version=4)
+        assert [(c.cell_type, c.source) for c in stored.cells] == [(c.cell_type, c.source) for c in make().cells], name
+    _, _, steps, _ = make_tutorials.example_steps()
+    assert len(steps) == 8 and steps[5][2][-1] == 'wb.apply(set_loop_mode, "cy", cuda_threads)'
+
+
+def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
+    nb = executed(next(p for p in NOTEBOOKS if p.name == "02_stepwise_gemm.ipynb"))
+    cells = _outputs(nb)
+    step = {src.splitlines()[-1]: html for src, html in cells if src.startswith("wb.apply(")}
+    threads = step['wb.apply(set_loop_mode, "tj", cuda_threads)']
+    assert "no hazards found at M=64, N=64, K=32" in threads and "rows: ti; columns: tj" in threads
+    broken = step['wb.apply(set_loop_mode, "cy", cuda_threads)']
+    assert "4 hazard(s) at M=64" in broken and broken.count("RAW hazard on") == 2 and broken.count("FREE hazard on") == 2
+    assert "insert_fence(p, p.find_loop(&#x27;ti&#x27;).before(), cuda_in_order, cuda_in_order)" in broken
+    fenced = step['wb.apply(insert_fence, wb.proc.find_loop("ti").after(), cuda_in_order, cuda_in_order)']
+    assert "no hazards found" in fenced and 'class="sl-hazard"' not in fenced
+    failed = step['wb.apply(reorder_loops, "ko mt")']
+    assert "sl-step-error" in failed and "no loop &#x27;mt&#x27; directly inside a loop &#x27;ko&#x27;" in failed
+    script = next(html for src, html in cells if src.startswith("print(wb.script())"))
+    assert "p = stage_mem(p, p.find_loop('ti'), " in script and "body()" not in script
+    for src, html in cells:
+        if src.startswith("%spork_bench"):  # a GPU run's recorded chart, or (here) a plain "no GPU" note
+            assert "TFLOP/s" in html or "no GPU is present" in html or "build failed" in html
+
+
+def test_race_debugging_finds_each_bug_and_its_fix_clears_it():
+    nb = executed(next(p for p in NOTEBOOKS if p.name == "03_race_debugging.ipynb"))
+    pictures = [html for src, html in _outputs(nb) if "Workbench" in html or "sl-wb" in html]
+    kinds = [re.findall(r'class="sl-hazard-kind"[^>]*>(\w+) hazard', html) for html in pictures]
+    assert kinds[0] == ["RAW"] and kinds[1] == [] and kinds[2] == ["FREE"] and kinds[3] == []
+    assert "RAW" in kinds[4] and kinds[5] == []  # wrong Await lag, then the example ring
+    assert "DEADLOCK" in kinds[6] and 'class="sl-tl-bad"' in pictures[6] and "waits for arrive #3" in pictures[6]
+    assert kinds[7] == [] and 'class="sl-tl-bad"' not in pictures[7] and "no hazards found at n=256" in pictures[7]
+    assert kinds[8] == ["RAW"] and "warp-scope" not in pictures[8] and "a CTA-scope Fence" in pictures[8]
+    assert kinds[9] == []
+    assert kinds[10] == ["RAW", "FREE"] and "does not include Sm80_cp_async_instr" in pictures[10] and kinds[11] == []
+    assert "a CTA-scope Fence(Sm80_cp_async, cuda_in_order) between line" in pictures[10]
+
+
+@pytest.mark.parametrize("name", ["02_stepwise_gemm.ipynb", "03_race_debugging.ipynb"])
+def test_static_html_of_a_stored_tutorial_shows_tilings_hazards_and_timelines(name):
+    """nbconvert's HTML of the stored notebook (what nbviewer and GitHub show, no kernel): the workbench
+    pictures' tilings, hazard cards and "Barrier timeline" sections are there."""
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_filename(str(next(p for p in NOTEBOOKS if p.name == name)))
+    assert html.count("Barrier timeline") >= 6
+    assert 'class="sl-hazard"' in html and "to fix:" in html
+    assert "sl-cg-cell" in html  # a tiling grid
+    if name.startswith("03"):
+        assert "sl-tl-bad" in html and "data:image/svg+xml" in html  # the deadlock's timeline, drawn as an image

@@ -1,15 +1,19 @@
-"""Workbench session: history, undo, failed steps, script replay, and the data behind each view."""
+"""Workbench session: history, undo, failed steps, snapshots, script replay, and the data behind each view."""
 
 from __future__ import annotations
 
 import runpy
-from types import SimpleNamespace
+import threading
+import time
+import _thread
 
 import pytest
 from conftest import ir_equal
+from stepwise_gemm import gemm
 
 from spork_lab import proc
-from spork_lab.lab import Workbench, _results
+from spork_lab.lab import Workbench
+from spork_lab.lab._results import Interrupted, interruptible
 from spork_lab.platforms.cuda import *
 from spork_lab.scheduling import *
 
@@ -36,8 +40,8 @@ def warp_halves(n: size, x: f32[n] @ CudaGmemLinear):
                         x[task * 256 + w * 16 + l] = 0.0
 
 
-def to_kernel(wb: Workbench, fences: bool = True) -> None:
-    """The tutorial's steps: device function, tasks, threads, shared memory, fences."""
+def to_kernel(wb: Workbench, fences: bool = True) -> Workbench:
+    """The first tutorial's steps: device function, tasks, threads, shared memory, fences."""
     wb.apply(wrap_with_context, wb.proc.find_loop("task"), CudaDeviceFunction(blockDim=256))
     wb.apply(set_loop_mode, wb.proc.find_loop("task"), cuda_tasks)
     wb.apply(set_loop_mode, wb.proc.find_loop("tid"), cuda_threads)
@@ -46,11 +50,39 @@ def to_kernel(wb: Workbench, fences: bool = True) -> None:
     if fences:
         wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
         wb.apply(insert_fence, wb.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)
+    return wb
+
+
+def tiled_gemm(staged: bool) -> Workbench:
+    """examples/stepwise_gemm.py up to its thread tiling (step 3) or to the staged copies without Fences (step 6)."""
+    wb = Workbench(gemm, sizes={"M": 64, "N": 64, "K": 32})
+    wb.apply(divide_loop, "i", 64, ["mt", "mi"], perfect=True)
+    wb.apply(divide_loop, "j", 64, ["nt", "nj"], perfect=True)
+    wb.apply(reorder_loops, "mi nt")
+    wb.apply(wrap_with_context, wb.proc.find_loop("mt"), CudaDeviceFunction(blockDim=256))
+    wb.apply(set_loop_mode, "mt", cuda_tasks)
+    wb.apply(set_loop_mode, "nt", cuda_tasks)
+    wb.apply(divide_loop, "mi", 4, ["ti", "ri"], perfect=True)
+    wb.apply(divide_loop, "nj", 4, ["tj", "rj"], perfect=True)
+    wb.apply(reorder_loops, "ri tj")
+    wb.apply(set_loop_mode, "ti", cuda_threads(unit=16 * cuda_thread))
+    wb.apply(set_loop_mode, "tj", cuda_threads)
+    if staged:
+        wb.apply(divide_loop, "k", 16, ["ko", "ki"], perfect=True)
+        for pair in ("rj ko", "ri ko", "tj ko", "ti ko"):
+            wb.apply(reorder_loops, pair)
+        wb.apply(stage_mem, wb.proc.find_loop("ti"), "A[64 * mt:64 * mt + 64, 16 * ko:16 * ko + 16]", "A_s")
+        wb.apply(simplify)
+        wb.apply(set_memory, "A_s", CudaSmemLinear)
+        wb.apply(divide_loop, "i0", 16, ["r0", "ry"], perfect=True)
+        wb.apply(set_loop_mode, "ry", cuda_threads(unit=16 * cuda_thread))
+        wb.apply(set_loop_mode, "i1", cuda_threads)
+    return wb
 
 
 def test_steps_are_recorded_with_source_text_and_diff():
     wb = Workbench(seq_reverse, sizes={"n": 512})
-    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    assert wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True) is wb  # a cell ending in apply shows the step
     (step,) = wb.steps
     assert step.call == "divide_loop(p, 'tid', 32, ['w', 'l'], perfect=True)"
     assert step.proc is wb.proc and wb.proc is not seq_reverse
@@ -65,26 +97,35 @@ def test_undo_restores_previous_proc_and_stops_at_initial():
     wb.apply(reorder_loops, "w l")
     wb.undo()
     assert wb.proc is first
-    wb.undo()
-    wb.undo()
+    wb.undo().undo()
     assert wb.proc is seq_reverse and wb.steps == []
 
 
-def test_failed_step_shows_error_and_keeps_session():
+def test_failed_step_is_shown_at_the_users_line_and_keeps_the_session():
     wb = Workbench(seq_reverse)
     wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
     before, n_steps = wb.proc, len(wb.steps)
-    wb.apply(divide_loop, "no_such_loop", 4, ["a", "b"])
+    line = __import__("inspect").currentframe().f_lineno + 1
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
     assert wb.proc is before and len(wb.steps) == n_steps
-    assert wb.error["kind"] == "SchedulingError" and "no_such_loop" in wb.error["call"]
-    assert "no_such_loop" in wb.state["views"]["header"] and "session is unchanged" in wb.state["views"]["header"]
+    assert wb.error["kind"] == "SporkSchedulingError" and "tidd" in wb.error["call"]
+    assert "no loop matches 'tidd'" in wb.error["message"] and "did you mean" in wb.error["message"]
+    header = wb.state["views"]["header"]
+    assert "tidd" in header and f"stays at step {n_steps}" in header
+    assert f"test_lab_session.py:{line}" not in header  # the widget shows the message; the call is named above it
     wb.apply(reorder_loops, "w l")
     assert wb.error is None and "sl-step-error" not in wb.state["views"]["header"]
 
 
+def test_a_cursor_of_another_proc_is_a_step_error():
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    wb.apply(set_loop_mode, warp_halves.find_loop("w"), "seq")
+    assert wb.error["kind"] == "SporkSchedulingError" and "not an earlier step of this workbench" in wb.error["message"]
+
+
 def test_script_replays_to_the_same_proc(tmp_path):
-    wb = Workbench(seq_reverse, sizes={"n": 512})
-    to_kernel(wb)
+    wb = to_kernel(Workbench(seq_reverse, sizes={"n": 512}))
     wb.apply(divide_loop, wb.proc.find_loop("tid"), 32, ["w", "l"], perfect=True)
     wb.apply(set_loop_mode, wb.proc.find_loop("w"), cuda_threads(unit=cuda_warp))
     path = tmp_path / "replay.py"
@@ -94,14 +135,45 @@ def test_script_replays_to_the_same_proc(tmp_path):
     assert ir_equal(replayed.INTERNAL_proc().body, wb.proc.INTERNAL_proc().body)
 
 
-def test_cursor_arguments_are_recorded_as_users_write_them():
+def test_cursor_arguments_are_recorded_as_people_write_them():
     wb = Workbench(seq_reverse)
     wb.apply(insert_fence, seq_reverse.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
-    assert wb.steps[0].args[0] == "p.find_loop('tid #1').before()"
-    wb.apply(insert_fence, wb.proc.find_loop("task").body()[2].after(), cuda_in_order, cuda_in_order)
-    assert wb.steps[1].args[0] == "p.body()[0].body()[2].after()"  # a Fence: no pattern names it
+    assert wb.steps[-1].args[0] == "p.find_loop('tid #1').before()"
+    fence = wb.proc.find_loop("task").body()[2]  # exo's patterns cannot name a Fence: its neighbour can
+    wb.apply(insert_fence, fence.after(), cuda_in_order, cuda_in_order)
+    assert wb.steps[-1].args[0] == "p.find_loop('tid').next().after()"
     wb.apply(set_memory, "tile", CudaSmemLinear)
-    assert wb.steps[2].args[0] == "'tile'"
+    assert wb.steps[-1].args[0] == "'tile'"
+    wb.apply(lift_alloc, wb.proc.find("tile : _"))
+    assert wb.steps[-1].args[0] == "p.find('tile : _')"
+    wb.apply(insert_fence, wb.proc.find("tile[_] = _").after(), cuda_in_order, cuda_in_order)
+    assert wb.steps[-1].args[0] == "p.find('tile[_] = _').after()"
+    wb.apply(stage_mem, wb.proc.find_loop("tid").expand(0, 1), "x[256 * task:256 * task + 256]", "xs")
+    assert wb.steps[-1].args[0] == "p.find_loop('tid').expand(0, 1)"
+    assert wb.error is None and "body()" not in wb.script()
+
+
+def test_each_display_keeps_its_step_and_can_browse_to_any():
+    wb = Workbench(seq_reverse, sizes={"n": 512})
+    to_kernel(wb, fences=False)
+    broken = wb.view()
+    assert broken.step == 5 and broken.data["hazards"]
+    wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
+    wb.apply(insert_fence, wb.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)
+    assert broken.data["hazards"] and broken.step == 5  # a later step does not rewrite it
+    broken.step = 7  # what the header's ▶ does
+    assert broken.data["hazards"] == [] and "step 7 of 7" in broken.state["views"]["header"]
+    broken.step = 0
+    assert "step 0 of 7" in broken.state["views"]["header"] and broken.data["check"]["state"] == "unavailable"
+    data, _ = wb._repr_mimebundle_()
+    assert "step 7 of 7" in data["text/plain"] and "step 7 of 7" in data["text/html"]
+
+
+def test_code_view_marks_the_lines_the_step_changed():
+    wb = Workbench(seq_reverse)
+    wb.apply(set_loop_mode, "tid", "par")
+    changed = [line["text"].strip() for line in wb.state["data"]["lines"] if line["changed"]]
+    assert changed == ["for tid in par(0, 256):"]
 
 
 def test_analysis_error_marks_its_lines_and_kernel_has_tiling():
@@ -111,71 +183,138 @@ def test_analysis_error_marks_its_lines_and_kernel_has_tiling():
     marked = [n for n, line in enumerate(data["lines"]) if any(m["kind"] == "error" for m in line["marks"])]
     assert marked and "tile[tid] = x[task * 256 + tid]" in data["lines"][marked[0]]["text"]
     to_kernel(wb)
-    data = wb.state["data"]
-    assert data["analysis"]["state"] == "ok"
-    grid = data["tiling"]
+    grid = wb.state["data"]["tiling"]
+    assert wb.state["data"]["analysis"]["state"] == "ok"
     assert grid["threads"] == 256 and grid["collectives"] == 256 and grid["active"] == 256
-    assert len(grid["cells"]) == 256 and grid["cells"][37]["values"] == {"tid": 37}
+    assert (grid["rows"], grid["cols"]) == (8, 32)  # one 256-iteration iterator wraps at 32 columns
+    assert grid["cells"][37]["values"] == {"tid": 37} and grid["cells"][37]["threads"] == [[37, 38]]
 
 
-def test_selection_shows_idle_threads():
+def test_tiling_is_laid_out_by_the_cuda_threads_iterators():
+    wb = tiled_gemm(staged=False)
+    grid = wb.state["data"]["tiling"]
+    assert grid["iters"] == [["ti", 16], ["tj", 16]] and (grid["rows"], grid["cols"]) == (16, 16)
+    cell = next(c for c in grid["cells"] if c["values"] == {"ti": 2, "tj": 5})
+    assert (cell["row"], cell["col"], cell["threads"]) == (2, 5, [[37, 38]])
+    assert grid["level"] == "warp" and cell["group"] == 1  # thread 37 is in warp 1
+    v = wb.view()
+    v.level = "iter:ti"  # what the "colour by: unit of ti" button does
+    grid = v.data["tiling"]
+    assert grid["level"] == "iter:ti" and {c["group"] for c in grid["cells"] if c["values"]["ti"] == 3} == {3}
+    assert "colour by:" in v.state["views"]["tiling"] and 'data-set="level:warpgroup"' in v.state["views"]["tiling"]
+
+
+def test_selecting_a_warp_unit_loop_shows_the_collectives_it_makes():
     wb = Workbench(warp_halves)
     wb.select("x[_] = _")
     grid = wb.state["data"]["tiling"]
-    active = [c["thread"] for c in grid["cells"] if c["values"] is not None]
-    # warps 2 and 3 of the CTA, 16 threads of each
-    assert active == list(range(64, 80)) + list(range(96, 112))
-    assert grid["cells"][97]["values"] == {"w": 1, "l": 1} and grid["collectives"] == 32
-    assert "thread 0: idle" in wb.state["views"]["tiling"]
-    (for_w,) = [line["stmt"] for line in wb.state["data"]["lines"] if "for w in" in line["text"]]
-    wb.widget.selected = for_w  # what clicking the line does: the loop runs in the scope of CudaWarps(2, 4)
-    grid = wb.state["data"]["tiling"]
-    assert grid["collectives"] == 1 and grid["active"] == 64
+    active = [s["thread"] for s in grid["strip"] if s["group"] is not None]
+    assert active == list(range(64, 80)) + list(range(96, 112))  # warps 2 and 3 of the CTA, 16 threads of each
+    assert grid["collectives"] == 32 and (grid["rows"], grid["cols"]) == (2, 16)
+    v = wb.view()
+    (for_w,) = [line["stmt"] for line in v.data["lines"] if "for w in" in line["text"]]
+    v.selected = for_w  # what clicking the line does
+    grid = v.data["tiling"]
+    assert grid["collectives"] == 2 and grid["active"] == 64 and grid["level"] == "iter:w"
+    assert [c["threads"] for c in grid["cells"]] == [[[64, 96]], [[96, 128]]]
 
 
-def test_hazards_from_the_checker_become_cards_and_line_marks(monkeypatch):
-    hazard = SimpleNamespace(
-        to_json=lambda: {
-            "kind": "RAW",
-            "buffer": "tile",
-            "first": {"path": [0, 0, 1, 0], "line": 1},
-            "second": {"path": [0, 0, 2, 0], "line": 2},
-        }
-    )
+def test_hazards_mark_exactly_the_two_scheduled_statements_with_their_current_text():
+    wb = tiled_gemm(staged=True)
+    data = wb.state["data"]
+    raw = next(c for c in data["hazards"] if c["kind"] == "RAW")
+    assert raw["buffer"] == "A_s" and len(raw["stmts"]) == 2
+    texts = [t.replace(" ", "") for t in raw["texts"]]
+    assert texts[0].startswith("A_s[16*r0+ry,i1]=A[") and texts[1].startswith("C[ri+4*ti+64*mt,")
+    marked = {n for n, line in enumerate(data["lines"]) if any(m["kind"] == "hazard" for m in line["marks"])}
+    assert marked == {n for c in data["hazards"] for n in c["lines"]}
+    assert not any("CudaDeviceFunction" in data["lines"][n]["text"] or "for " in data["lines"][n]["text"] for n in marked)
+    # counts agree: header, tab, cards
+    n = len(data["hazards"])
+    assert f"{n} hazard(s) at M=64" in wb.state["views"]["header"] and f"Hazards ({n})" in str(wb.state["tabs"])
+    assert wb.state["views"]["hazards"].count('class="sl-hazard"') == n
+    witness = dict((row[0], row[1:]) for row in raw["witness"])
+    assert witness["instr-tl"] == ("cuda_in_order_instr", "cuda_in_order_instr")
+    assert witness["statement"][0].startswith(f"line {raw['lines'][0] + 1}: A_s[")
+    assert "nothing between" in witness["visibility"][1]
 
-    def fake_check(p, **sizes):
-        fenced = "Fence" in str(p)
-        return SimpleNamespace(ok=fenced, hazards=[] if fenced else [hazard], engine="compiled", engine_note="")
 
-    monkeypatch.setattr(_results, "sync_check", fake_check)
-    wb = Workbench(seq_reverse, sizes={"n": 512})
-    to_kernel(wb, fences=False)
-    (card,) = wb.state["data"]["hazards"]
-    texts = [wb.state["data"]["lines"][n]["text"].strip() for n in card["lines"]]
-    assert texts == ["tile[tid] = x[task * 256 + tid]", "y[task * 256 + tid] = tile[255 - tid]"]
-    assert 'class="sl-hazard"' in wb.state["views"]["hazards"] and "Hazards (1)" in str(wb.state["tabs"])
-    wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
-    assert wb.state["data"]["hazards"] == [] and "no hazards found at n=512" in wb.state["views"]["header"]
+def test_the_hint_is_a_scheduling_call_that_removes_the_hazard():
+    wb = tiled_gemm(staged=True)
+    raw = next(c for c in wb.state["data"]["hazards"] if c["kind"] == "RAW")
+    assert "a CTA-scope Fence(cuda_in_order, cuda_in_order) between line" in raw["hint"]
+    call = raw["hint"].rsplit(": ", 1)[1]
+    assert call == "insert_fence(p, p.find_loop('ti').before(), cuda_in_order, cuda_in_order)"
+    free = next(c for c in wb.state["data"]["hazards"] if c["kind"] == "FREE")
+    assert "at the end of A_s's scope" in free["hint"] and "p.find_loop('ti').after()" in free["hint"]
+    hinted = eval(call, {**globals(), "p": wb.proc})  # noqa: S307 -- the hint is Python the user can run
+    wb.apply(insert_fence, wb.proc.find_loop("ti").before(), cuda_in_order, cuda_in_order)
+    assert str(hinted) == str(wb.proc) and not [c for c in wb.state["data"]["hazards"] if c["kind"] == "RAW"]
+    wb.apply(insert_fence, wb.proc.find_loop("ti").after(), cuda_in_order, cuda_in_order)
+    assert wb.check.value.ok
 
 
 def test_missing_sizes_say_not_checked(monkeypatch):
-    never = lambda p, **s: pytest.fail("sync_check must not run without sizes")  # noqa: E731
-    monkeypatch.setattr(_results, "sync_check", never)
+    from spork_lab.lab import _results
+
+    monkeypatch.setattr(_results, "sync_check", lambda p, **s: pytest.fail("sync_check must not run without sizes"))
     wb = Workbench(warp_halves)
     assert "give sizes for n" in wb.state["data"]["check"]["message"]
 
 
 def test_real_checker_finds_the_missing_fence_and_clears_after_fences():
-    wb = Workbench(seq_reverse, sizes={"n": 512})
-    to_kernel(wb, fences=False)
+    wb = to_kernel(Workbench(seq_reverse, sizes={"n": 512}), fences=False)
     cards = wb.state["data"]["hazards"]
-    assert cards and cards[0]["kind"] == "RAW"
+    assert [c["kind"] for c in cards] == ["RAW", "FREE"]
     texts = {wb.state["data"]["lines"][n]["text"].strip() for n in cards[0]["lines"]}
     assert texts == {"tile[tid] = x[task * 256 + tid]", "y[task * 256 + tid] = tile[255 - tid]"}
     wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
     wb.apply(insert_fence, wb.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)
     assert wb.check.value.ok and wb.state["data"]["hazards"] == []
 
+
+def test_a_long_check_shows_progress_and_stops_when_interrupted():
+    seen, stopped = [], threading.Event()
+
+    def slow():
+        try:
+            while True:
+                time.sleep(0.01)
+        finally:
+            stopped.set()
+
+    threading.Timer(1.6, _thread.interrupt_main).start()  # what Jupyter's stop button does to the kernel
+    with pytest.raises(Interrupted) as e:
+        interruptible(slow, seen.append)
+    assert e.value.seconds >= 1.5 and seen and all(s >= 1.0 for s in seen)
+    assert stopped.wait(2.0)  # the worker was stopped, not left running
+
+
+def test_an_interrupted_check_leaves_the_step_unchecked_and_runs_again_when_shown(monkeypatch):
+    from spork_lab.lab import _results
+
+    def interrupted(fn, progress=None):
+        raise Interrupted(1.2)
+
+    monkeypatch.setattr(_results, "interruptible", interrupted)
+    wb = to_kernel(Workbench(seq_reverse, sizes={"n": 512}))
+    assert wb.check.state == "interrupted" and "interrupted after 1.2 s" in wb.state["views"]["header"]
+    monkeypatch.undo()
+    assert wb.check.state == "ok" and wb.check.value.ok
+
+
+def test_pictures_learn_of_new_steps_but_keep_their_step_and_error():
+    wb = Workbench(seq_reverse)
+    first = wb.view()
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    failed = wb.view()
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    assert "step 0 of 1" in first.header and 'data-set="step:1"' in first.header  # ▶ now leads to the new step
+    assert "step 0 of 1" in failed.header and "no loop matches &#x27;tidd&#x27;" in failed.header  # its error stays
+    assert "sl-step-error" not in first.header and first.step == 0
+    wb.undo()
+    failed.step = 1 if len(wb.steps) else 0
+    assert "step 0 of 0" in failed.header
 
 @proc
 def two_rounds(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):

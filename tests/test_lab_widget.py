@@ -1,4 +1,5 @@
-"""Widget data and display without a browser: code lines, tiling cells, mimebundle, IPython extension, doctor."""
+"""Widget data and display without a browser: code lines, tiling grid, barrier timeline, mimebundle, IPython
+extension, doctor."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import re
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+import make_tutorials
 import spork_lab
 from spork_lab import proc
 from spork_lab.core.coll import CollTiling, cuda_thread
 from spork_lab.lab import Workbench, _doctor
-from spork_lab.lab._codeview import code_view, highlight
+from spork_lab.lab._codeview import code_view, highlight, printed_text
 from spork_lab.lab._render import STATIC_DIR
-from spork_lab.lab._tiling import tiling_cells
+from spork_lab.lab._tiling import tiling_grid
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 
@@ -32,13 +34,25 @@ def long_lines(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLine
                 dst[task * 32 + t] = buf[t]
 
 
-def test_code_lines_are_str_of_proc_with_wrapped_statements_mapped():
-    view = code_view(long_lines)
+def test_code_lines_of_str_of_proc_with_wrapped_statements_mapped():
+    view = code_view(long_lines, str(long_lines))
     assert [line.text for line in view.lines] == str(long_lines).split("\n")
     (cp_call,) = [i for i, s in enumerate(view.stmts) if str(s).startswith("Sm80_cp_async_f32")]
     cp_lines = view.lines_of_stmt(cp_call)
     assert len(cp_lines) == 2  # the printer wraps the call over two lines; both belong to it
     assert view.lines[0].stmt is None and view.stmt_at_path((0, 0, 1, 0, 0)) is not None
+
+
+def test_printed_text_wraps_a_long_signature_only():
+    """The workbench's own text (no yapf): the signature broken after commas, under its first argument."""
+    text = printed_text(long_lines, width=60).split("\n")
+    assert text[0].startswith("def long_lines(") and all(len(line) <= 60 for line in text[:3])
+    assert text[1].startswith(" " * len("def long_lines(")) and text[1].strip()
+    view = code_view(long_lines)
+    assert [line.text for line in view.lines] == printed_text(long_lines).split("\n")
+    assert all(line.stmt is None for line in view.lines if line.text.lstrip().startswith(("def", "n:", "src:", "dst:")))
+    (cp_call,) = [i for i, s in enumerate(view.stmts) if str(s).startswith("Sm80_cp_async_f32")]
+    assert len(view.lines_of_stmt(cp_call)) == 1
 
 
 def test_highlight_marks_keywords_loops_and_gpu_names():
@@ -50,23 +64,26 @@ def test_highlight_marks_keywords_loops_and_gpu_names():
     assert "&lt;b&gt;" in out
 
 
-def test_tiling_cells_follow_the_user_guide_figure():
+def test_tiling_grid_follows_the_user_guide_figure():
     # for m in cuda_threads(0, 8, unit=16 * cuda_thread): for n in cuda_threads(0, 16): m=2 -> threads [32, 47]
     tiling = CollTiling.top(128).tile("m", 8, 16 * cuda_thread).tile("n", 16, cuda_thread)
-    grid = tiling_cells(tiling)
+    grid = tiling_grid(tiling, "iter:m", {})
     assert grid["threads"] == 128 and grid["active"] == 128 and grid["collectives"] == 128
-    assert grid["cells"][33]["values"] == {"m": 2, "n": 1}
-    outer = tiling_cells(CollTiling.top(128).tile("m", 6, 16 * cuda_thread))
-    assert outer["collectives"] == 6 and outer["active"] == 96
-    assert outer["cells"][100]["values"] is None and outer["cells"][100]["title"] == "thread 100: idle"
-    assert {c["colour"] for c in outer["cells"][32:48]} == {outer["cells"][32]["colour"]}
+    assert (grid["rows"], grid["cols"], grid["row_iters"], grid["col_iters"]) == (8, 16, ["m"], ["n"])
+    cell = next(c for c in grid["cells"] if (c["row"], c["col"]) == (2, 1))
+    assert cell["values"] == {"m": 2, "n": 1} and cell["threads"] == [[33, 34]] and cell["group"] == 2
+    outer = tiling_grid(CollTiling.top(128).tile("m", 6, 16 * cuda_thread), "warp", {})
+    assert outer["collectives"] == 6 and outer["active"] == 96 and (outer["rows"], outer["cols"]) == (1, 6)
+    assert outer["strip"][100]["group"] is None and outer["cells"][2]["threads"] == [[32, 48]]
+    assert {s["colour"] for s in outer["strip"][32:48]} == {outer["cells"][2]["colour"]}
 
 
 def test_widget_loads_its_front_end_from_extension_dir():
     wb = Workbench(long_lines)
     assert (STATIC_DIR / "workbench.js").is_file()
-    assert "export default" in str(wb.widget._esm) and ".sl-cell" in str(wb.widget._css)
-    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "steps", "hazards"]
+    v = wb.view()
+    assert "export default" in str(v._esm) and ".sl-cg-cell" in str(v._css) and "data-set" in str(v._esm)
+    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "timeline", "hazards", "steps", "cuda"]
 
 
 def test_mimebundle_has_widget_and_static_picture():
@@ -75,9 +92,10 @@ def test_mimebundle_has_widget_and_static_picture():
     assert "application/vnd.jupyter.widget-view+json" in data
     html = data["text/html"]
     assert "<style>" in html and 'class="sl-wb sl-static"' in html
-    for title in ("Code", "Tiling", "Steps (0)", "Hazards ("):
+    for title in ("Code", "Tiling", "Barrier timeline", "Steps (0)", "Hazards ("):
         assert re.search(r'<div class="sl-section-title"[^>]*>' + re.escape(title), html)
-    assert html.count('class="sl-cell') == 32
+    assert "CUDA" not in re.findall(r'<div class="sl-section-title"[^>]*>([^<]*)', html)  # generated on demand only
+    assert html.count('class="sl-cg-cell') == 32 and 'class="sl-tc' not in html  # one thread per cell: no strip
 
 
 def test_load_ext_registers_magics_and_proc_html():
@@ -163,8 +181,93 @@ def test_static_picture_carries_its_styles_inline():
 
     css = CSS_PATH.read_text()
     html = inline_styles('<div class="sl-line sl-stmt"><span class="sl-gutter">1</span></div>'
-                         '<div class="sl-hazard"><dl><dt>a</dt></dl></div>', css)
+                         '<table class="sl-witness"><tr><th>a</th></tr></table>', css)
     assert '<div class="sl-line sl-stmt" style="display: flex; white-space: pre;' in html
     assert "cursor: pointer" in html and "var(" not in html
-    assert '<dt style="color: #57606a">a</dt>' in html
+    assert '<th style="text-align: left; color: #57606a;' in html
     assert "outline: 2px" not in html  # hover rules of the live widget stay out
+
+
+warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
+# the race-debugging tutorial's deadlock: the consumer stops releasing the ring's slots after four iterations
+ring_missing_release = spork_lab.parse_source(make_tutorials.RING_MISSING_RELEASE, filename="make_tutorials.py",
+                                              func_globals=globals())
+
+
+def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
+    v = Workbench(ring_missing_release, sizes={"n": 256}).view()
+    assert v.view == "timeline"  # a failing barrier check opens the timeline
+    (bar,) = v.data["timelines"]
+    labels = [(lane["queue"], lane["role"], lane["label"]) for lane in bar["lanes"]]
+    assert labels == [("forward", "arrive", "producer · threads [0, 31]"), ("forward", "await", "consumer · threads [32, 63]"),
+                      ("reverse", "arrive", "consumer · threads [32, 63]"), ("reverse", "await", "producer · threads [0, 31]")]
+    events = bar["events"]
+    bad = events[bar["bad"]]
+    # bar[0]'s reverse queue got arrives at it = 0, 2 only: the producer's ReverseAwait at it = 6 waits for #3
+    assert (bad["kind"], bad["position"], bad["iters"], bad["index"], bad["state"]) == ("ReverseAwait", [0], {"task": 0, "it": 6}, 3, "bad")
+    await0 = next(e for e in events if e["kind"] == "Await" and e["iters"]["it"] == 2)
+    arrive = events[await0["pairs"]]
+    assert (arrive["kind"], arrive["iters"]["it"], arrive["index"], arrive["slot"], arrive["parity"]) == ("Arrive", 2, 2, 0, 1)
+    assert [e["state"] for e in events if e["kind"] == "ReverseAwait"][:2] == ["pass", "pass"]  # lag 1: nothing to wait for yet
+    html = v.state["views"]["timeline"]
+    line = next(n + 1 for n, l in enumerate(v.data["lines"]) if "ReverseAwait(" in l["text"])
+    assert f'data-event="{bar["bad"]}" data-set="selected:{bad["stmt"]}" data-goto="code"' in html
+    assert bad["line"] == line and "sl-ev-bad" in html and "waits for arrive #3, which has not happened" in html
+
+
+def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():
+    v = Workbench(ring_missing_release, sizes={"n": 1024}).view()
+    (bar,) = v.data["timelines"]
+    assert len(bar["events"]) > 32 and bar["page"] == 0 and 'data-set="timeline:bar:1"' in v.state["views"]["timeline"]
+    v.timeline = "bar:1"  # the ▶ button
+    assert v.data["timelines"][0]["page"] == 1 and "events 33–" in v.state["views"]["timeline"]
+    ev = bar["events"][0]
+    v.selected = ev["stmt"]  # what clicking the event does (and it opens the Code tab)
+    assert v.data["selected"] == ev["stmt"] and "ReverseAwait" in v.data["lines"][ev["line"] - 1]["text"]
+
+
+def test_static_picture_has_the_barrier_timeline_under_its_heading():
+    import base64
+
+    data, _ = Workbench(ring_missing_release, sizes={"n": 256})._repr_mimebundle_()
+    html = data["text/html"]
+    title = re.search(r'<div class="sl-section-title"[^>]*>Barrier timeline</div>', html)
+    # an <img> of the SVG: sanitizers strip inline <svg> (untrusted notebooks, GitHub) but keep images
+    image = re.search(r'<img src="data:image/svg\+xml;base64,([^"]+)"', html[title.end():])
+    assert image and "<svg" not in html
+    assert 'class="sl-ev sl-ev-bad"' in base64.b64decode(image.group(1)).decode()
+
+
+def test_exo_scheduling_errors_show_as_one_message_at_the_users_line(capfd):
+    """A pattern exo's own Procedure method cannot find (p.find_loop) is explained like our ops' errors."""
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "spork_lab")
+        shell.user_ns["long_lines"] = long_lines
+        result = shell.run_cell("x = 1\nlong_lines.find_loop('tt')\n")
+        err = capfd.readouterr().err
+        assert not result.success and "Traceback" not in err
+        assert "SporkSchedulingError: " in err and ":2: find_loop: no loop matches 'tt'; did you mean 't'?" in err
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_the_cuda_tab_is_generated_when_opened():
+    v = Workbench(long_lines).view()
+    assert "opened in a running notebook" in v.state["views"]["cuda"]
+    v.view = "cuda"  # what clicking the tab does
+    html = v.state["views"]["cuda"]
+    assert "<details><summary>runtime prelude" in html and html.index("__global__") > html.index("</details>")
+
+
+def test_tiling_draws_the_shard_grid_of_a_distributed_allocation():
+    from dist_gemm import dist_mma_cta
+
+    wb = Workbench(dist_mma_cta)
+    wb.select("Sm80_mma_tf32(_)")
+    (acc,) = wb.state["data"]["tiling"]["distributed"]
+    assert acc["name"] == "D" and acc["distributed_dims"] == [0, 1] and acc["shard_shape"] == [2, 4, 16, 8]
+    assert [(s["index"], s["threads"]) for s in acc["shards"]] == [([0, 0], [[0, 32]]), ([0, 1], [[32, 64]]),
+                                                                   ([1, 0], [[64, 96]]), ([1, 1], [[96, 128]])]
+    html = wb.state["views"]["tiling"]
+    assert "2 x 2 shards of 2 x 4 x 16 x 8" in html and 'title="D[1, 0]: threads [64, 95]"' in html

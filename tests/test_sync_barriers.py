@@ -21,6 +21,9 @@ from spork_lab.sync.checker import sync_check
         (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "commit groups order"),
         (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "needs N = ~lag"),
         (P.err_commit_group_units, "Await(cg, cuda_in_order, 0)", "same collective unit"),
+        # an Await count of the wrong form for its barrier kind (docs/language.md states each kind's rule)
+        (P.err_commit_group_lag, "Await(cg, cuda_in_order, ~1)", r"needs N >= 0 \(wait_group N\), not ~1"),
+        (P.err_event_count, "Await(done, cpu_in_order, 1)", "needs N = 0"),
     ],
 )
 def test_static_barrier_errors(p, statement, message):

@@ -3,7 +3,11 @@
 Statements keep the source line of the code they came from after scheduling,
 so `srcinfo.lineno` cannot place them in the current proc's text. Instead we
 walk the LoopIR in print order alongside the printer's unformatted lines, then
-align those with the formatted text of `str(p)` (which may wrap long lines).
+align those with the text shown (which may wrap long lines).
+
+The workbench shows `printed_text(p)`, the printer's lines with a long
+signature wrapped, rather than `str(p)`: exo formats `str(p)` with yapf, which
+takes 0.3-0.8 s for the tutorial GEMM, more than a whole step should.
 """
 
 from __future__ import annotations
@@ -89,8 +93,47 @@ def _align(raw: list[str], rows: list[Optional[int]], formatted: list[str]) -> O
     return out if f == len(formatted) else None
 
 
-def code_view(p: Procedure) -> CodeView:
-    """The lines of `str(p)` with their statements (falls back to unwrapped lines if alignment fails)."""
+def printed_text(p: Procedure, width: int = 100) -> str:
+    """The proc as the workbench prints it: the printer's lines as exo's formatter would space them (4-space
+    indents, `x: f32[n] @ Mem`), a signature longer than `width` broken after its top-level commas and
+    continued under its first argument; other lines are not wrapped."""
+    lines = []
+    for line in printer.proc_lines(p.INTERNAL_proc()):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)  # the printer indents by 2
+        body = re.sub(r" @(\w)", r" @ \1", re.sub(r"^(\w+) : ", r"\1: ", body))
+        lines.append(" " * (2 * indent) + body)
+    head = re.sub(r"(\w) : ", r"\1: ", lines[0])
+    if len(head) > width:
+        indent = " " * (head.index("(") + 1)
+        wrapped = [""]
+        for part in _top_level_parts(head):
+            if wrapped[-1].strip() and len(wrapped[-1]) + 1 + len(part) > width:
+                wrapped.append(indent)
+            wrapped[-1] += part if not wrapped[-1].strip() else " " + part
+        lines[:1] = wrapped
+    else:
+        lines[0] = head
+    return "\n".join(lines)
+
+
+def _top_level_parts(head: str) -> list[str]:
+    """`def f(a: x, b: y[m, n]):` split after each comma that is not inside brackets."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(head):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(head[start : k + 1].strip())
+            start = k + 1
+    return parts + [head[start:].strip()]
+
+
+def code_view(p: Procedure, text: Optional[str] = None) -> CodeView:
+    """The lines of `text` (default: `printed_text(p)`; `str(p)` works too) with their statements (falls back
+    to unwrapped lines if alignment fails)."""
     ir = p.INTERNAL_proc()
     raw = printer.proc_lines(ir)
     stmts: list = []
@@ -98,7 +141,7 @@ def code_view(p: Procedure) -> CodeView:
     body_rows: list[int] = []
     _walk(ir.body, (), exo_pprint.PrintEnv(), "  ", stmts, paths, body_rows)
     rows: list[Optional[int]] = [None] * (len(raw) - len(body_rows)) + body_rows
-    lines = _align(raw, rows, str(p).split("\n"))
+    lines = _align(raw, rows, (printed_text(p) if text is None else text).split("\n"))
     if lines is None:
         lines = [CodeLine(text, stmt) for text, stmt in zip(raw, rows)]
     return CodeView(tuple(lines), tuple(stmts), tuple(paths))

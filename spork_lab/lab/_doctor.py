@@ -24,7 +24,8 @@ def _major_minor(v: Optional[str]) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
 
 
-def _run(cmd: list[str]) -> Optional[str]:
+def run_tool(cmd: list[str]) -> Optional[str]:
+    """stdout of a command that succeeded, else None (missing, failing or too slow)."""
     if shutil.which(cmd[0]) is None:
         return None
     try:
@@ -38,9 +39,9 @@ def collect() -> dict:
     """Versions of the notebook stack, CuPy distributions, nvcc's CUDA release and the GPUs."""
     versions = {name: _version(name) for name in PACKAGES}
     cupy = {d.metadata["Name"]: d.version for d in metadata.distributions() if (d.metadata["Name"] or "").lower().startswith("cupy")}
-    nvcc_out = _run(["nvcc", "--version"])
+    nvcc_out = run_tool(["nvcc", "--version"])
     release = re.search(r"release (\d+\.\d+)", nvcc_out or "")
-    gpus = _run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"])
+    gpus = run_tool(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"])
     return {
         "packages": versions,
         "cupy": cupy,

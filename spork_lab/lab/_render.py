@@ -7,7 +7,7 @@ One renderer for both keeps the two pictures identical.
 
 from __future__ import annotations
 
-import json
+import base64
 import re
 from html import escape
 from html.parser import HTMLParser
@@ -25,26 +25,31 @@ def _badge(outcome_state: str, message: str, bad: bool) -> str:
     return f'<span class="sl-badge {cls}">{escape(message)}</span>'
 
 
-def header(title: str, n_steps: int, analysis, check, n_hazards: int, step_error: Optional[dict]) -> str:
-    """Title line, analysis and sync-check badges, and the error of a failed step."""
+def header(title: str, step: int, n_steps: int, analysis, check, check_text: str, step_error: Optional[dict]) -> str:
+    """Title, the step shown (with buttons to browse the others), analysis and check badges, a failed step's error."""
+    prev = f' data-set="step:{step - 1}"' if step > 0 else " disabled"
+    nxt = f' data-set="step:{step + 1}"' if step < n_steps else " disabled"
     parts = [
         f'<div class="sl-head"><span class="sl-title">{escape(title)}</span>',
-        f'<span class="sl-stepno">step {n_steps}</span>',
+        f'<span class="sl-stepno"><button class="sl-btn"{prev} title="previous step">◀</button>'
+        f" step {step} of {n_steps} "
+        f'<button class="sl-btn"{nxt} title="next step">▶</button></span>',
         _badge(analysis.state, analysis.message, analysis.state == "error"),
-        _badge(check.state, check.message, check.state == "error" or n_hazards > 0),
+        _badge(check.state, check_text, check.state == "error" or (check.state == "ok" and not check.value.ok)),
         "</div>",
     ]
     if step_error:
         parts.append(
             f'<div class="sl-step-error"><b>{escape(step_error["call"])}</b> failed '
             f'({escape(step_error["kind"])}): {escape(step_error["message"])}'
-            "<br>The session is unchanged.</div>"
+            f"<br>The session stays at step {step}.</div>"
         )
     return "".join(parts)
 
 
-def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int]) -> str:
-    """The printed proc, one row per line; statement rows are clickable (data-stmt)."""
+def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int], changed: frozenset = frozenset()) -> str:
+    """The printed proc, one row per line; statement rows are clickable (data-set="selected:N"); the lines the
+    step changed are marked."""
     rows = ['<div class="sl-code">']
     for n, line in enumerate(view.lines):
         line_marks = marks.get(n, [])
@@ -54,7 +59,9 @@ def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int]) 
         if selected is not None and line.stmt == selected:
             classes.append("sl-selected")
         classes += sorted({f"sl-mark-{m['kind']}" for m in line_marks})
-        attr = f' data-stmt="{line.stmt}"' if line.stmt is not None else ""
+        if n in changed:
+            classes.append("sl-changed")
+        attr = f' data-stmt="{line.stmt}" data-set="selected:{line.stmt}"' if line.stmt is not None else ""
         title = "; ".join(m["text"] for m in line_marks)
         badge = "".join(f'<span class="sl-marker sl-marker-{m["kind"]}">{escape(m["label"])}</span>' for m in line_marks)
         rows.append(
@@ -66,123 +73,64 @@ def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int]) 
     return "".join(rows)
 
 
-def _ranges(threads: list[int]) -> str:
-    """[0, 15], [32, 47] style text for a sorted thread list (closed ranges, as in the user guide's figures)."""
-    out, start = [], None
-    for i, t in enumerate(threads):
-        if start is None:
-            start = t
-        if i + 1 == len(threads) or threads[i + 1] != t + 1:
-            out.append(f"[{start}, {t}]")
-            start = None
-    return ", ".join(out)
+def steps(initial_name: str, records: list[dict], shown: int) -> str:
+    """History: each step's call and what it changed (a line diff); click one to show that step."""
 
+    def item(k: int, body: str) -> str:
+        current = " sl-step-shown" if k == shown else ""
+        return f'<li class="sl-step{current}"><span class="sl-step-go" data-set="step:{k}">show</span> {body}</li>'
 
-def tiling(stmt_text: Optional[str], grid: Optional[dict], unit: Optional[str], note: str) -> str:
-    """The threads of one CTA/cluster as cells (one row per warp), coloured by collective; idle threads grey."""
-    if grid is None:
-        head = f'<div class="sl-tiling-stmt"><code>{escape(stmt_text)}</code></div>' if stmt_text else ""
-        return f'<div class="sl-tiling">{head}<div class="sl-note">{escape(note)}</div></div>'
-    idle = grid["threads"] - grid["active"]
-    parts = [
-        '<div class="sl-tiling">',
-        f'<div class="sl-tiling-stmt"><code>{escape(stmt_text or "")}</code></div>',
-        f'<div class="sl-tiling-sum">collective unit <b>{escape(unit or "?")}</b>: '
-        f'{grid["collectives"]} collective(s), {grid["active"]} active and {idle} idle of {grid["threads"]} threads '
-        f'(blockDim={grid["blockDim"]}, clusterDim={grid["clusterDim"]})</div>',
-        '<div class="sl-grid">',
-    ]
-    cells = grid["cells"]
-    for cta in range(grid["clusterDim"]):
-        if grid["clusterDim"] > 1:
-            parts.append(f'<div class="sl-cta-label">CTA {cta}</div>')
-        base = cta * grid["blockDim"]
-        for w in range(0, grid["blockDim"], 32):
-            parts.append(f'<div class="sl-warp"><span class="sl-warp-label">warp {(base + w) // 32}</span>')
-            for c in cells[base + w : base + min(w + 32, grid["blockDim"])]:
-                if c["values"] is None:
-                    parts.append(f'<span class="sl-cell sl-idle" title="{escape(c["title"])}">{c["thread"]}</span>')
-                else:
-                    parts.append(
-                        f'<span class="sl-cell sl-active" style="background:{c["colour"]}" '
-                        f'data-collective="{c["collective"]}" title="{escape(c["title"])}">{c["thread"]}</span>'
-                    )
-            parts.append("</div>")
-    parts.append("</div>")
-    groups: dict[int, list] = {}
-    for c in cells:
-        if c["values"] is not None:
-            groups.setdefault(c["collective"], []).append(c)
-    parts.append('<div class="sl-legend">')
-    shown = sorted(groups)[:16]
-    for k in shown:
-        members = groups[k]
-        values = ", ".join(f"{name}={v}" for name, v in members[0]["values"].items()) or "all"
-        parts.append(
-            f'<div class="sl-legend-row"><span class="sl-swatch" style="background:{members[0]["colour"]}"></span>'
-            f'{escape(values)}; threads {_ranges([c["thread"] for c in members])}</div>'
-        )
-    if len(groups) > len(shown):
-        parts.append(f'<div class="sl-legend-row">... and {len(groups) - len(shown)} more collectives</div>')
-    if idle:
-        parts.append('<div class="sl-legend-row"><span class="sl-swatch sl-idle"></span>idle</div>')
-    parts.append("</div></div>")
-    return "".join(parts)
-
-
-def steps(initial_name: str, records: list[dict]) -> str:
-    """History: each step's call and what it changed (a line diff of the printed proc)."""
-    parts = ['<ol class="sl-steps" start="0">', f'<li class="sl-step"><code>p = {escape(initial_name)}</code> (initial proc)</li>']
-    for r in records:
+    parts = ['<ol class="sl-steps" start="0">', item(0, f"<code>p = {escape(initial_name)}</code> (initial proc)")]
+    for k, r in enumerate(records, start=1):
         diff = "".join(
             f'<div class="sl-diff-{"add" if d.startswith("+") else "del" if d.startswith("-") else "ctx"}">{escape(d)}</div>'
             for d in r["diff"]
         )
-        parts.append(
-            f'<li class="sl-step"><code>{escape(r["call"])}</code> '
-            f'<span class="sl-diffstat">+{r["added"]} -{r["removed"]} lines</span>'
-            f'<details><summary>what changed</summary><div class="sl-diff">{diff or "(no text change)"}</div></details></li>'
-        )
+        parts.append(item(
+            k,
+            f'<code>{escape(r["call"])}</code> <span class="sl-diffstat">+{r["added"]} -{r["removed"]} lines</span>'
+            f'<details><summary>what changed</summary><div class="sl-diff">{diff or "(no text change)"}</div></details>',
+        ))
     parts.append("</ol>")
     return "".join(parts)
 
 
-def _field(value) -> str:
-    """Readable text of one hazard field: an access as `statement` (line) threads ... iters ..., else JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("stmt"), dict):
-        stmt = value["stmt"]
-        threads = ", ".join(f"[{a}, {b})" for a, b in value.get("threads", []))
-        iters = ", ".join(f"{k}={v}" for k, v in (value.get("iters") or {}).items())
-        return f"{stmt.get('text', '')}  (source line {stmt.get('line')})  threads {threads}  {iters}"
-    return json.dumps(value)
-
-
-def hazards(note: str, cards: list[dict]) -> str:
-    """One card per hazard (same kind and statements), with the first instance's fields and the instance count."""
-    parts = [f'<div class="sl-note">{escape(note)}</div>']
-    for card in cards:
-        fields = "".join(
-            f"<dt>{escape(k)}</dt><dd>{escape(_field(v))}</dd>" for k, v in card["fields"].items() if k != "kind"
-        )
-        where = ", ".join(str(n + 1) for n in card["lines"]) or "?"
-        count = f" at {card['count']} thread/iteration pairs (first shown)" if card["count"] > 1 else ""
-        parts.append(
-            f'<div class="sl-hazard"><div class="sl-hazard-kind">{escape(str(card["kind"]))} hazard{count}</div>'
-            f'<div class="sl-hazard-where">printed line(s) {where}</div><dl>{fields}</dl></div>'
-        )
-    return "".join(parts)
+def cuda(text: Optional[str], note: str) -> str:
+    """The generated CUDA of the step (the .cu file: the kernels, and the runtime prelude before them folded),
+    or why there is none."""
+    if text is None:
+        return f'<div class="sl-note">{escape(note)}</div>'
+    start = text.find("\n__global__")
+    prelude, kernels = (text[: start + 1], text[start + 1 :]) if start >= 0 else ("", text)
+    folded = (f'<details><summary>runtime prelude ({prelude.count(chr(10))} lines)</summary>'
+              f'<pre class="sl-cuda">{escape(prelude)}</pre></details>') if prelude else ""
+    return f'<div class="sl-note">{escape(note)}</div>{folded}<pre class="sl-cuda">{escape(kernels)}</pre>'
 
 
 def static_page(state: dict) -> str:
-    """All views on one page: the picture a notebook keeps without a kernel."""
+    """Every view on one page (the picture a notebook keeps without a kernel), under headings; the CUDA tab,
+    generated on demand by the live widget, is left out."""
     views = state["views"]
     sections = "".join(
         f'<div class="sl-section"><div class="sl-section-title">{escape(label)}</div>{views[key]}</div>'
         for key, label in state["tabs"]
+        if key != "cuda"
     )
-    return standalone(f'<div class="sl-wb sl-static">{views["header"]}{sections}</div>')
+    return standalone(f'<div class="sl-wb sl-static">{views["header"]}{_svg_as_images(sections)}</div>')
+
+
+_SVG = re.compile(r'<svg\b[^>]*\bwidth="(\d+)"[^>]*>.*?</svg>', re.S)
+
+
+def svg_image(svg: str, width: int, alt: str) -> str:
+    """An SVG drawing as an <img> with a data URI: sanitizers (untrusted notebooks, GitHub) strip inline <svg>
+    but keep images."""
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{escape(alt)}" style="width: 100%; max-width: {width}px">'
+
+
+def _svg_as_images(html: str) -> str:
+    return _SVG.sub(lambda m: svg_image(m.group(0), int(m.group(1)), "drawing (hover disabled in a static picture)"), html)
 
 
 def standalone(html: str) -> str:

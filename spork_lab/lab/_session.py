@@ -1,10 +1,21 @@
-"""The workbench session: a history of scheduling steps over an immutable proc, re-analysed at every step."""
+"""The workbench session: a history of scheduling steps over immutable procs, each analysed and checked once.
+
+`Workbench.apply` records a step; the first time a step is shown (or its
+`check` asked for) its proc is analysed once (`StepResult`: printed lines,
+`sl.analyze`, `sl.sync_check` at the session's sizes, hazard cards, barrier
+timelines), so a cell of several steps checks only the one it shows. Each
+display of a workbench is its own widget
+(`WorkbenchView`) showing the step it was displayed at: a later step does not
+rewrite an earlier cell's picture, and every picture can browse to any step.
+"""
 
 from __future__ import annotations
 
 import difflib
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from html import escape
+from typing import Callable, Optional
 
 from exo.API import Procedure
 from exo.API_cursors import Cursor, InvalidCursorError
@@ -12,15 +23,19 @@ from exo.core.LoopIR import LoopIR
 from exo.rewrite.LoopIR_scheduling import SchedulingError
 
 from .. import scheduling
-from ..errors import SporkError
-from . import _render
-from ._codeview import CodeView, code_view
+from ..codegen import compile_procs_to_strings
+from ..core.blocks import CudaDeviceFunction
+from ..core.loop_modes import CudaThreads, WithBlock
+from ..errors import SporkError, SporkSchedulingError
+from ..lang.sched_errors import explain, raised_in_exo, user_frame
+from . import _hazards, _render, _timeline, _tiling
+from ._codeview import CodeView, code_view, printed_text
 from ._results import Outcome, analyse, check
 from ._source import value_source
-from ._tiling import tiling_cells
-from ._widget import WorkbenchWidget
+from ._widget import WorkbenchView
 
-TABS = (("code", "Code"), ("tiling", "Tiling"), ("steps", "Steps"), ("hazards", "Hazards"))
+TABS = (("code", "Code"), ("tiling", "Tiling"), ("timeline", "Barrier timeline"), ("hazards", "Hazards"),
+        ("steps", "Steps"), ("cuda", "CUDA"))  # fmt: skip
 SCRIPT_IMPORTS = (
     "from __future__ import annotations",
     "",
@@ -59,30 +74,117 @@ class Step:
         }
 
 
-def _diff(old: Procedure, new: Procedure) -> tuple[str, ...]:
-    lines = difflib.unified_diff(str(old).split("\n"), str(new).split("\n"), lineterm="", n=0)
+def _diff(old: str, new: str) -> tuple[str, ...]:
+    """The unified diff (no context) between two printed procs."""
+    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
     return tuple(d for d in lines if not d.startswith(("---", "+++")))
 
 
-def _locations(obj) -> Iterator[tuple[str, object]]:
-    """("path", path) or ("line", lineno) for every place a hazard's JSON names (paths preferred)."""
-    if isinstance(obj, dict):
-        if isinstance(obj.get("path"), (list, tuple)):
-            yield "path", tuple(obj["path"])
-        elif isinstance(obj.get("line"), int):
-            yield "line", obj["line"]
-        for v in obj.values():
-            yield from _locations(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _locations(v)
+def _changed_lines(old: str, new: str) -> frozenset:
+    """0-based lines of the printed proc `new` that a step from `old` added or rewrote."""
+    matcher = difflib.SequenceMatcher(None, old.split("\n"), new.split("\n"), autojunk=False)
+    return frozenset(j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2))
+
+
+class _Progress:
+    """Shows a long check's running time in the notebook (an updated display), and clears it when done."""
+
+    def __init__(self, what: str):
+        self.what, self.handle = what, None
+
+    def __call__(self, seconds: float) -> None:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+
+        if get_ipython() is None:
+            return
+        html = HTML(f'<div class="sl-progress" style="color: #57606a">⏳ {escape(self.what)}: {seconds:.1f} s '
+                    "(interrupt the kernel ■ to stop it; the step is kept, unchecked)</div>")
+        if self.handle is None:
+            self.handle = display(html, display_id=True)
+        else:
+            self.handle.update(html)
+
+    def done(self) -> None:
+        if self.handle is not None:
+            from IPython.display import HTML
+
+            self.handle.update(HTML(""))
+
+
+class StepResult:
+    """Everything the views show about one proc, computed once: printed lines, analysis, check, cards, timelines."""
+
+    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[Callable[[float], None]] = None):
+        self.proc = proc
+        self.view: CodeView = code_view(proc, text)
+        self.analysis: Outcome = analyse(proc)
+        self.check: Outcome = check(proc, sizes, self.analysis, progress)
+        analysis = self.analysis.value if self.analysis.state == "ok" else None
+        report = self.check.value if self.check.state == "ok" else None
+        self.hazards = _hazards.hazard_cards(report, self.view, analysis, proc) if report is not None else []
+        self.timelines = _timeline.barrier_timelines(report, report.hazards, self.view, analysis) if report is not None else []
+        hazards = self.check.state == "ok" and not self.check.value.ok
+        self.summary = f"{len(self.hazards)} {self.check.message}" if hazards else self.check.message
+        self.marks: dict[int, list[dict]] = {}
+        for outcome in (self.analysis, self.check):
+            if outcome.error and outcome.error.get("line") is not None:
+                for n in self.view.lines_of_source_line(outcome.error["line"]):
+                    self._mark(n, "error", "error", outcome.error["message"])
+        for card in self.hazards:
+            for n in sorted(set(card["lines"])):
+                self._mark(n, "hazard", card["kind"], f"{card['kind']} hazard: {card['message']}")
+        self._cuda: Optional[tuple] = None
+
+    def _mark(self, line: int, kind: str, label: str, text: str) -> None:
+        self.marks.setdefault(line, []).append({"kind": kind, "label": label, "text": text})
+
+    @property
+    def stale(self) -> bool:
+        """An interrupted check: compute again when next shown."""
+        return self.check.state == "interrupted"
+
+    def cuda(self) -> tuple[Optional[str], str]:
+        """(the generated .cu text or None, a note), generated on first use."""
+        if self._cuda is None:
+            if self.analysis.state != "ok":
+                self._cuda = (None, "no CUDA: " + self.analysis.message)
+            elif not self.analysis.value.device_functions:
+                self._cuda = (None, "no CUDA yet: the proc has no CudaDeviceFunction")
+            else:
+                try:
+                    cu = compile_procs_to_strings([self.proc], self.proc.name())[2]
+                    self._cuda = (cu, f"{self.proc.name()}.cu as sl.compile_procs_to_strings writes it "
+                                      f"({cu.count(chr(10)) + 1} lines)")
+                except SporkError as e:
+                    self._cuda = (None, f"code generation failed: {e}")
+        return self._cuda
+
+    def default_selection(self) -> Optional[tuple]:
+        """The first of the most deeply tiled statements that are not loops (the interesting picture), else None."""
+        if self.analysis.state != "ok":
+            return None
+        best, depth = None, -1
+        for i, s in enumerate(self.view.stmts):
+            tiling = self.analysis.value.stmt_info(s).tiling
+            if not isinstance(s, (LoopIR.For, LoopIR.If)) and tiling is not None and len(tiling.iters) > depth:
+                best, depth = (self.view.paths[i], type(s)), len(tiling.iters)
+        return best
+
+    def index_of(self, selection: Optional[tuple]) -> Optional[int]:
+        """The statement a (path, statement class) selection names here, or None if it names another kind."""
+        if selection is None:
+            return None
+        index = self.view.stmt_at_path(selection[0])
+        return index if index is not None and type(self.view.stmts[index]) is selection[1] else None
 
 
 class Workbench:
-    """A scheduling session on one proc: `apply` steps, `undo`, replay with `script`; shown as a widget.
+    """A scheduling session on one proc: `apply` steps, `undo`, replay with `script`; each display is a widget.
 
-    Every step re-runs the static analysis and (given `sizes` for the proc's
-    size arguments) the sync check, and redraws every view of the widget.
+    Every step shown re-runs the static analysis and (given `sizes` for the
+    proc's size arguments) the sync check. `apply`, `undo` and `select` return
+    the workbench, so a cell ending in `wb.apply(...)` shows the new step.
     """
 
     def __init__(self, proc: Procedure, sizes: Optional[dict] = None):
@@ -91,12 +193,11 @@ class Workbench:
         self.initial = proc
         self.sizes = dict(sizes or {})
         self.steps: list[Step] = []
-        self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message"}
-        self.widget = WorkbenchWidget()
-        self._selected_path: Optional[tuple] = None
-        self._selected_type: Optional[type] = None  # kept across steps only while the path holds the same kind of statement
-        self._analyse()
-        self.widget.observe(self._on_select, names="selected")
+        self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step"}
+        self._results: dict[int, StepResult] = {}
+        self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
+        self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
+        self._texts: dict[int, tuple] = {}  # id(proc) -> (proc, printed_text(proc))
 
     # ---- the session ----
 
@@ -105,7 +206,11 @@ class Workbench:
         """The current proc (after the last step)."""
         return self.steps[-1].proc if self.steps else self.initial
 
-    def apply(self, op: Callable, *args, **kwargs) -> None:
+    def proc_at(self, step: int) -> Procedure:
+        """The proc after `step` steps (0: the initial proc)."""
+        return self.steps[step - 1].proc if step else self.initial
+
+    def apply(self, op: Callable, *args, **kwargs) -> "Workbench":
         """Run `op(proc, *args, **kwargs)` as the next step; a failing op shows its error and changes nothing."""
         current = self.proc
         call = f"{getattr(op, '__name__', op)}(...)"
@@ -116,29 +221,40 @@ class Workbench:
             step_kwargs = tuple((k, value_source(v)) for k, v in kwargs.items())
             call = Step(op, step_args, step_kwargs, current, ()).call
             new = op(current, *args, **kwargs)
-        except (SchedulingError, SporkError, InvalidCursorError) as e:
+        except (SchedulingError, SporkError, InvalidCursorError, TypeError, ValueError) as e:
+            if isinstance(e, (TypeError, ValueError)) and not raised_in_exo(e):
+                raise
+            if not isinstance(e, (SporkError, InvalidCursorError)):
+                e = explain(e, getattr(op, "__name__", str(op)), current, user_frame())
             message = e.message if isinstance(e, SporkError) else str(e)
-            self.error = {"call": call, "kind": type(e).__name__, "message": message}
-            self._publish()
-            return
+            self.error = {"call": call, "kind": type(e).__name__, "message": message, "step": len(self.steps)}
+            return self
         if not isinstance(new, Procedure):
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
-        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(current, new)))
+        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new))))
         self.error = None
-        self._analyse()
+        self._steps_changed()
+        return self
 
-    def undo(self) -> None:
+    def undo(self) -> "Workbench":
         """Drop the last step (and any error shown)."""
         if self.steps:
             self.steps.pop()
         self.error = None
-        self._analyse()
+        self._steps_changed()
+        return self
 
-    def select(self, pattern: str) -> None:
-        """Select the statement that `proc.find(pattern)` finds (what clicking a line does), for the Tiling view."""
+    def _steps_changed(self) -> None:
+        for v in list(self._views):
+            v.steps_changed()
+
+    def select(self, pattern: str) -> "Workbench":
+        """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next."""
+        r = self.result()
         node = self.proc.find(pattern)._impl._node
-        index = next(i for i, s in enumerate(self._view.stmts) if s is node)
-        self.widget.selected = index
+        index = next(i for i, s in enumerate(r.view.stmts) if s is node)
+        self._selection = (r.view.paths[index], type(node))
+        return self
 
     def script(self) -> str:
         """The session as a runnable Python script that rebuilds `p`, the current proc."""
@@ -152,148 +268,155 @@ class Workbench:
 
     def _forward(self, value):
         if isinstance(value, Cursor) and value.proc() is not self.proc:
-            return self.proc.forward(value)
+            try:
+                return self.proc.forward(value)
+            except (NotImplementedError, InvalidCursorError):  # exo's forwarding knows only the proc's ancestors
+                raise SporkSchedulingError(
+                    f"the cursor {value} belongs to a proc that is not an earlier step of this workbench: "
+                    f"find it in wb.proc", user_frame()) from None
         if isinstance(value, list):
             return [self._forward(v) for v in value]
         return value
 
-    # ---- analyses and views ----
+    # ---- results ----
 
-    @property
-    def state(self) -> dict:
-        """What the widget shows: views as HTML plus the data they were drawn from."""
-        return self.widget.state
+    def text(self, p: Procedure) -> str:
+        """`printed_text(p)` (what the Code view shows), printed once per proc of the session."""
+        hit = self._texts.get(id(p))
+        if hit is None or hit[0] is not p:
+            hit = self._texts[id(p)] = (p, printed_text(p))
+        return hit[1]
+
+    def result(self, step: Optional[int] = None) -> StepResult:
+        """The analyses of the proc after `step` steps (default: the current one), computed once."""
+        p = self.proc if step is None else self.proc_at(step)
+        r = self._results.get(id(p))
+        if r is None or r.stale:
+            sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+            progress = _Progress(f"sync check of {p.name()} at {sizes}")
+            r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress)
+            progress.done()
+        return r
 
     @property
     def analysis(self) -> Outcome:
-        return self._analysis
+        return self.result().analysis
 
     @property
     def check(self) -> Outcome:
-        return self._check
+        return self.result().check
 
-    def _analyse(self) -> None:
-        """Re-run everything that depends on the proc, then redraw."""
-        p = self.proc
-        self._view: CodeView = code_view(p)
-        self._analysis = analyse(p)
-        self._check = check(p, self.sizes, self._analysis)
-        self._marks: dict[int, list[dict]] = {}
-        for outcome in (self._analysis, self._check):
-            if outcome.error and outcome.error.get("line") is not None:
-                for n in self._view.lines_of_source_line(outcome.error["line"]):
-                    self._mark(n, "error", "error", outcome.error["message"])
-        self._hazards = self._hazard_cards()
-        kept = self._view.stmt_at_path(self._selected_path) if self._selected_path is not None else None
-        if kept is None or type(self._view.stmts[kept]) is not self._selected_type:
-            self._selected_path = self._default_selection()
-        index = self._view.stmt_at_path(self._selected_path) if self._selected_path is not None else None
-        self._selected_type = None if index is None else type(self._view.stmts[index])
-        self.widget.selected = -1 if index is None else index  # _on_select sees no change of path
-        self._publish()
+    @property
+    def state(self) -> dict:
+        """What a picture of the current step shows: views as HTML plus the data they were drawn from."""
+        return self.render(len(self.steps), error=self._current_error())
 
-    def _mark(self, line: int, kind: str, label: str, text: str) -> None:
-        self._marks.setdefault(line, []).append({"kind": kind, "label": label, "text": text})
+    def _current_error(self) -> Optional[dict]:
+        """The last failed step's error, if the session is still at the step where it failed."""
+        return self.error if self.error and self.error["step"] == len(self.steps) else None
 
-    def _hazard_cards(self) -> list[dict]:
-        if self._check.state != "ok":
-            return []
-        cards = []
-        for h in self._check.value.hazards:
-            fields = h.to_json()
-            kind = str(fields.get("kind", "hazard"))
-            lines: list[int] = []
-            for what, where in _locations(fields):
-                if what == "path":
-                    index = self._view.stmt_at_path(where)
-                    found = self._view.lines_of_stmt(index)[:1] if index is not None else []
-                else:
-                    found = self._view.lines_of_source_line(where)
-                lines += [n for n in found if n not in lines]
-            same = next((c for c in cards if c["kind"] == kind and c["lines"] == lines), None)
-            if same is not None:  # the same pair of statements at other threads/iterations: one card, counted
-                same["count"] += 1
-                continue
-            for n in lines:
-                self._mark(n, "hazard", kind, f"{kind} hazard: {fields.get('message', '')}")
-            cards.append({"kind": kind, "lines": lines, "fields": fields, "count": 1})
-        return cards
+    # ---- pictures ----
 
-    def _stmt_info(self, index: int):
-        if self._analysis.state != "ok":
-            return None
-        return self._analysis.value.stmt_info(self._view.stmts[index])
-
-    def _default_selection(self) -> Optional[tuple]:
-        """The first of the most deeply tiled statements that are not loops (the interesting picture), else None."""
-        if self._analysis.state != "ok":
-            return None
-        best, depth = None, -1
-        for i, s in enumerate(self._view.stmts):
-            tiling = self._stmt_info(i).tiling
-            if not isinstance(s, (LoopIR.For, LoopIR.If)) and tiling is not None and len(tiling.iters) > depth:
-                best, depth = self._view.paths[i], len(tiling.iters)
-        return best
-
-    def _on_select(self, change) -> None:
-        index = change["new"]
-        if 0 <= index < len(self._view.stmts) and self._view.paths[index] != self._selected_path:
-            self._selected_path = self._view.paths[index]
-            self._selected_type = type(self._view.stmts[index])
-            self._publish()
-
-    def _tiling_view(self, index: Optional[int]) -> tuple[str, Optional[dict]]:
+    def render(self, step: int, selection: Optional[tuple] = None, level: str = "", pages: Optional[dict] = None,
+               cuda: bool = False, error: Optional[dict] = None) -> dict:
+        """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default),
+        with the `error` of a step that failed there (a picture shows the error it was displayed with)."""
+        r = self.result(step)
+        index = r.index_of(selection) if selection is not None else r.index_of(self._selection)
         if index is None:
-            note = self._analysis.message if self._analysis.state != "ok" else "click a statement in the Code view"
-            return _render.tiling(None, None, None, note), None
-        text = self._view.lines[self._view.lines_of_stmt(index)[0]].text.strip()
-        info = self._stmt_info(index)
-        if info is None:
-            return _render.tiling(text, None, None, self._analysis.message), None
-        if info.tiling is None:
-            return _render.tiling(text, None, None, "runs on the CPU: no thread collective"), None
-        grid = tiling_cells(info.tiling)
-        return _render.tiling(text, grid, info.coll_unit_text, ""), grid
-
-    def _publish(self) -> None:
-        index = self._view.stmt_at_path(self._selected_path) if self._selected_path is not None else None
-        tiling_html, grid = self._tiling_view(index)
+            index = r.index_of(r.default_selection())
+        tiling_html, grid = self._tiling(r, index, level)
+        changed = _changed_lines(self.text(self.proc_at(step - 1)), self.text(r.proc)) if step else frozenset()
         steps = [s.to_json() for s in self.steps]
-        hazard_note = self._check.message
+        pages = dict(pages or {})
+        cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "
+                                                            "in a running notebook (sl.compile_procs_to_strings)")
         views = {
-            "header": _render.header(
-                self.initial.name(), len(self.steps), self._analysis, self._check, len(self._hazards), self.error
-            ),
-            "code": _render.code(self._view, self._marks, index),
+            "header": self.header(step, error),
+            "code": _render.code(r.view, r.marks, index, changed),
             "tiling": tiling_html,
-            "steps": _render.steps(self.initial.name(), steps),
-            "hazards": _render.hazards(hazard_note, self._hazards),
+            "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
+            "hazards": _hazards.render(r.summary, r.hazards),
+            "steps": _render.steps(self.initial.name(), steps, step),
+            "cuda": _render.cuda(cuda_text, cuda_note),
         }
-        labels = {"steps": f"Steps ({len(steps)})", "hazards": f"Hazards ({len(self._hazards)})"}
-        self.widget.state = {
+        labels = {"steps": f"Steps ({len(steps)})", "hazards": f"Hazards ({len(r.hazards)})"}
+        bad = next((b for b in r.timelines if b["bad"] is not None), None)
+        return {
             "views": views,
             "tabs": [[key, labels.get(key, label)] for key, label in TABS],
+            "first_view": "timeline" if bad else "hazards" if r.hazards else "code",
             "data": {
                 "proc": self.initial.name(),
-                "lines": [{"text": l.text, "stmt": l.stmt, "marks": self._marks.get(n, [])} for n, l in enumerate(self._view.lines)],
+                "step": step,
+                "lines": [{"text": l.text, "stmt": l.stmt, "marks": r.marks.get(n, []), "changed": n in changed}
+                          for n, l in enumerate(r.view.lines)],
                 "selected": index,
+                "selection": None if index is None else (list(r.view.paths[index]), type(r.view.stmts[index]).__name__),
                 "tiling": grid,
                 "steps": steps,
-                "hazards": [{"kind": c["kind"], "lines": c["lines"], "count": c["count"]} for c in self._hazards],
-                "analysis": {"state": self._analysis.state, "message": self._analysis.message, "error": self._analysis.error},
-                "check": {"state": self._check.state, "message": self._check.message, "error": self._check.error},
-                "error": self.error,
+                "hazards": [{k: c[k] for k in ("kind", "buffer", "stmts", "lines", "count", "hint", "witness", "texts")}
+                            for c in r.hazards],
+                "timelines": [{"name": b["name"], "bad": b["bad"], "lanes": b["lanes"], "events": b["events"],
+                               "page": pages.get(b["name"], _timeline.first_page(b))} for b in r.timelines],
+                "analysis": {"state": r.analysis.state, "message": r.analysis.message, "error": r.analysis.error},
+                "check": {"state": r.check.state, "message": r.summary, "error": r.check.error},
+                "error": error,
             },
         }
 
-    # ---- display ----
+    def header(self, step: int, error: Optional[dict] = None) -> str:
+        """The header of a picture of `step`: title, step browser, badges, and `error` (of a step that failed)."""
+        r = self.result(step)
+        return _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, r.summary, error)
+
+    @staticmethod
+    def _timeline_note(r: StepResult) -> str:
+        if r.check.state != "ok":
+            return r.check.message
+        return "no barriers (Arrive/Await) in this proc" if not r.timelines else ""
+
+    def _tiling(self, r: StepResult, index: Optional[int], level: str) -> tuple[str, Optional[dict]]:
+        if index is None:
+            note = r.analysis.message if r.analysis.state != "ok" else "click a statement in the Code view"
+            return _tiling.render([], None, None, note), None
+        stmt = r.view.stmts[index]
+        lines = [r.view.lines[n].text.strip() for n in r.view.lines_of_stmt(index)]
+        if r.analysis.state != "ok":
+            return _tiling.render(lines, None, None, r.analysis.message), None
+        mode = getattr(stmt, "loop_mode", None)
+        opens_scope = isinstance(mode, (CudaThreads, WithBlock)) and stmt.body
+        info = r.analysis.value.stmt_info(stmt.body[0] if opens_scope else stmt)  # a loop: the collectives it makes
+        if info.tiling is None:
+            return _tiling.render(lines, None, None, "runs on the CPU: no thread collective"), None
+        if not level:
+            count = 1
+            for _, c in info.tiling.iters:
+                count *= c
+            level = f"iter:{stmt.iter.name()}" if isinstance(mode, CudaThreads) else "warp" if count > 32 else "thread"
+        ctx: Optional[CudaDeviceFunction] = info.device_function
+        warp_names = {}
+        for w in (ctx.warp_config or ()) if ctx else ():
+            lo, hi = ctx.warp_range(w.name)
+            warp_names.update({k: w.name for k in range(lo, hi)})
+        grid = _tiling.tiling_grid(info.tiling, level, warp_names)
+        grid["distributed"] = [a.to_json() for a in r.analysis.value.dist.values() if a.is_distributed]
+        return _tiling.render(lines, grid, info.coll_unit_text, "", grid["distributed"]), grid
+
+    def view(self, step: Optional[int] = None) -> WorkbenchView:
+        """A new widget showing `step` (default: the current step), browsable to every step."""
+        step = len(self.steps) if step is None else step
+        v = WorkbenchView(self, step, self._current_error() if step == len(self.steps) else None)
+        self._views.add(v)
+        return v
 
     def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict]:
-        """The live widget, plus a static HTML picture of the current state for viewers without a kernel."""
-        data, metadata = self.widget._repr_mimebundle_(**kwargs)
-        data["text/html"] = _render.static_page(self.widget.state)
-        data["text/plain"] = f"<Workbench {self.initial.name()}: {len(self.steps)} step(s)>"
+        """A widget of the current step, plus a static HTML picture of it for viewers without a kernel."""
+        v = self.view()
+        data, metadata = v._repr_mimebundle_(**kwargs)
+        data["text/html"] = _render.static_page(v.state)  # views and tabs: what static_page needs
+        data["text/plain"] = f"<Workbench {self.initial.name()}: step {v.step} of {len(self.steps)}>"
         return data, metadata
 
     def _repr_html_(self) -> str:
-        return _render.static_page(self.widget.state)
+        return _render.static_page(self.state)

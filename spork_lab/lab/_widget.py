@@ -1,4 +1,9 @@
-"""The anywidget class of the workbench: state computed in Python, drawn by spork_lab/lab/static/workbench.js."""
+"""The anywidget of the workbench: state computed in Python, drawn by spork_lab/lab/static/workbench.js.
+
+Each display of a workbench is its own `WorkbenchView`, showing the step it
+was created at. The front end reports clicks by setting traits (`step`,
+`selected`, `level`, `timeline`, `view`); Python redraws.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,71 @@ import traitlets
 from ._render import CSS_PATH, STATIC_DIR
 
 
-class WorkbenchWidget(anywidget.AnyWidget):
-    """Synced traits: `state` (views as HTML plus their data), `selected` statement, visible `view` tab."""
+class WorkbenchView(anywidget.AnyWidget):
+    """Synced traits: `state` (the views as HTML and the tabs), the `step` shown, the `selected` statement,
+    the tiling colour `level`, the `timeline` window ("barrier:page") and the visible `view` tab. `data` (not
+    synced: notebooks store widget state) is what the views were drawn from."""
 
     _esm = STATIC_DIR / "workbench.js"
     _css = CSS_PATH
     state = traitlets.Dict().tag(sync=True)
+    header = traitlets.Unicode("").tag(sync=True)  # also in state; alone, so a new step elsewhere updates only it
+    step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
+    level = traitlets.Unicode("").tag(sync=True)
+    timeline = traitlets.Unicode("").tag(sync=True)
     view = traitlets.Unicode("code").tag(sync=True)
+
+    def __init__(self, session, step: int, error=None):
+        super().__init__(step=step)
+        self._session = session
+        self._error = error  # the failed step this picture was displayed with, shown while it shows that step
+        self._error_step = step
+        self._selection = None  # (path, statement class) clicked in this picture; None: the session's choice
+        self._pages: dict = {}
+        self.data: dict = {}
+        self._redraw()
+        self.view = self.state["first_view"]
+        self.observe(self._changed, names=["step", "selected", "level", "timeline", "view"])
+
+    def _changed(self, change) -> None:
+        if self._redrawing:
+            return
+        name, new = change["name"], change["new"]
+        if name == "step" and not 0 <= new <= len(self._session.steps):
+            self.step = min(max(new, 0), len(self._session.steps))  # redraws through this observer
+            return
+        if name == "selected":
+            r = self._session.result(self.step)
+            if 0 <= new < len(r.view.stmts):
+                self._selection = (r.view.paths[new], type(r.view.stmts[new]))
+                self.level = ""
+        elif name == "timeline":
+            barrier, _, page = new.rpartition(":")
+            if page.lstrip("-").isdigit():
+                self._pages[barrier] = int(page)
+        elif name == "view" and new != "cuda":
+            return  # switching tabs is the front end's business; only the CUDA tab is generated on demand
+        self._redraw()
+
+    _redrawing = False
+
+    def steps_changed(self) -> None:
+        """The session gained or lost steps: keep showing this step (if it still exists), with the new count."""
+        if self.step > len(self._session.steps):
+            self.step = len(self._session.steps)  # redraws through the observer
+        else:
+            self.header = self._session.header(self.step, self._error if self.step == self._error_step else None)
+
+    def _redraw(self) -> None:
+        self._redrawing = True
+        try:
+            error = self._error if self.step == self._error_step else None
+            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view == "cuda", error)
+            self.data = rendered["data"]
+            self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}
+            self.header = rendered["views"]["header"]
+            selected = self.data["selected"]
+            self.selected = -1 if selected is None else selected
+        finally:
+            self._redrawing = False

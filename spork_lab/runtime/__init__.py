@@ -62,10 +62,17 @@ def gencode(arch: str) -> str:
     return f"-gencode=arch=compute_{arch[3:]},code={arch}"
 
 
-def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] = None) -> Path:
-    """Compile (c, h, cu, cuh) into a shared library, reusing a cached build with the same inputs."""
+def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list:
+    """nvcc's flags for a build: -O3 (unless `extra` names another -O level), a shared library for `arch`, then `extra`."""
+    opt = [] if any(f.startswith("-O") for f in extra) else ["-O3"]
+    return [*opt, "-shared", "-Xcompiler", "-fPIC", "-std=c++17", gencode(arch), *extra]
+
+
+def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] = None, flags: Sequence[str] = ()) -> Path:
+    """Compile (c, h, cu, cuh) into a shared library, reusing a cached build with the same inputs (sources,
+    flags, nvcc version); `flags` are extra nvcc flags (`--maxrregcount=64`, `-O2`, ...)."""
     nvcc = nvcc or find_nvcc()
-    flags = ["-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", gencode(arch)]
+    flags = nvcc_flags(arch, flags)
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     key = hashlib.sha256("\0".join([*sources, basename, *flags, version]).encode()).hexdigest()[:24]
     out_dir = CACHE_DIR / key
@@ -133,15 +140,26 @@ class BuiltModule:
 
 
 @user_facing
-def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None) -> BuiltModule:
-    """Compile procs to a shared library for `arch` (default: the local GPU) and load it."""
+def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None,
+          flags: Sequence[str] = ()) -> BuiltModule:
+    """Compile procs to a shared library for `arch` (default: the local GPU), with extra nvcc `flags`, and load it."""
     procs = list(procs)
     specs = [proc_spec(p._loopir_proc) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
     arch = arch or local_arch()
     sources = compile_procs_to_strings(procs, basename, arch)
-    lib = build_library(sources, basename, arch)
+    lib = build_library(sources, basename, arch, flags=flags)
     return BuiltModule(lib, lib_name(basename), specs)
+
+
+def gpu_cupy():
+    """CuPy if a CUDA device is usable here, else None (no CuPy, no driver or no device all mean "no GPU")."""
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # noqa: BLE001 -- any failure to reach a device means there is none to use
+        return None
 
 
 @dataclass(frozen=True)
@@ -188,4 +206,4 @@ def benchmark(built_proc: BuiltProc, args: Sequence, reference: Optional[Callabl
 
 
 __all__ = ["build", "benchmark", "BenchResult", "BuiltModule", "BuiltProc", "CudaError", "find_nvcc", "local_arch",
-           "build_library"]  # fmt: skip
+           "build_library", "nvcc_flags", "gpu_cupy"]  # fmt: skip

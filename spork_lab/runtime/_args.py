@@ -59,7 +59,10 @@ def proc_spec(p: LoopIR.proc) -> ProcSpec:
 
 
 def evaluate(e, env: dict):
-    """Value of an index/size expression or assertion, or None if it needs more than sizes."""
+    """Value of an index/size expression or assertion (or of an int, already a value), or None if it needs more
+    than sizes."""
+    if isinstance(e, int):
+        return e
     if isinstance(e, LoopIR.Const):
         return e.val
     if isinstance(e, LoopIR.Read) and not e.idx:

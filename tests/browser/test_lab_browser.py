@@ -1,8 +1,12 @@
-"""Real browser: JupyterLab on 127.0.0.1 in Debian's chromium runs the tutorial cell by cell.
+"""Real browser: Jupyter in Debian's chromium (Playwright), in JupyterLab 4 and in Notebook 7.
 
-Checks that every workbench widget renders (tabs and views), the tiling grid has one cell per CTA
-thread, the hazard card is there at the broken step and gone after the Fence, and that no
-"Error displaying widget" appears. Screenshots go to tests/browser/screenshots/.
+One Jupyter server on 127.0.0.1 serves both front ends (JupyterLab at /lab, Notebook 7 at /notebooks). In each:
+a small notebook written here is run cell by cell and every workbench view is checked (Code, Tiling with a
+colour level clicked, Barrier timeline, Hazards, Steps, CUDA), a failing barrier check opens the timeline at the
+right event, and a failed scheduling step is shown in the widget; the first tutorial runs cell by cell in
+JupyterLab; the stored tutorials show their pictures before anything runs. No "Error displaying widget"
+anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
+kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the tree).
 """
 
 from __future__ import annotations
@@ -17,18 +21,44 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+from make_tutorials import REVERSE_MISSING_FENCE, RING_MISSING_RELEASE  # noqa: E402 -- the tutorials' bugs
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(__file__).resolve().parent / "screenshots"
+KEPT_SHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 TOKEN = "spork-browser-test"
+FRONT_ENDS = {"lab": "/lab/tree/{}", "notebook": "/notebooks/{}"}
+
+SETUP = """\
+from __future__ import annotations
+%load_ext spork_lab
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+from spork_lab.scheduling import *
+warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]"""
+
+BROKEN = REVERSE_MISSING_FENCE + """
+wb = sl.Workbench(reverse_missing_fence, sizes={"n": 512})
+wb"""
+
+FAILED_STEP = 'wb.apply(divide_loop, "tidd", 4, ["a", "b"])'
+
+DEADLOCK = RING_MISSING_RELEASE + """
+sl.Workbench(ring_missing_release, sizes={"n": 256})"""
+
+BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
 
 
 def _free_port() -> int:
@@ -38,130 +68,218 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on a copy of notebooks/ (so autosave never touches the repo), with news popups off."""
+def server(tmp_path_factory):
+    """A Jupyter server (JupyterLab 4 and Notebook 7) on a copy of notebooks/ plus the views notebook, news off."""
     if not Path(CHROMIUM).exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
     pytest.importorskip("playwright")
-    tmp = tmp_path_factory.mktemp("lab")
+    pytest.importorskip("notebook")
+    tmp = tmp_path_factory.mktemp("jupyter")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
-    settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    notebook_settings = tmp / "settings" / "@jupyterlab" / "notebook-extension"
-    notebook_settings.mkdir(parents=True)
+    nb = new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, FAILED_STEP, DEADLOCK)],
+                      metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
+    nbformat.write(nb, tmp / "notebooks" / "views.ipynb")
+    settings = tmp / "settings" / "@jupyterlab"
+    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (settings / "notebook-extension").mkdir(parents=True)
     # Every cell in the DOM (no virtual scrolling), so the test can find each cell's output.
-    (notebook_settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"),
-           "JUPYTER_RUNTIME_DIR": str(tmp / "runtime")}
+           "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     port = _free_port()
-    log = open(tmp / "lab.log", "w")
-    server = subprocess.Popen(
+    log = open(tmp / "server.log", "w")
+    proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
          f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={tmp / 'notebooks'}"],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
+    deadline = time.time() + 120
     while True:
         try:
             urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2)
             break
         except OSError:
-            if time.time() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail(f"JupyterLab did not start; log in {tmp / 'lab.log'}")
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"Jupyter did not start; log in {tmp / 'server.log'}")
             time.sleep(0.5)
     yield url
-    server.terminate()
-    server.wait(timeout=30)
+    proc.terminate()
+    proc.wait(timeout=30)
     log.close()
 
 
-def _widget_in(cell):
-    return cell.locator(".sl-wb.sl-live")
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: the kept ones only when asked for (SPORK_UPDATE_SCREENSHOTS=1), else a temporary folder."""
+    if os.environ.get("SPORK_UPDATE_SCREENSHOTS") == "1":
+        KEPT_SHOTS.mkdir(exist_ok=True)
+        return KEPT_SHOTS
+    folder = tmp_path_factory.mktemp("screenshots")
+    print(f"screenshots in {folder}")
+    return folder
 
 
-def _open_tab(widget, name: str):
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def _open(browser, server: str, front_end: str, name: str):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server + FRONT_ENDS[front_end].format(name) + f"?token={TOKEN}")
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    stored = ROOT / "notebooks" / name
+    n = len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 4  # views.ipynb: 4 cells
+    expect(cells).to_have_count(n, timeout=90_000)
+    return page, cells
+
+
+def _run(page, cell, timeout: int = 180_000) -> None:
+    """Run one cell from command mode and wait until it has finished."""
+    from playwright.sync_api import expect
+
+    cell.locator(".jp-InputPrompt").click()  # select the cell in command mode (clicks in widgets take focus)
+    page.keyboard.press("Shift+Enter")
+    expect(cell.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=timeout)
+    expect(cell.locator(".jp-InputPrompt")).to_contain_text("[", timeout=timeout)
+
+
+def _tab(widget, name: str):
     widget.locator(f'.sl-tab[data-view="{name}"]').click()
     return widget.locator(f".sl-view-{name}")
 
 
-def test_tutorial_in_jupyterlab(lab):
-    from playwright.sync_api import expect, sync_playwright
-
-    SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{lab}/lab/tree/01_first_kernel.ipynb?token={TOKEN}")
-        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-        n = len(json.loads((ROOT / "notebooks" / "01_first_kernel.ipynb").read_text())["cells"])
-        expect(cells).to_have_count(n, timeout=60_000)
-        expect(page.locator(".jp-StatusBar-TextItem", has_text="Idle").first).to_be_visible(timeout=60_000)
-        broken_checked = fixed_checked = False
-        for i in range(n):
-            cell = cells.nth(i)
-            cell.locator(".jp-InputPrompt").click()  # select the cell in command mode (clicks in widgets take focus)
-            page.keyboard.press("Shift+Enter")
-            if "jp-CodeCell" not in (cell.get_attribute("class") or ""):
-                continue
-            expect(cell.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=120_000)
-            expect(cell.locator(".jp-InputPrompt")).to_contain_text("[", timeout=120_000)
-            source = cell.locator(".jp-InputArea-editor").inner_text()
-            if "sl.Workbench(" in source:
-                widget = _widget_in(cell)
-                expect(widget.locator(".sl-tab")).to_have_count(4, timeout=30_000)
-                expect(widget.locator(".sl-view-code .sl-line").first).to_be_visible()
-                cell.screenshot(path=str(SHOTS / "01_workbench_initial.png"))
-            if "set_memory" in source:
-                widget = _widget_in(cell)
-                tiling = _open_tab(widget, "tiling")
-                expect(tiling.locator(".sl-cell")).to_have_count(256)
-                expect(tiling.locator(".sl-cell.sl-idle")).to_have_count(0)
-                cell.screenshot(path=str(SHOTS / "02_tiling_256_threads.png"))
-                hazards = _open_tab(widget, "hazards")
-                expect(hazards.locator(".sl-hazard").first).to_be_visible()
-                expect(hazards.locator(".sl-hazard-kind").first).to_contain_text("RAW")
-                cell.screenshot(path=str(SHOTS / "03_hazard_at_broken_step.png"))
-                code = _open_tab(widget, "code")
-                expect(code.locator(".sl-mark-hazard").first).to_be_visible()
-                code.locator(".sl-stmt", has_text="y[task * 256 + tid]").click()
-                expect(widget.locator(".sl-view-code .sl-selected")).to_contain_text("y[task * 256 + tid]")
-                cell.screenshot(path=str(SHOTS / "04_code_marks_and_selection.png"))
-                broken_checked = True
-            if "insert_fence" in source:
-                widget = _widget_in(cell)
-
-                hazards = _open_tab(widget, "hazards")
-                expect(hazards.locator(".sl-hazard")).to_have_count(0)
-                expect(widget.locator(".sl-head")).to_contain_text("no hazards found at n=512")
-                _open_tab(widget, "steps")
-                cell.screenshot(path=str(SHOTS / "05_fixed_steps.png"))
-                fixed_checked = True
-        assert broken_checked and fixed_checked
-        expect(page.get_by_text("Error displaying widget")).to_have_count(0)
-        page.screenshot(path=str(SHOTS / "06_notebook_end.png"), full_page=False)
-        browser.close()
+def _wait_for_kernel(page) -> None:
+    """Give the kernel time to start: the first cell waits for it anyway, with a long timeout."""
+    page.wait_for_timeout(2000)
 
 
-def test_saved_tutorial_shows_its_pictures_before_anything_runs(lab):
-    """The tutorial is stored executed: opened fresh, untrusted, nothing run, its workbench outputs
-    still show the code and the hazards of each state, styled."""
-    from playwright.sync_api import expect, sync_playwright
+@pytest.mark.parametrize("front_end", ["lab", "notebook"])
+def test_every_view_in_the_front_end(server, browser, shots, front_end):
+    from playwright.sync_api import expect
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{lab}/lab/tree/01_first_kernel.ipynb?token={TOKEN}")
-        pictures = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .sl-wb.sl-static")
-        expect(pictures.first).to_be_visible(timeout=60_000)
-        assert pictures.count() >= 3
-        broken = pictures.filter(has_text="hazard(s) at n=512").first
-        expect(broken.locator(".sl-hazard").first).to_contain_text("RAW hazard")
-        line = broken.locator(".sl-line").first
-        assert line.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"  # the inline styles survived
-        broken.locator(".sl-hazard").first.scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "07_saved_notebook_unexecuted.png"))
-        expect(page.get_by_text("Error displaying widget")).to_have_count(0)
-        browser.close()
+    page, cells = _open(browser, server, front_end, "views.ipynb")
+    _wait_for_kernel(page)
+    _run(page, cells.nth(0))
+
+    # A workbench with a hazard opens on the Hazards view.
+    _run(page, cells.nth(1))
+    widget = cells.nth(1).locator(".sl-wb.sl-live")
+    expect(widget.locator(".sl-tab")).to_have_count(6, timeout=30_000)
+    hazards = widget.locator(".sl-view-hazards")
+    expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile", timeout=60_000)
+    expect(hazards.locator(".sl-hint").first).to_contain_text("insert_fence(p, p.find_loop('tid #1').before()")
+    expect(widget.locator(".sl-tab-active")).to_contain_text("Hazards (1)")
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_01_hazards.png"))
+    code = _tab(widget, "code")
+    expect(code.locator(".sl-mark-hazard")).to_have_count(2)
+    code.locator(".sl-stmt", has_text="y[task * 256 + tid]").click()
+    expect(widget.locator(".sl-view-code .sl-selected")).to_contain_text("y[task * 256 + tid]")
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_02_code.png"))
+    tiling = _tab(widget, "tiling")
+    expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
+    tiling.locator('.sl-btn[data-set="level:warp"]').click()
+    expect(widget.locator('.sl-view-tiling .sl-btn-on')).to_have_text("warp")
+    expect(widget.locator(".sl-view-tiling .sl-legend-row").first).to_contain_text("warp 0: threads [0, 31]")
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_03_tiling.png"))
+    _tab(widget, "timeline")
+    expect(widget.locator(".sl-view-timeline")).to_contain_text("no barriers")
+    steps = _tab(widget, "steps")
+    expect(steps.locator(".sl-step")).to_have_count(1)
+    cuda = _tab(widget, "cuda")
+    expect(cuda.locator("pre.sl-cuda").last).to_contain_text("__global__", timeout=120_000)
+    expect(cuda.locator("details summary")).to_contain_text("runtime prelude")
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_04_cuda.png"))
+
+    # A failed scheduling step: the error in the widget, the session at the previous step.
+    _run(page, cells.nth(2))
+    failed = cells.nth(2).locator(".sl-wb.sl-live")
+    expect(failed.locator(".sl-step-error")).to_contain_text("no loop matches 'tidd'", timeout=30_000)
+    expect(failed.locator(".sl-step-error")).to_contain_text("did you mean 'tid'")
+    expect(failed.locator(".sl-step-error")).to_contain_text("stays at step 0")
+    cells.nth(2).screenshot(path=str(shots / f"{front_end}_05_failed_step.png"))
+
+    # A failing barrier check opens the timeline at the event where the pairing fails; clicking it selects it.
+    _run(page, cells.nth(3))
+    ring = cells.nth(3).locator(".sl-wb.sl-live")
+    timeline = ring.locator(".sl-view-timeline")
+    expect(timeline.locator(".sl-ev-bad").first).to_be_visible(timeout=60_000)
+    expect(timeline.locator(".sl-ev-bad").first).to_have_attribute("data-event", str(BAD_EVENT))
+    expect(timeline.locator(".sl-tl-bad")).to_contain_text("ReverseAwait bar[0] (reverse)")
+    expect(timeline.locator(".sl-tl-bad")).to_contain_text("it=6")
+    cells.nth(3).screenshot(path=str(shots / f"{front_end}_06_timeline_deadlock.png"))
+    timeline.locator(f'.sl-ev[data-event="{BAD_EVENT}"]').click()
+    expect(ring.locator(".sl-view-code .sl-selected")).to_contain_text("ReverseAwait(bar[it % 2], cuda_in_order, ~1)")
+    # step browsing: the first picture can still show any step (here the only one)
+    expect(widget.locator(".sl-stepno")).to_contain_text("step 0 of 0")
+    expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+    page.close()
+
+
+def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "01_first_kernel.ipynb")
+    expect(page.locator(".jp-StatusBar-TextItem", has_text="Idle").first).to_be_visible(timeout=60_000)
+    broken_checked = fixed_checked = False
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        if "jp-CodeCell" not in (cell.get_attribute("class") or ""):
+            continue
+        _run(page, cell)
+        source = cell.locator(".jp-InputArea-editor").inner_text()
+        if "set_memory" in source:
+            widget = cell.locator(".sl-wb.sl-live")
+            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=150_000)  # the widget may lag on a busy machine
+            tiling = _tab(widget, "tiling")
+            expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
+            cell.screenshot(path=str(shots / "tutorial01_broken_step_tiling.png"))
+            broken_checked = True
+        if "insert_fence" in source:
+            widget = cell.locator(".sl-wb.sl-live")
+            expect(widget.locator(".sl-head")).to_contain_text("no hazards found at n=512", timeout=60_000)
+            expect(_tab(widget, "hazards").locator(".sl-hazard")).to_have_count(0)
+            fixed_checked = True
+    assert broken_checked and fixed_checked
+    # the broken step's picture still shows its own step after the fix
+    broken = cells.filter(has_text="set_memory").first.locator(".sl-wb.sl-live")
+    expect(broken.locator(".sl-stepno")).to_contain_text("step 5 of 7")
+    expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+    page.close()
+
+
+@pytest.mark.parametrize("front_end", ["lab", "notebook"])
+@pytest.mark.parametrize("name", ["02_stepwise_gemm.ipynb", "03_race_debugging.ipynb"])
+def test_stored_tutorials_show_their_pictures_before_anything_runs(server, browser, shots, front_end, name):
+    """The tutorials are stored executed: opened fresh, untrusted, nothing run, their workbench outputs show the
+    code, the hazards and the barrier timelines of each state, styled."""
+    from playwright.sync_api import expect
+
+    page, _ = _open(browser, server, front_end, name)
+    pictures = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .sl-wb.sl-static")
+    expect(pictures.first).to_be_visible(timeout=60_000)
+    assert pictures.count() >= 6
+    expect(pictures.first.locator(".sl-section-title", has_text="Barrier timeline")).to_have_count(1)
+    assert pictures.first.locator(".sl-line").first.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
+    broken = pictures.filter(has=page.locator(".sl-hazard")).first
+    broken.locator(".sl-hazard").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / f"{front_end}_stored_{name[:2]}_hazard.png"))
+    if name.startswith("03"):  # the timeline drawing survives the sanitizer as an image
+        deadlock = pictures.filter(has=page.locator(".sl-tl-bad")).first
+        image = deadlock.locator(".sl-tl img").first
+        image.scroll_into_view_if_needed()
+        assert image.evaluate("e => e.complete && e.naturalWidth > 0")
+        page.screenshot(path=str(shots / f"{front_end}_stored_03_timeline.png"))
+    expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+    page.close()

@@ -1,5 +1,7 @@
 // spork_lab workbench view. Python computes every view as HTML (state.views);
-// this module only shows the selected tab and reports clicks back to Python.
+// this module only shows the selected tab and reports clicks back to Python:
+// an element with data-set="trait:value" sets that trait (data-goto="tab" also
+// opens a tab).
 
 function draw(model, root) {
   const state = model.get("state");
@@ -10,7 +12,7 @@ function draw(model, root) {
       `<button class="sl-tab${key === current ? " sl-tab-active" : ""}" data-view="${key}">${label}</button>`)
     .join("");
   root.innerHTML =
-    (views.header || "") +
+    (model.get("header") || views.header || "") +
     `<div class="sl-tabs">${tabs}</div>` +
     `<div class="sl-view sl-view-${current}">${views[current] || ""}</div>`;
 }
@@ -27,9 +29,13 @@ function render({ model, el }) {
       model.save_changes();
       return;
     }
-    const line = event.target.closest("[data-stmt]");
-    if (line) {
-      model.set("selected", Number(line.dataset.stmt));
+    const target = event.target.closest("[data-set]");
+    if (target) {
+      const text = target.dataset.set;
+      const name = text.slice(0, text.indexOf(":"));
+      const value = text.slice(text.indexOf(":") + 1);
+      model.set(name, typeof model.get(name) === "number" ? Number(value) : value);
+      if (target.dataset.goto) model.set("view", target.dataset.goto);
       model.save_changes();
     }
   };
@@ -37,11 +43,13 @@ function render({ model, el }) {
   root.addEventListener("click", onClick);
   model.on("change:state", redraw);
   model.on("change:view", redraw);
+  model.on("change:header", redraw);
   redraw();
   return () => {
     root.removeEventListener("click", onClick);
     model.off("change:state", redraw);
     model.off("change:view", redraw);
+    model.off("change:header", redraw);
   };
 }
 

@@ -1,0 +1,282 @@
+"""Hazard cards: the sync check's hazards placed on the current proc's printed statements and explained.
+
+A report names each statement by its path in the scheduled proc (as well as
+the user's file and line, which many scheduled statements can share), so a
+hazard marks exactly the printed statements involved, with their current text.
+
+One card per (kind, buffer, pair of statements); each has a two-column witness
+(the earlier access, the later one) and a plain-words hint of the
+synchronization that would order them.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Optional
+
+from exo.core.LoopIR import LoopIR
+
+from ..core.loop_modes import WithBlock
+from ..core.sync_stmts import sync_spec_of
+from ._codeview import CodeView
+from ._source import cursor_source
+
+
+def locate(ref: Optional[dict], view: CodeView) -> Optional[int]:
+    """Index (in `view.stmts`) of the statement a report's reference names by its path, or None."""
+    path = (ref or {}).get("path")
+    return view.stmt_at_path(path) if path is not None else None
+
+
+def _thread_text(threads) -> str:
+    """Closed thread ranges as the user guide writes them: [0, 15], [32]."""
+    return ", ".join(f"[{lo}]" if hi - lo == 1 else f"[{lo}, {hi - 1}]" for lo, hi in threads) or "none"
+
+
+class _Side:
+    """One access of a hazard as placed on the current proc."""
+
+    def __init__(self, access: Optional[dict], view: CodeView, analysis):
+        self.access = access or {}
+        self.iters = dict(self.access.get("iters") or {})
+        self.threads = [tuple(t) for t in self.access.get("threads") or []]
+        self.stmt = locate(self.access.get("stmt"), view)
+        self.info = analysis.stmt_info(view.stmts[self.stmt]) if self.stmt is not None and analysis else None
+        self.lines = view.lines_of_stmt(self.stmt) if self.stmt is not None else []
+
+    @property
+    def line(self) -> Optional[int]:
+        """1-based printed line of the statement (its first line)."""
+        return self.lines[0] + 1 if self.lines else None
+
+    def text(self, view: CodeView) -> str:
+        """The statement's current text on one line (the printer may wrap it over several)."""
+        if not self.lines:
+            return (self.access.get("stmt") or {}).get("text", "?")
+        return " ".join(" ".join(view.lines[n].text.split()) for n in self.lines).replace("[ ", "[").replace("( ", "(")
+
+
+def _shared_path(a: tuple, b: tuple) -> tuple:
+    """The path of the innermost statement enclosing both statements at paths `a` and `b` (() for the proc)."""
+    k = 0
+    while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
+        k += 1
+    common = a[:k]
+    while common and common[-1] == "else":
+        common = common[:-1]
+    return common
+
+
+def _common_loop(a: _Side, b: _Side, view: CodeView) -> Optional[str]:
+    """The outermost loop enclosing both accesses whose iteration differs between them (None: the same
+    iteration of every loop they share; sibling loops that reuse an iterator name are not shared)."""
+    if a.stmt is None or b.stmt is None:
+        return None
+    common = _shared_path(view.paths[a.stmt], view.paths[b.stmt])
+    for depth in range(1, len(common) + 1):
+        index = view.stmt_at_path(common[:depth])
+        s = view.stmts[index] if index is not None else None
+        if isinstance(s, LoopIR.For) and not isinstance(s.loop_mode, WithBlock):
+            name = str(s.iter.name())
+            if name in a.iters and name in b.iters and a.iters[name] != b.iters[name]:
+                return name
+    return None
+
+
+def _loop_kind(side: _Side, name: str) -> str:
+    return next((it.kind for it in side.info.iters if it.name == name), "seq") if side.info else "seq"
+
+
+_SCOPE_WORDS = {"cuda_thread": "thread", "cuda_warp": "warp", "cuda_warpgroup": "warpgroup", "cuda_cta_in_cluster": "CTA"}
+
+
+def _cursor_at(proc, path: tuple):
+    """The statement cursor at a path (child indices from the proc body; "else" steps into an orelse)."""
+    cursor, into_else = None, False
+    for step in path:
+        if step == "else":
+            into_else = True
+            continue
+        block = proc.body() if cursor is None else cursor.orelse() if into_else else cursor.body()
+        cursor, into_else = block[step], False
+    return cursor
+
+
+def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, after_earlier: bool,
+               free: bool) -> tuple[str, str]:
+    """(scope of the collective that must run the Fence, the gap as a cursor source) for a Fence ordering the
+    two accesses: in the innermost block holding both, right after the child holding the earlier access
+    (`after_earlier`: a loop-carried hazard) or right before the child holding the later one; for a `free`
+    hazard (later = the allocation), at the end of the allocation's block."""
+    a, b = view.paths[earlier.stmt], view.paths[later.stmt]
+    common = _shared_path(a, b)
+    scope = "CTA"
+    if common:
+        owner = view.stmts[view.stmt_at_path(common)]
+        body = owner.orelse if a[len(common)] == "else" else owner.body
+        unit = analysis.stmt_info(body[0]).coll_unit_text if analysis is not None else None
+        scope = _SCOPE_WORDS.get(unit, unit or "CTA")
+    if free:  # the end of the allocation's scope: after the last statement of its block
+        parent = b[:-1]
+        owner = view.stmts[view.stmt_at_path(parent[:-1] if parent and parent[-1] == "else" else parent)] if parent else None
+        block = proc._loopir_proc.body if owner is None else owner.orelse if parent and parent[-1] == "else" else owner.body
+        return scope, cursor_source(_cursor_at(proc, parent + (len(block) - 1,)).after())
+    side = a if after_earlier else b
+    depth = len(common) + (2 if side[len(common)] == "else" else 1)
+    cursor = _cursor_at(proc, side[:depth])  # the child of the common block that holds this access
+    gap = cursor.after() if after_earlier else cursor.before()
+    return scope, cursor_source(gap)
+
+
+def _sync_tl(side: _Side, default: str = "cuda_in_order") -> str:
+    return side.info.instr_tl.sync_tl_name if side.info is not None else default
+
+
+def _between(view: CodeView, first: Optional[int], second: Optional[int]) -> list[int]:
+    """Printed statements strictly between two statements (in print order) that are sync statements."""
+    if first is None or second is None:
+        return []
+    lo, hi = sorted((first, second))
+    return [i for i in range(lo + 1, hi) if sync_spec_of(view.stmts[i]) is not None]
+
+
+def _sync_verdict(view: CodeView, analysis, index: int, earlier: _Side, later: _Side) -> str:
+    """Why one sync statement between the accesses does not order them."""
+    s = view.stmts[index]
+    spec = sync_spec_of(s)
+    line = view.lines_of_stmt(index)[0] + 1
+    if spec.kind != "Fence":
+        return f"line {line}: {spec.kind} on {s.args[0].name} (see the Barrier timeline for what it pairs with)"
+    info = analysis.stmt_info(s) if analysis else None
+    if earlier.info is not None and earlier.info.instr_tl not in spec.first_tl.instr_tls:
+        return f"line {line}: its first sync-tl {spec.first_tl} does not include {earlier.info.instr_tl}"
+    if later.info is not None and later.info.instr_tl not in spec.second_tl.instr_tls:
+        return f"line {line}: its second sync-tl {spec.second_tl} does not include {later.info.instr_tl}"
+    unit = info.coll_unit_text if info is not None else "?"
+    return f"line {line}: Fence run by each {unit} collective separately: it does not order threads of different ones"
+
+
+def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, buffer: Optional[str]) -> list:
+    """Rows (field, earlier, later) of the two-column witness."""
+
+    def collective(side: _Side) -> str:
+        if side.info is None:
+            return "?"
+        name = f" (warps named {side.info.warp_name})" if side.info.warp_name else ""
+        return f"{side.info.coll_unit_text}{name}"
+
+    def instr_tl(side: _Side) -> str:
+        return side.info.instr_tl.name if side.info is not None else "?"
+
+    def line_text(side: _Side) -> str:
+        return f"line {side.line}: {side.text(view)}" if side.line else side.text(view)
+
+    earlier_async = earlier.info is not None and earlier.info.instr_tl.is_async
+    made = (f"asynchronous: visible to no thread until a sync on {earlier.info.instr_tl.sync_tl_name} completes it"
+            if earlier_async else f"in-order: visible at once to its own threads {_thread_text(earlier.threads)} only")
+    syncs = _between(view, earlier.stmt, later.stmt)
+    if kind == "FREE":
+        need = f"the free needs every owning thread {_thread_text(later.threads)} to see the last access"
+    else:
+        need = f"needs the earlier access visible to threads {_thread_text(later.threads)} on {instr_tl(later)}"
+    if kind == "FREE":
+        syncs = []  # the free is at the end of the scope: what matters is what follows the last access
+        nothing = f"nothing after line {earlier.line} synchronizes before the end of {buffer}'s scope"
+    else:
+        nothing = f"nothing between line {earlier.line} and line {later.line} synchronizes"
+    why = "; ".join(_sync_verdict(view, analysis, i, earlier, later) for i in syncs) or (
+        nothing if earlier.line and later.line else "no synchronization")
+    later_text = line_text(later) if kind != "FREE" else f"end of {buffer}'s scope (allocated at line {later.line})"
+    return [
+        ("statement", line_text(earlier), later_text),
+        ("collective", collective(earlier), collective(later)),
+        ("threads", _thread_text(earlier.threads), _thread_text(later.threads)),
+        ("iterators", ", ".join(f"{k}={v}" for k, v in earlier.iters.items()) or "-",
+         ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-"),
+        ("instr-tl", instr_tl(earlier), instr_tl(later) if kind != "FREE" else "(free)"),
+        ("visibility", made, f"{need}: {why}"),
+    ]
+
+
+def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: CodeView, analysis, proc) -> str:
+    """Plain words (and the scheduling call) for the synchronization that would order the two accesses."""
+    carried = _common_loop(earlier, later, view)
+    if carried is not None and _loop_kind(earlier, carried) == "cuda_tasks":
+        return (f"different tasks ({carried}={earlier.iters[carried]} and {carried}={later.iters[carried]}) touch the "
+                f"same element of {buffer}: tasks are ordered only by the end of the device function; give each task "
+                f"its own elements, or split the work into two device functions")
+    if earlier.stmt is None or later.stmt is None:
+        return f"a Fence({_sync_tl(earlier)}, {_sync_tl(later)}) between the two accesses"
+    in_order = carried is None and earlier.line is not None and later.line is not None and earlier.line < later.line
+    after_earlier = kind == "FREE" or not in_order
+    scope, gap = _placement(view, analysis, proc, earlier, later, after_earlier, kind == "FREE")
+    fence = f"a {scope}-scope Fence({_sync_tl(earlier)}, {_sync_tl(later)})"
+    call = f"insert_fence(p, {gap}, {_sync_tl(earlier)}, {_sync_tl(later)})"
+    if kind == "FREE":
+        where = f"at the end of {buffer}'s scope (after the last access, line {earlier.line})"
+    elif in_order:
+        where = f"between line {earlier.line} and line {later.line}"
+    else:
+        loop = f"the body of `for {carried}`" if carried else "the loop body"
+        where = f"after line {earlier.line}, at the end of {loop} (before the next iteration reaches line {later.line})"
+    barriers = [i for i in _between(view, earlier.stmt, later.stmt) if sync_spec_of(view.stmts[i]).kind != "Fence"]
+    also = (" (or fix the pairing of the Arrive/Await between them: see the Barrier timeline)" if barriers else "")
+    return f"{fence} {where}: {call}{also}"
+
+
+def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
+    """One card per (kind, buffer, pair of printed statements of `proc`), in the order the checker found them."""
+    cards: list[dict] = []
+    for h in report.hazards:
+        fields = h.to_json()
+        kind, buffer = fields["kind"], fields.get("buffer")
+        later = _Side(fields["access"], view, analysis)
+        earlier = _Side(fields.get("other"), view, analysis) if fields.get("other") else None
+        key = (kind, buffer, earlier.stmt if earlier else None, later.stmt)
+        same = next((c for c in cards if c["key"] == key), None)
+        if same is not None:
+            same["count"] += 1
+            continue
+        card = {
+            "key": key,
+            "kind": kind,
+            "buffer": buffer,
+            "index": fields.get("index"),
+            "message": fields["message"],
+            "count": 1,
+            "stmts": [s.stmt for s in (earlier, later) if s is not None],
+            "stmt_lines": [s.line for s in (earlier, later) if s is not None],  # 1-based first printed lines
+            "lines": [n for s in (earlier, later) if s is not None for n in s.lines],
+        }
+        if earlier is not None:
+            card["witness"] = _witness(kind, earlier, later, view, analysis, buffer)
+            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc)
+        else:  # a barrier error (DEADLOCK, COUNT): one statement; the Barrier timeline shows the events
+            card["witness"] = [("statement", f"line {later.line}: {later.text(view)}", ""),
+                               ("threads", _thread_text(later.threads), ""),
+                               ("iterators", ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-", "")]
+            card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
+        card["texts"] = [s.text(view) for s in (earlier, later) if s is not None]
+        cards.append(card)
+    return cards
+
+
+def render(note: str, cards: list[dict]) -> str:
+    """One card per hazard: kind, buffer and element, the two-column witness and the hint."""
+    parts = [f'<div class="sl-note">{escape(note)}</div>']
+    for card in cards:
+        where = f" on {card['buffer']}[{', '.join(map(str, card['index'] or []))}]" if card["buffer"] else ""
+        count = f" (and {card['count'] - 1} more instance(s) of this pair)" if card["count"] > 1 else ""
+        lines = " and ".join(f"line {n}" for n in card["stmt_lines"] if n) or "?"
+        header = "<tr><th></th><th>earlier access</th><th>later access</th></tr>" if len(card["stmts"]) > 1 else ""
+        rows = "".join(
+            f"<tr><th>{escape(field)}</th><td>{escape(a)}</td><td>{escape(b)}</td></tr>" for field, a, b in card["witness"]
+        )
+        parts.append(
+            f'<div class="sl-hazard" data-lines="{" ".join(str(n + 1) for n in card["lines"])}">'
+            f'<div class="sl-hazard-kind">{escape(card["kind"])} hazard{escape(where)}{escape(count)}</div>'
+            f'<div class="sl-hazard-where">{escape(lines)}: {escape(card["message"])}</div>'
+            f'<table class="sl-witness">{header}{rows}</table>'
+            f'<div class="sl-hint"><b>to fix:</b> {escape(card["hint"])}</div></div>'
+        )
+    return "".join(parts)

@@ -1,0 +1,141 @@
+"""Scheduling errors a user can act on: the user's line, the operation, and what the proc does have.
+
+exo reports a pattern that matches nothing as `find: failed to find matches`,
+prefixes errors raised outside a Procedure method with `<<<unknown
+directive>>>`, and lets the TypeErrors and ValueErrors of its argument
+processing escape from its own frames. `explain` turns such an exception into
+a `SporkSchedulingError` at the user's file and line (also exo's
+`SchedulingError`, so `except SchedulingError` keeps working). For a
+pattern that matches nothing it lists the loops or statements that exist, with
+the closest ones first ("did you mean").
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import exo
+from exo.API import Procedure
+from exo.core.LoopIR import LoopIR
+
+from ..core.ir import walk_stmts
+from ..core.loop_modes import WithBlock
+from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..errors import SporkSchedulingError
+
+_LIBRARIES = (str(Path(__file__).resolve().parents[1]), str(Path(exo.__file__).resolve().parent))
+_EXO_PREFIXES = ("<<<unknown directive>>>: ", "find: ")
+
+
+def user_frame(frame=None) -> Optional[SimpleNamespace]:
+    """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None."""
+    f = frame or sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_LIBRARIES) and not name.startswith("<frozen"):
+            return SimpleNamespace(filename=name, lineno=f.f_lineno)
+        f = f.f_back
+    return None
+
+
+def raised_in_exo(e: BaseException) -> bool:
+    """Whether `e` was raised by exo's own code (its innermost frame is inside the exo package)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1])
+
+
+def loop_patterns(proc: Procedure) -> list[str]:
+    """The find_loop pattern of every loop (not `with` blocks), in program order: "i", "tid", "tid #1"."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in _loops(proc._loopir_proc.body):
+        name = str(s.iter.name())
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        out.append(name if k == 0 else f"{name} #{k}")
+    return out
+
+
+def _loops(stmts):
+    """The loops (not `with` blocks) of a block and of the blocks inside it, in program order."""
+    return (s for s in walk_stmts(stmts) if isinstance(s, LoopIR.For) and not isinstance(s.loop_mode, WithBlock))
+
+
+def _nested_pairs(proc: Procedure) -> list[str]:
+    """'outer inner' for every loop whose body is exactly one loop (what reorder_loops accepts)."""
+    return [
+        f"{s.iter.name()} {s.body[0].iter.name()}"
+        for s in _loops(proc._loopir_proc.body)
+        if len(s.body) == 1 and isinstance(s.body[0], LoopIR.For) and not isinstance(s.body[0].loop_mode, WithBlock)
+    ]
+
+
+def statement_patterns(proc: Procedure) -> list[str]:
+    """A pattern per distinct kind of statement: 'y[_] += _', 'tile[_] = _', 'tile : _', 'Sm80_mma_tf32(_)'."""
+    out: list[str] = []
+    for s in walk_stmts(proc._loopir_proc.body):
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            op = "+=" if isinstance(s, LoopIR.Reduce) else "="
+            pattern = f"{s.name}[_] {op} _" if s.idx else f"{s.name} {op} _"
+        elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
+            pattern = f"{s.name} : _"
+        elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
+            pattern = f"{s.f.name}(_)"
+        else:
+            continue
+        if pattern not in out:
+            out.append(pattern)
+    return out
+
+
+def _buffers(proc: Procedure) -> list[str]:
+    ir = proc._loopir_proc
+    names = [str(a.name) for a in ir.args if a.type.is_numeric()]
+    names += [str(s.name) for s in walk_stmts(ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)]
+    return list(dict.fromkeys(names))
+
+
+def _choices(wanted: str, existing: list[str], what: str, likely: tuple = ()) -> str:
+    """'did you mean 'x'? ' (the `likely` ones that exist, then the closest spellings) and the list of what exists."""
+    close = [c for c in likely if c in existing]
+    close += [c for c in difflib.get_close_matches(wanted, existing, n=3, cutoff=0.5) if c not in close]
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    shown = existing if len(existing) <= 24 else existing[:24] + [f"... ({len(existing) - 24} more)"]
+    return f"{hint}{what}: {', '.join(shown) if shown else '(none)'}"
+
+
+def _not_found(pattern: str, proc: Procedure) -> str:
+    loop = re.fullmatch(r"for (\w+) in _: _", pattern)
+    pair = re.fullmatch(r"for (\w+) in _:\s*for (\w+) in _: _", pattern, re.S)
+    if loop:
+        return f"no loop matches {loop.group(1)!r}; " + _choices(loop.group(1), loop_patterns(proc), "its loops are")
+    if pair:
+        outer, inner = pair.groups()
+        return (f"no loop {inner!r} directly inside a loop {outer!r} (nothing else in between); "
+                + _choices(f"{outer} {inner}", _nested_pairs(proc), "directly nested loops", (f"{inner} {outer}",)))
+    pattern = " ".join(pattern.split())
+    return f"no statement matches {pattern!r}; " + _choices(pattern, statement_patterns(proc), "its statements are")
+
+
+def explain(e: BaseException, op: str, proc: Optional[Procedure], where: Optional[object]) -> SporkSchedulingError:
+    """`e` (raised by scheduling op `op` on `proc`) as a SporkSchedulingError at `where` (the user's line)."""
+    if isinstance(e, SporkSchedulingError):
+        return e
+    text = str(e)
+    for prefix in _EXO_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    found = re.match(r"failed to find matches\s*Pattern:\s*(.*)", text, re.S)
+    missing_buffer = re.search(r"could not find a cursor matching (\w+) : _", text)
+    if proc is not None and found:
+        text = _not_found(found.group(1).strip(), proc)
+    elif proc is not None and missing_buffer:
+        text = f"no buffer named {missing_buffer.group(1)!r}; " + _choices(missing_buffer.group(1), _buffers(proc), "its buffers are")
+    return SporkSchedulingError(f"{op}: {text}", where)

@@ -1,0 +1,151 @@
+"""%%spork_bench on a machine without a GPU (CI): small fake `nvcc` and `nvidia-smi` scripts stand in for the
+toolchain, so the test sees exactly what the magic asks nvcc for and what it says without a GPU."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from spork_lab.lab import _bench
+from spork_lab.runtime._args import proc_spec
+
+CELL = '''\
+@proc
+def scale(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                y[task * 128 + t] = 2.0 * x[task * 128 + t]
+'''
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def toolchain(tmp_path, monkeypatch):
+    """A fake nvcc that logs its arguments and writes the output file, a fake nvidia-smi, and an empty build cache."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "nvcc.log"
+    _script(bin_dir / "nvcc", f"""if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.48"; exit 0; fi
+echo "$@" >> {log}
+while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then shift; touch "$1"; fi; shift; done
+""")
+    _script(bin_dir / "nvidia-smi", 'echo "No devices were found"; exit 6\n')
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("spork_lab.runtime.CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(_bench, "gpu_cupy", lambda: None)  # CI has no CUDA device (and maybe a CuPy that says so)
+    return log, bin_dir
+
+
+@pytest.fixture
+def shell():
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "spork_lab")
+    sh.run_cell("from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *\n"
+                "from spork_lab.scheduling import *")
+    yield sh
+    InteractiveShell.clear_instance()
+
+
+def test_load_ext_registers_spork_bench_as_line_and_cell_magic(shell):
+    magics = shell.magics_manager.magics
+    assert "spork_bench" in magics["line"] and "spork_bench" in magics["cell"]
+
+
+def test_without_a_gpu_the_cell_is_built_and_the_output_says_so(shell, toolchain):
+    log, _ = toolchain
+    report = shell.run_cell_magic("spork_bench", "--sizes n=1048576 --sizes n=4096 -O 2 --maxrregcount 64", CELL)
+    assert "scale" in shell.user_ns  # the cell ran in the notebook's namespace
+    text = report._repr_mimebundle_()["text/plain"]
+    assert "no GPU is present here" in text and "nothing was run or timed" in text and report.rows == []
+    (compile_line,) = log.read_text().splitlines()
+    assert "-O2" in compile_line and "-O3" not in compile_line and "--maxrregcount=64" in compile_line
+    assert "-gencode=arch=compute_90a,code=sm_90a" in compile_line  # no GPU to ask: sm_90a unless --arch says
+    built = next(Path(a) for a in compile_line.split() if a.endswith(".so"))
+    assert (built.parent / f"{built.stem[3:]}.cu").read_text().count("__global__") == 1
+    shell.run_cell_magic("spork_bench", "--sizes n=4096 -O 2 --maxrregcount 64", CELL)
+    assert len(log.read_text().splitlines()) == 1  # same sources and flags: the cached build, no second nvcc run
+    shell.run_line_magic("spork_bench", "scale --sizes n=4096 --arch sm_80")
+    assert "-gencode=arch=compute_80,code=sm_80" in log.read_text().splitlines()[-1]
+
+
+def test_a_gpu_that_cupy_cannot_use_is_named(shell, toolchain):
+    _, bin_dir = toolchain
+    _script(bin_dir / "nvidia-smi", 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)"\n')
+    text = shell.run_cell_magic("spork_bench", "--sizes n=4096", CELL).table_text()
+    assert "nvidia-smi lists GPU 0: NVIDIA H100 80GB HBM3" in text and "CuPy cannot use it" in text
+
+
+def test_bad_arguments_are_clear_errors(shell, toolchain):
+    with pytest.raises(_bench.BenchError, match="write name=INT"):
+        shell.run_cell_magic("spork_bench", "--sizes n=big", CELL)
+    with pytest.raises(_bench.BenchError, match="no proc named nope"):
+        shell.run_line_magic("spork_bench", "nope --sizes n=128")
+    with pytest.raises(_bench.BenchError, match="defines no proc"):
+        shell.run_cell_magic("spork_bench", "--sizes n=128", "x = 1\n")
+    with pytest.raises(_bench.BenchError, match="no callable"):
+        shell.run_cell_magic("spork_bench", "--sizes n=128 --reference missing_fn", CELL)
+
+
+def test_a_failed_build_shows_the_compiler_output(shell, toolchain):
+    _, bin_dir = toolchain
+    _script(bin_dir / "nvcc", 'if [ "$1" = "--version" ]; then echo "release 13.0"; exit 0; fi\n'
+                              'echo "kernel.cu(12): error: identifier \\"oops\\" is undefined" >&2; exit 1\n')
+    report = shell.run_cell_magic("spork_bench", "--sizes n=128", CELL)
+    assert "build failed" in report.table_text() and 'identifier "oops" is undefined' in report.table_text()
+
+
+def test_sizes_parse_with_shared_values_and_several_names():
+    assert _bench.parse_sizes("M=N=K=1024") == {"M": 1024, "N": 1024, "K": 1024}
+    assert _bench.parse_sizes("M=512, N=256,K=128") == {"M": 512, "N": 256, "K": 128}
+
+
+def test_gemm_shaped_procs_get_cublas_and_flops():
+    from stepwise_gemm import gemm_smem
+    from vec_add import vec_add
+
+    spec = proc_spec(gemm_smem._loopir_proc)
+    assert _bench.gemm_names(spec) == ("A", "B", "C") and _bench.gemm_names(proc_spec(vec_add._loopir_proc)) is None
+    args = _bench.make_args(spec, {"M": 128, "N": 64, "K": 32}, np.random.default_rng(0))
+    assert [a.shape for a in args[3:]] == [(128, 32), (32, 64), (128, 64)] and not args[5].any()  # C starts at zero
+    assert _bench.work(spec, args) == (2.0 * 128 * 64 * 32, "TFLOP/s")
+    with pytest.raises(_bench.BenchError, match="violate its assertion"):
+        _bench.make_args(spec, {"M": 100, "N": 64, "K": 32}, np.random.default_rng(0))
+
+
+def test_the_report_draws_a_chart_and_a_table():
+    rows = [_bench.Row("gemm_smem", {"M": 1024, "N": 1024, "K": 1024}, 1.0, 0.9, 1.1, 2.15, "TFLOP/s", 1e-6, True),
+            _bench.Row("reference (cuBLAS)", {"M": 1024, "N": 1024, "K": 1024}, 0.05, None, None, 42.9, "TFLOP/s")]
+    bundle = _bench.BenchReport(rows, device="NVIDIA H100 80GB HBM3")._repr_mimebundle_()
+    assert bundle["application/vnd.plotly.v1+json"]["data"][0]["y"] == [2.15]
+    assert 'src="data:image/svg+xml;base64,' in bundle["text/html"] and "5.0%" in bundle["text/html"]  # 2.15 of 42.9
+    assert "M=N=K=1024" in bundle["text/plain"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_stepwise_gemm_is_checked_against_cublas_and_timed(shell):
+    shell.run_cell("import sys; sys.path.insert(0, 'examples'); from stepwise_gemm import gemm_smem")
+    report = shell.run_line_magic("spork_bench", "gemm_smem --sizes M=N=K=512 --sizes M=N=K=1024 --reps 5")
+    assert [r.name for r in report.rows].count("gemm_smem") == 2
+    assert all(r.ok for r in report.rows if r.name == "gemm_smem") and report.device
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_profile_runs_nsight_compute(shell):
+    import shutil
+
+    if shutil.which("ncu") is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    shell.run_cell(CELL)
+    report = shell.run_line_magic("spork_bench", "scale --sizes n=1048576 --reps 3 --profile")
+    assert any("SpeedOfLight" in n or "Speed Of Light" in n or "Throughput" in n for n in report.notes), report.notes

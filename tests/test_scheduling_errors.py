@@ -1,0 +1,75 @@
+"""Scheduling errors a user can act on: the user's line, the op, and a "did you mean" over what exists."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from conftest import ir_equal
+from exo.rewrite.LoopIR_scheduling import SchedulingError
+from exo.stdlib import scheduling as exo_ops
+
+from spork_lab import proc
+from spork_lab.errors import SporkSchedulingError
+from spork_lab.platforms.cuda import *
+from spork_lab.scheduling import *
+
+
+@proc
+def add_rows(n: size, x: f32[n, 16] @ CudaGmemLinear, y: f32[n, 16] @ CudaGmemLinear):
+    assert n % 4 == 0
+    for row in seq(0, n):
+        for col in seq(0, 16):
+            y[row, col] += x[row, col]
+
+
+def _raises_here(call, *fragments: str) -> SporkSchedulingError:
+    """Run `call` (a lambda written on the caller's line); its error must name that line and contain `fragments`."""
+    line = inspect.currentframe().f_back.f_lineno
+    with pytest.raises(SporkSchedulingError) as e:
+        call()
+    assert isinstance(e.value, SchedulingError)  # `except SchedulingError` still catches it
+    assert (e.value.filename, e.value.lineno) == (__file__, line), str(e.value)
+    for f in fragments:
+        assert f in e.value.message, e.value.message
+    assert "<<<unknown directive>>>" not in str(e.value) and "find:" not in str(e.value)
+    return e.value
+
+
+def test_a_loop_pattern_that_matches_nothing_lists_the_loops():
+    _raises_here(lambda: divide_loop(add_rows, "rows", 4, ["a", "b"]),
+                 "divide_loop: no loop matches 'rows'", "did you mean 'row'?", "its loops are: row, col")
+
+
+def test_reorder_of_loops_that_are_not_directly_nested_lists_the_pairs():
+    _raises_here(lambda: reorder_loops(add_rows, "col row"), "no loop 'row' directly inside a loop 'col'",
+                 "did you mean 'row col'?")
+
+
+def test_a_statement_pattern_that_matches_nothing_lists_the_statements():
+    _raises_here(lambda: fold_into_reduce(add_rows, "y[_] = _"),
+                 "no statement matches 'y[_] = _'", "did you mean 'y[_] += _'?")
+
+
+def test_an_unknown_buffer_lists_the_buffers():
+    _raises_here(lambda: set_memory(add_rows, "z", CudaSmemLinear), "no buffer named 'z'", "its buffers are: x, y")
+
+
+def test_exo_errors_raised_outside_a_proc_method_lose_the_unknown_directive_prefix():
+    _raises_here(lambda: divide_loop(add_rows, "col", 7, ["a", "b"], perfect=True), "divide_loop: cannot perfectly divide")
+
+
+def test_argument_type_errors_from_exo_become_errors_at_the_users_line():
+    _raises_here(lambda: divide_loop(add_rows, "col", 4, "ab"), "expected a list or tuple")
+
+
+def test_our_gpu_ops_report_the_same_way():
+    _raises_here(lambda: set_loop_mode(add_rows, "cols", cuda_threads), "set_loop_mode: no loop matches 'cols'",
+                 "did you mean 'col'?")
+
+
+def test_successful_ops_are_exos():
+    ours = divide_loop(add_rows, "row", 4, ["ro", "ri"], perfect=True)
+    theirs = exo_ops.divide_loop(add_rows, "row", 4, ["ro", "ri"], perfect=True)
+    assert ir_equal(ours.INTERNAL_proc().body, theirs.INTERNAL_proc().body)
+    assert divide_loop.__name__ == "divide_loop" and "Divide a loop" in (divide_loop.__doc__ or exo_ops.divide_loop.__doc__)
