@@ -238,3 +238,17 @@ def async_accumulator(n: size, src: f32[n] @ CudaGmemLinear, sums: f32[128] @ Cu
             for t in cuda_threads(0, 128):
                 sums[t] = acc[t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# Mid-schedule: the CUDA blocks are there, the device function around them is not yet (as in a GEMM's steps).
+@proc
+def before_device_function(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    assert n >= 256
+    buf: f32[128] @ CudaSmemLinear
+    for it in seq(0, n / 128):
+        for t in seq(0, 128):
+            with CudaAsync(Sm80_cp_async_instr):
+                Sm80_cp_async_f32(buf[t : t + 1], src[it * 128 + t : it * 128 + t + 1], size=4)
+        for t in seq(0, 128):
+            dst[it * 128 + t] = buf[127 - t]

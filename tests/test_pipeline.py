@@ -20,6 +20,7 @@ from exo.rewrite.LoopIR_scheduling import SchedulingError
 from procs_pipeline import (
     argument_tile,
     async_accumulator,
+    before_device_function,
     big_tile,
     body_alloc_tiles,
     cp_async_tiles,
@@ -200,6 +201,15 @@ def test_asynchronous_accumulator_in_a_later_stage():
     assert "acc: f32[128]" in str(q)  # no ring for the accumulator
     msg = _refused(async_accumulator, "it", [0, 1, 1, 1], [0, 1], CudaCommitGroup)
     assert "async stage 1" in msg and "writes nothing that a later statement of the loop reads" in msg
+
+
+def test_before_the_device_function_exists():
+    """A proc in the middle of its schedule (CUDA blocks, no device function yet) does not analyse; the op
+    still pipelines it, and its sequential meaning is kept."""
+    q = pipeline_loop(before_device_function, "it", [0, 1], [0], CudaCommitGroup)
+    assert "buf: f32[2, 128]" in str(q) and "Await(cg, cuda_in_order, 1)" in str(q)
+    args = _args(before_device_function, 1024)
+    np.testing.assert_array_equal(run_cpu(q, **args)["dst"], run_cpu(before_device_function, **args)["dst"])
 
 
 def test_stage_rule():
