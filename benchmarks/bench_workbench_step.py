@@ -4,11 +4,14 @@ The GEMM and its steps are notebooks/02_stepwise_gemm.ipynb's (examples/stepwise
 notebook's sizes. Two steps are timed, each applied `reps` times (undo, apply again: a new proc, analysed and
 checked again): the last step of "every thread copies its share", after which the checker finds hazards, and the
 second Fence of the next step, after which it finds none. The first tutorial's Fence step is timed as a
-reference measured in the same run. Each also times `sl.sync_check` alone on the step's proc once
-(`sync_check_alone_s`): when the checker finds hazards it re-runs the program in its Python interpreter to
-name the earlier access of each, and that dominates the step.
+reference measured in the same run. `first_s` is the first application, when the sync checker's C
+translation of the new proc is compiled with gcc (later repetitions of the same step find it in the cache, as
+they would in a notebook that re-runs a cell); `sync_check_alone_s` times `sl.sync_check` alone on the step's
+proc once, to show how much of a step is the checker.
 
-Run: python benchmarks/bench_workbench_step.py  (writes benchmarks/results/workbench_step.json)
+Run: SPORK_LAB_CACHE=$(mktemp -d) python benchmarks/bench_workbench_step.py  (writes
+benchmarks/results/workbench_step.json; the fresh cache makes `first_s` include the gcc compile, as a
+notebook's new step does)
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def main(reps: int = 5) -> dict:
         "no_hazards": without,
         "reference_first_tutorial_fence": first_tutorial_fence(reps),
         "target_s": 0.3,
+        "checker_cache": os.environ.get("SPORK_LAB_CACHE", "~/.cache/spork_lab (may be warm)"),
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                     "system": platform.platform(), "load_avg_1min": round(os.getloadavg()[0], 2)},
     }

@@ -47,9 +47,18 @@ def test_sync_tls_are_pair_sets():
     assert tl.Sm80_generic.mask == tl.cuda_in_order.mask | tl.Sm80_cp_async.mask
     assert tl.needs_proxy_fence(tl.cuda_in_order, tl.cuda_generic_and_async_proxy)
     assert not tl.needs_proxy_fence(tl.cuda_in_order, tl.Sm80_generic)
-    # A thread's in-order accesses are seen by its later cp.async, not by async-proxy instrs.
+    # A thread's in-order accesses are seen by its later cp.async, not by async-proxy instrs; its register
+    # accesses by its own later register accesses only.
+    register = 1 << tl.pair_bit(tl.cuda_in_order_instr, tl.register_usage)
     mask = tl.program_order_mask(tl.cuda_in_order_instr)
-    assert mask == tl.Sm80_generic.mask and not mask & tl.wgmma_async.mask
+    assert mask == tl.Sm80_generic.mask & ~register and not mask & tl.wgmma_async.mask
+    assert tl.program_order_mask(tl.cuda_in_order_instr, tl.register_usage) == register
+    # Asynchronous accesses are seen by nothing without a sync statement, but wgmma's accumulator by the
+    # next wgmma (seed 003: the same accumulator needs no wgmma.fence between two wgmma).
+    assert tl.program_order_mask(tl.wgmma_async_instr, tl.wgmma_usage_a) == 0
+    assert tl.program_order_mask(tl.Sm80_cp_async_instr) == 0
+    d = tl.pair_bit(tl.wgmma_async_instr, tl.wgmma_usage_d)
+    assert tl.program_order_mask(tl.wgmma_async_instr, tl.wgmma_usage_d) == 1 << d
 
 
 def test_barrier_memories_are_asked_through_their_hooks_not_by_name():

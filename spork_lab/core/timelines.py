@@ -3,6 +3,12 @@
 An instr-tl says which timeline an instruction runs on; a usage-tl says how an
 operand is used (it matters for wgmma operands only); a sync-tl is the set of
 (instr-tl, usage-tl) pairs that a Fence/Arrive/Await orders.
+
+In-order CUDA accesses to registers carry their own pair, (cuda_in_order_instr,
+register_usage), because one sync statement tells them apart: wgmma.fence
+(`Fence(wgmma_fence_1, wgmma_fence_2)`) orders a warpgroup's register accesses
+before its wgmma, and nothing in shared memory (that needs fence.proxy.async;
+seed 003, "wgmma"). Every sync-tl that names cuda_in_order_instr covers both.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class SyncTl:
 
 
 default_usage = UsageTl("default_usage")
+register_usage = UsageTl("register_usage")  # an in-order CUDA access to registers (see the module docstring)
 wgmma_usage_a = UsageTl("wgmma_usage_a")
 wgmma_usage_b = UsageTl("wgmma_usage_b")
 wgmma_usage_d = UsageTl("wgmma_usage_d")
@@ -87,6 +94,7 @@ INSTR_TLS = {
 ALL_PAIRS = (
     (cpu_in_order_instr, default_usage),
     (cuda_in_order_instr, default_usage),
+    (cuda_in_order_instr, register_usage),
     (Sm80_cp_async_instr, default_usage),
     (tma_to_smem_async_instr, default_usage),
     (tma_to_gmem_async_instr, default_usage),
@@ -108,7 +116,17 @@ def pair_bit(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
 
 
 def _tl(name: str, *pairs) -> SyncTl:
-    return SyncTl(name, frozenset(p if isinstance(p, tuple) else (p, default_usage) for p in pairs))
+    """A sync-tl of pairs; a bare instr-tl means its default pair (and, for cuda_in_order_instr, its
+    register pair too)."""
+    expanded = set()
+    for p in pairs:
+        if isinstance(p, tuple):
+            expanded.add(p)
+        else:
+            expanded.add((p, default_usage))
+            if p is cuda_in_order_instr:
+                expanded.add((p, register_usage))
+    return SyncTl(name, frozenset(expanded))
 
 
 _wgmma_operands = [(wgmma_async_instr, u) for u in (wgmma_usage_a, wgmma_usage_b, wgmma_usage_d)]
@@ -120,8 +138,9 @@ Sm80_generic = _tl("Sm80_generic", cuda_in_order_instr, Sm80_cp_async_instr)
 tma_to_smem_async = _tl("tma_to_smem_async", tma_to_smem_async_instr)
 tma_to_gmem_async = _tl("tma_to_gmem_async", tma_to_gmem_async_instr)
 wgmma_async_smem = _tl("wgmma_async_smem", (wgmma_async_instr, wgmma_usage_a), (wgmma_async_instr, wgmma_usage_b))
-# wgmma.fence orders prior register/shared accesses before the wgmma reads them.
-wgmma_fence_1 = _tl("wgmma_fence_1", cuda_in_order_instr, wgmma_async_instr, *_wgmma_operands)
+# wgmma.fence orders the warpgroup's prior register accesses before its next wgmma: registers only (shared
+# memory written in the generic proxy needs fence.proxy.async: a sync-tl pair with an async-proxy second tl).
+wgmma_fence_1 = _tl("wgmma_fence_1", (cuda_in_order_instr, register_usage))
 wgmma_fence_2 = _tl("wgmma_fence_2", wgmma_async_instr, *_wgmma_operands)
 # Generic-proxy accesses made visible to the async proxy (TMA, wgmma smem operands).
 cuda_generic_and_async_proxy = _tl(
@@ -167,17 +186,31 @@ def needs_proxy_fence(first_tl: SyncTl, second_tl: SyncTl) -> bool:
 
 
 def program_order_mask(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
-    """The pairs that see a synchronous access of a thread without any sync statement.
+    """The pairs that see an access of a thread without any sync statement (0: none).
 
-    Its own pair, plus cp.async issued later by the same thread: "asynchronous
-    operations are ordered after prior instructions in the same thread" and
-    cp.async runs in the generic proxy (seed 003). Async-proxy instrs (TMA,
-    wgmma) still need a fence.
+    A synchronous access: its own pair, plus cp.async issued later by the same
+    thread: "asynchronous operations are ordered after prior instructions in
+    the same thread" and cp.async runs in the generic proxy (seed 003).
+    Async-proxy instrs (TMA, wgmma) still need a fence. An asynchronous access:
+    none, but for wgmma's accumulator, which the next wgmma of the same
+    warpgroup accumulates into without a fence (seed 003: "the notable, common
+    exception").
     """
+    if instr_tl.is_async:
+        return 1 << pair_bit(instr_tl, usage_tl) if (instr_tl, usage_tl) == (wgmma_async_instr, wgmma_usage_d) else 0
     mask = 1 << pair_bit(instr_tl, usage_tl)
-    if instr_tl is cuda_in_order_instr:
+    if (instr_tl, usage_tl or default_usage) == (cuda_in_order_instr, default_usage):
         mask |= 1 << pair_bit(Sm80_cp_async_instr)
     return mask
+
+
+def completion_pair(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
+    """The pair bit on which an access to registers is complete for its own threads (their reuse of the
+    register after its scope): an in-order register access at once; an asynchronous one (a wgmma
+    operand) once a sync statement makes it visible to in-order register accesses."""
+    if instr_tl.is_async:
+        return pair_bit(cuda_in_order_instr, register_usage)
+    return pair_bit(instr_tl, usage_tl)
 
 
 def program_order_closure(mask: int) -> int:

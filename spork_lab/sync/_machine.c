@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NP 9      /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
+#define NP 10     /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
 #define MAXMARK 8 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
 #define NCACHE 65536 /* read-set nodes remembered for sharing */
 
@@ -84,6 +84,7 @@ struct Machine {
     int nmasks;
     const uint64_t *masks;        /* nmasks x nw */
     int32_t po[NP];               /* V_S pairs of a new access per pair bit (0: asynchronous) */
+    int32_t completion[NP];       /* per pair bit: the V_S pair on which a register access is complete */
     /* records; id 0 is the scratch record used to build a value before interning it */
     Ref *ref;                     /* per record id */
     int32_t nref, capref, *freeref, nfreeref;
@@ -626,6 +627,7 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     M->nmasks = T->nmasks;
     M->masks = T->masks;
     memcpy(M->po, T->po, sizeof(M->po));
+    memcpy(M->completion, T->completion, sizeof(M->completion));
     M->nslots = T->nslots;
     M->sp = T->slots;
     M->st.bufs = calloc(T->nslots ? T->nslots : 1, sizeof(Buf));
@@ -732,7 +734,7 @@ static int free_ok(Machine *M, Buf *b, int slot, int32_t r, int owner) {
         return R(M, r)->task == b->task && subset(own, VS(M, r, P_IN_ORDER), M->nw);
     if (R(M, r)->task != b->task) return 1;
     for (int p = 0; p < NP; p++) {
-        const uint64_t *va = VA(M, r, p), *vs = VS(M, r, p);
+        const uint64_t *va = VA(M, r, p), *vs = VS(M, r, M->completion[p]);
         for (int i = 0; i < M->nw; i++)
             if (va[i] & own[i] & ~vs[i]) return 0;
     }

@@ -102,6 +102,7 @@ typedef struct {
     int nmasks;
     const uint64_t *masks;    /* nmasks x nw */
     const int32_t *po;        /* per pair: V_S pairs of a new ordered access (0: asynchronous) */
+    const int32_t *completion; /* per pair: the V_S pair on which a register access is complete (Free) */
     int nslots;
     const SlotParams *slots;
     int nqueues;

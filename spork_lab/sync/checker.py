@@ -21,7 +21,6 @@ from __future__ import annotations
 from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
-from ..core import timelines as tl
 from ..core.cache import ProcCache
 from ..core.instrs import instr_info, template_call_of
 from ..core.ir import walk_stmts
@@ -29,8 +28,8 @@ from ..core.sync_stmts import sync_spec_of, trailing_of
 from ..errors import SporkError, SyncError, user_facing
 from . import program as P
 from .engine import Compiled, Unsupported
-from .lower import lower
-from .reference import Reference
+from .lower import UNMODELLED_INSTR_TLS, index_expr, lower
+from .reference import Reference, expr_source
 from .report import SyncReport, build_report
 
 ENGINES = ("compiled", "python")
@@ -96,16 +95,14 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     return build_report(program, sizes, analysis.barriers, run, engine, note)
 
 
-_MODELLED_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
-
-
 def reject_unmodelled(ir) -> None:
     """Raise SyncError at the first construct the abstract machine does not model yet.
 
     Soundness first: a program the machine cannot judge is refused, never
-    passed. Not modelled yet: instructions on the TMA and wgmma timelines (the
-    async proxy), loads completing on an mbarrier (`>> bar`), multicast arrives,
-    and wgmma fences (they order a warpgroup's registers only).
+    passed. Not modelled yet: instructions on the TMA timelines, loads
+    completing on an mbarrier (`>> bar`), multicast arrives. (wgmma and its
+    fences are modelled: core/timelines.py, tests/test_sync_wgmma.py.) The
+    lowering refuses the same instr-tls in callees too (`lower.refuse_unmodelled`).
     """
     for s in walk_stmts(ir.body):
         what = None
@@ -113,12 +110,10 @@ def reject_unmodelled(ir) -> None:
         info = instr_info(s) if isinstance(s, LoopIR.Call) and spec is None else None
         if trailing_of(s) is not None:
             what = f"`{_user_name(trailing_of(s)[0])}(...) >> bar`: loads completing on an mbarrier (TMA)"
-        elif info is not None and info.instr_tl not in _MODELLED_TLS:
-            what = f"{_user_name(s.f.name)} on {info.instr_tl.name} (the async proxy: TMA and wgmma)"
+        elif info is not None and info.instr_tl in UNMODELLED_INSTR_TLS:
+            what = f"{_user_name(s.f.name)} on {info.instr_tl.name} (TMA)"
         elif spec is not None and spec.window_shape:
             what = f"the multicast arrive {spec.kind}(...) >> {s.args[0].name}[...] (slices over CTAs)"
-        elif spec is not None and spec.kind == "Fence" and "wgmma" in f"{spec.first_tl.name} {spec.second_tl.name}":
-            what = f"Fence({spec.first_tl}, {spec.second_tl}) (wgmma fences)"
         if what is not None:
             raise SyncError(
                 f"sync_check does not model {what} yet, so it cannot tell whether this program is correctly "
@@ -149,41 +144,12 @@ def _size_values(ir, sizes: dict) -> tuple:
             name = str(a.name)
             if name not in sizes:
                 raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
-            env[a.name] = int(sizes[name])
-            values.append(env[a.name])
+            env[a.name] = P.Var(len(values))
+            values.append(int(sizes[name]))
     for pred in ir.preds:
-        if not _evaluate(pred, env):
+        if not eval(f"lambda V: {expr_source(index_expr(pred, env))}")(values):  # noqa: S307
             raise SyncError(f"the sizes {sizes} violate the assertion {pred}", pred.srcinfo)
     return tuple(values)
 
-
-def _evaluate(e, env: dict):
-    """An assertion's value over the sizes (exo's predicates: sizes, constants, arithmetic, comparisons)."""
-    if isinstance(e, LoopIR.Const):
-        return e.val
-    if isinstance(e, LoopIR.Read):
-        return env[e.name]
-    if isinstance(e, LoopIR.USub):
-        return -_evaluate(e.arg, env)
-    if isinstance(e, LoopIR.BinOp):
-        a, b = _evaluate(e.lhs, env), _evaluate(e.rhs, env)
-        return _BINOPS[e.op](a, b)
-    raise SyncError(f"sync_check cannot evaluate the assertion {e}", e.srcinfo)
-
-
-_BINOPS = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "<": lambda a, b: a < b,
-    ">": lambda a, b: a > b,
-    "<=": lambda a, b: a <= b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "and": lambda a, b: a and b,
-    "or": lambda a, b: a or b,
-}
 
 __all__ = ["sync_check", "SyncReport", "program_of", "ENGINES"]

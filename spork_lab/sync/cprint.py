@@ -181,12 +181,13 @@ def c_source(program: P.Program) -> str:
             "",
             f"static const uint64_t MASKS[] = {{{', '.join(f'{w}ull' for w in words)}}};",
             f"static const int32_t PO[] = {{{', '.join(map(str, P.PROGRAM_ORDER))}}};",
+            f"static const int32_t COMPLETION[] = {{{', '.join(map(str, P.COMPLETION))}}};",
             f"static const QueueParams QUEUES[] = {{{', '.join(queues) or '{0}'}}};",
             f"static const SlotParams SLOTS[] = {{{', '.join(slots) or '{0}'}}};",
             f"static const SiteParams SITES[] = {{{', '.join(sites) or '{0}'}}};",
             f"static const AccessParams ACCESS[] = {{{', '.join(access) or '{0}'}}};",
             *tables,
-            f"static const Tables TABLES = {{{nw}, {len(program.masks)}, MASKS, PO, {len(program.slots)}, SLOTS, "
+            f"static const Tables TABLES = {{{nw}, {len(program.masks)}, MASKS, PO, COMPLETION, {len(program.slots)}, SLOTS, "
             f"{len(program.queues)}, QUEUES, {len(program.sites)}, SITES, {len(access)}, ACCESS}};",
             "",
             "static void run(Machine *M, const int64_t *sz) {",

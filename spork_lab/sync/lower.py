@@ -65,6 +65,22 @@ class _Ctx:
     in_instr: object = None  # the outermost instr call whose body is being lowered
 
 
+REGISTER_PAIR = tl.pair_bit(tl.cuda_in_order_instr, tl.register_usage)
+
+# Instr-tls whose completion the abstract machine does not model yet: TMA completes on the mbarrier its
+# load trails (`copy(...) >> bar`) or on bulk commit groups, not through its threads' Arrive.
+UNMODELLED_INSTR_TLS = frozenset({tl.tma_to_smem_async_instr, tl.tma_to_gmem_async_instr})
+
+
+def refuse_unmodelled(instr_tl: tl.InstrTl, s) -> None:
+    """A SyncError at statement s if it runs on an instr-tl the machine does not model (soundness first:
+    a program the machine cannot judge is refused, never passed)."""
+    if instr_tl in UNMODELLED_INSTR_TLS:
+        raise SyncError(f"sync_check does not model {instr_tl} (TMA completing on its mbarrier) yet, so it cannot "
+                        "tell whether this program is correctly synchronized; it refuses it rather than pass it "
+                        "unchecked", s.srcinfo)
+
+
 def lower(proc_ir: LoopIR.proc) -> P.Program:
     """The proc as a Program (computed from its cached analysis); SyncError for what cannot be checked."""
     return _Lowering(proc_ir).program()
@@ -136,9 +152,10 @@ class _Lowering:
             if a.type.is_numeric():
                 env[a.name] = self.buffer(a, ctx, env)
         self.block(self.ir.body, ctx, env)
+        ops = self.hoist_read_nests(_without(self.ops, self.private_accesses()))
         return P.Program(
             proc=str(self.ir.name),
-            ops=_without(self.ops, self.private_accesses()),
+            ops=ops,
             n_vars=self.n_vars,
             sizes=tuple(sizes),
             masks=tuple(self.masks),
@@ -312,11 +329,19 @@ class _Lowering:
         return _View(view.slot, self.let(base), tuple(strides), view.usage, view.unordered)
 
     def assign(self, s, ctx: _Ctx, env: dict) -> None:
+        refuse_unmodelled(ctx.instr_tl, s)
         mask, site = self.mask(ctx), self.site(ctx.in_instr or s, ctx)
         for sym, idx, mode in statement_accesses(s):
             view = env[sym]
-            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            pair = self.pair(ctx, view)
             self.access(P.Access(view.slot, self.element(view, idx, env), mask, pair, mode, view.unordered, site), ctx)
+
+    def pair(self, ctx: _Ctx, view: _View) -> int:
+        """The (instr-tl, usage-tl) pair bit of an access: in-order accesses to registers have their own
+        (core/timelines.py: wgmma.fence orders them, and nothing in shared memory)."""
+        if ctx.instr_tl is tl.cuda_in_order_instr and view.usage is None and not self.slots[view.slot].shared:
+            return REGISTER_PAIR
+        return tl.pair_bit(ctx.instr_tl, view.usage)
 
     def access(self, op: P.Access, ctx: _Ctx) -> None:
         unit = getattr(self.mems[op.slot], "native_unit", None)
@@ -332,7 +357,8 @@ class _Lowering:
         shard's owner's), and only by in-order instructions, can never be part of a hazard: each such
         access finds the owner's own in-order record, visible to it in program order, and leaves one; a
         sync only widens that; the free of registers asks only that the owners' asynchronous accesses
-        completed. So the machine has nothing to record for them, and both engines skip them.
+        completed. So the machine has nothing to record for them, and both engines skip them. (wgmma's
+        accumulator is ordered after the same warpgroup's earlier wgmma, but asynchronous: kept.)
         """
         by_slot: dict = {}
         for k, op in enumerate(self.ops):
@@ -342,8 +368,8 @@ class _Lowering:
         for slot, indices in by_slot.items():
             if self.slots[slot].shared:
                 continue
-            if all(k in self.by_owner and not self.ops[k].unordered
-                   and P.PROGRAM_ORDER[self.ops[k].pair] >> self.ops[k].pair & 1 for k in indices):
+            if all(k in self.by_owner and not self.ops[k].unordered and self.ops[k].pair == REGISTER_PAIR
+                   for k in indices):
                 private.update(indices)
         return private
 
@@ -404,6 +430,45 @@ class _Lowering:
             self.ops[at] = loop
             self.ops[loop.end] = P.EndFor(at)
 
+    def hoist_read_nests(self, ops: tuple) -> tuple:
+        """In loops that only read (once the private register accesses are gone), move the reads and the
+        loop nests of reads that do not depend on the loop in front of it: reads commute with reads, and
+        a repeated read changes nothing (see `hoist_reads`), so each runs once. A scalar GEMM's inner
+        `for i: read A_s[i, k]; for j: read B_s[k, j]` becomes `for j: read B_s[k, j]` then `for i: ...`.
+        Only for loops with constant bounds that run at least once."""
+        return _flatten(self.hoist_in(_tree(list(ops), 0, len(ops))))
+
+    def hoist_in(self, nodes: list) -> list:
+        out = []
+        for node in nodes:
+            if not isinstance(node, _Loop):
+                out.append(node)
+                continue
+            body = self.hoist_in(node.body)
+            loop = node.op
+            if not (isinstance(loop.lo, P.Const) and isinstance(loop.hi, P.Const) and loop.lo.value < loop.hi.value
+                    and all(_only_reads(n) for n in body)):
+                out.append(_Loop(loop, body))
+                continue
+            defined = {loop.var}.union(*(_defines(n) for n in body))
+            stay = []
+            for n in body:
+                if isinstance(n, (_Loop, P.Access)) and not (_uses(n) - _defines(n)) & defined:
+                    out.append(self.without_loop(n, loop.var))
+                else:
+                    stay.append(n)
+            if stay:
+                out.append(_Loop(loop, stay))
+        return out
+
+    def without_loop(self, node, v: int):
+        """A hoisted node whose reports no longer show loop variable v."""
+        if isinstance(node, _Loop):
+            return _Loop(node.op, [self.without_loop(n, v) for n in node.body])
+        if isinstance(node, P.Access):
+            return replace(node, site=self.resite(node.site, tuple(lp for lp in self.sites[node.site].loops if lp[1] != v)))
+        return node
+
     def resite(self, site: int, loops: tuple) -> int:
         """The site of the same statement showing other loops."""
         old = self.sites[site]
@@ -459,6 +524,7 @@ class _Lowering:
             callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
         if s.f.instr is not None and ctx.dev is not None:
             inner = replace(ctx, instr_tl=info.instr_tl if info else ctx.instr_tl, in_instr=ctx.in_instr or s)
+            refuse_unmodelled(inner.instr_tl, s)
             accesses = instr_accesses(s.f.body)
             if accesses is not None:
                 self.instr_call(accesses, inner, callee)
@@ -481,7 +547,7 @@ class _Lowering:
                 starts.append((self.emit(None), v, loop))
                 inner[loop.iter] = P.Var(v)
             view = env[sym]
-            pair = tl.pair_bit(ctx.instr_tl, view.usage)
+            pair = self.pair(ctx, view)
             self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
             for start, v, loop in reversed(starts):
                 end = self.emit(P.EndFor(start))
@@ -599,6 +665,81 @@ def _variables(e: P.Expr) -> set:
         return _variables(e.arg)
     if isinstance(e, P.Table):
         return _variables(e.index)
+    return set()
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """A For op, its body (ops and loops), and its EndFor: the ops as a tree while loops are moved."""
+
+    op: P.For
+    body: list
+
+
+def _tree(ops: list, lo: int, hi: int) -> list:
+    out, k = [], lo
+    while k < hi:
+        op = ops[k]
+        if isinstance(op, P.For):
+            out.append(_Loop(op, _tree(ops, k + 1, op.end)))
+            k = op.end + 1
+        else:
+            out.append(op)
+            k += 1
+    return out
+
+
+def _flatten(nodes: list) -> tuple:
+    """The tree's ops in order, with every jump (For, EndFor, If, Else) renumbered."""
+    flat: list = []
+
+    def walk(ns):
+        for n in ns:
+            if isinstance(n, _Loop):
+                flat.append(n.op)
+                walk(n.body)
+                flat.append(P.EndFor(0))
+            else:
+                flat.append(n)
+
+    walk(nodes)
+    stack = []
+    for k, op in enumerate(flat):
+        if isinstance(op, (P.For, P.If)):
+            stack.append(k)
+        elif isinstance(op, P.EndFor):
+            start = stack.pop()
+            flat[start], flat[k] = replace(flat[start], end=k), P.EndFor(start)
+        elif isinstance(op, P.Else):
+            flat[stack[-1]] = replace(flat[stack[-1]], orelse=k)
+            stack[-1] = k
+        elif isinstance(op, P.EndIf):
+            at = stack.pop()
+            flat[at] = replace(flat[at], end=k) if isinstance(flat[at], P.Else) else replace(flat[at], orelse=k)
+    return tuple(flat)
+
+
+def _only_reads(node) -> bool:
+    if isinstance(node, _Loop):
+        return all(_only_reads(n) for n in node.body)
+    return isinstance(node, P.Let) or (isinstance(node, P.Access) and node.mode == P.READ)
+
+
+def _defines(node) -> set:
+    """The variables a node sets (loop variables, Lets)."""
+    if isinstance(node, _Loop):
+        return {node.op.var}.union(*(_defines(n) for n in node.body))
+    return {node.var} if isinstance(node, P.Let) else set()
+
+
+def _uses(node) -> set:
+    """The variables a node reads."""
+    if isinstance(node, _Loop):
+        return _variables(node.op.lo) | _variables(node.op.hi) | set().union(*(_uses(n) for n in node.body))
+    if isinstance(node, P.Access):
+        return _variables(node.element) | _variables(node.mask)
+    if isinstance(node, P.Let):
+        return _variables(node.value)
     return set()
 
 

@@ -193,8 +193,8 @@ class Alloc:
 class Free:
     """The end of slot's scope. In device code the free is a write by the owners (of the element's
     shard, for distributed shared memory): every record must be visible to them (shared memory: to the
-    whole owning collective; registers: each owner's own async accesses completed), else a FREE hazard;
-    then the buffer is gone."""
+    whole owning collective; registers: each owner's own accesses complete, on `COMPLETION`), else a
+    FREE hazard; then the buffer is gone."""
 
     slot: int
     site: int
@@ -283,8 +283,10 @@ ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_A
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
 RAW, WAR, WAW, FREE, DEADLOCK, COUNT = range(6)
 
-# V_S pairs of a new ordered access per pair bit (0 for asynchronous instr-tls).
-PROGRAM_ORDER = tuple(0 if i.is_async else tl.program_order_mask(i, u) for i, u in tl.ALL_PAIRS)
+# V_S pairs of a new ordered access per pair bit (0 for asynchronous instr-tls, but wgmma's accumulator).
+PROGRAM_ORDER = tuple(tl.program_order_mask(i, u) for i, u in tl.ALL_PAIRS)
+# Per pair bit, the V_S pair bit on which a register access is complete for its owners (Free).
+COMPLETION = tuple(tl.completion_pair(i, u) for i, u in tl.ALL_PAIRS)
 PAIRS = len(tl.ALL_PAIRS)
 
 

@@ -20,6 +20,7 @@ compiled engine (`cprint.py`, `_machine.c`) must produce exactly the same
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Optional
 
 from ..core import timelines as tl
@@ -59,6 +60,12 @@ def _find(rec: _Record) -> _Record:
     while rec.fwd is not None:
         rec = rec.fwd
     return rec
+
+
+@lru_cache(maxsize=None)
+def _completion(bits: int) -> int:
+    """The V_S pairs on which register accesses on the pairs of `bits` are complete (P.COMPLETION)."""
+    return sum({1 << P.COMPLETION[p] for p in range(P.PAIRS) if bits >> p & 1})
 
 
 def _covers(rec: _Record, threads: tuple, bit: int) -> bool:
@@ -353,7 +360,8 @@ class _Run:
                     if shared:  # reused by the next task or block: a write by the whole owning collective
                         ok = ss.covers(rec.vs, owner, bit)
                     else:  # registers: reused by their owners only, once their own (async) accesses completed
-                        ok = all(ss.covers(rec.vs, ss.intersect_threads(((lo, hi),), owner), b) for lo, hi, b in rec.va)
+                        ok = all(ss.covers(rec.vs, ss.intersect_threads(((lo, hi),), owner), _completion(b))
+                                 for lo, hi, b in rec.va)
                     if not ok:
                         self.hazard(P.FREE, buf, e, op.site, buf.owner, rec, which, acc)
                         break

@@ -1,0 +1,107 @@
+"""Test programs for the abstract machine's wgmma model (issue 12 item 5): a warpgroup accumulates into
+registers with an asynchronous tensor-core instr reading shared memory (seed 003, "wgmma").
+
+The instrs stand in for Sm90's (platforms/Sm90.py): what the machine needs of them is their instr-tl
+(wgmma_async_instr), their collective unit (a warpgroup) and their operands' usage-tls.
+"""
+
+from __future__ import annotations
+
+from spork_lab import instr, proc
+from spork_lab.core.memories import CudaMemory
+from spork_lab.core.timelines import wgmma_usage_a, wgmma_usage_b, wgmma_usage_d
+from spork_lab.platforms.cuda import *
+from spork_lab.sync.mutants import without_syncs
+from spork_lab.scheduling import rename
+
+
+class WgAccumulator(CudaMemory):
+    """Registers of a warpgroup holding a wgmma accumulator (as Sm90_RmemMatrixD)."""
+
+    native_unit = cuda_warpgroup
+    alloc_tls = frozenset({cuda_in_order_instr})
+    read_tls = frozenset({cuda_in_order_instr, wgmma_async_instr})
+    write_tls = frozenset({cuda_in_order_instr, wgmma_async_instr})
+
+
+@instr("wg_zero({D_data});", coll_unit=cuda_warpgroup, convergent=True)
+def wg_zero(D: [f32][64, 8] @ WgAccumulator):
+    for i in seq(0, 64):
+        for j in seq(0, 8):
+            D[i, j] = 0.0
+
+
+@instr(
+    "wg_mma({D_data}, {A_data}, {B_data});",
+    instr_tl=wgmma_async_instr,
+    coll_unit=cuda_warpgroup,
+    usage_tls={"D": wgmma_usage_d, "A": wgmma_usage_a, "B": wgmma_usage_b},
+)
+def wg_mma(D: [f32][64, 8] @ WgAccumulator, A: [f32][64, 8] @ CudaSmemLinear, B: [f32][8, 8] @ CudaSmemLinear):
+    for i in seq(0, 64):
+        for j in seq(0, 8):
+            for k in seq(0, 8):
+                D[i, j] += A[i, k] * B[k, j]
+
+
+@instr("wg_store({C_data}, {D_data});", coll_unit=cuda_warpgroup, convergent=True)
+def wg_store(C: [f32][64, 8] @ CudaGmemLinear, D: [f32][64, 8] @ WgAccumulator):
+    for i in seq(0, 64):
+        for j in seq(0, 8):
+            C[i, j] = D[i, j]
+
+
+# Syncs: 0 the proxy fence (generic smem writes -> wgmma's smem reads), 1 the wgmma fence (the zeroed
+# registers -> wgmma), 2/3 the commit group's arrive and wait (wgmma done -> the store reads D), 4 the CTA
+# fence before the next tile overwrites A_s and B_s.
+@proc
+def wgmma_tiles(
+    k: size, A: f32[64, k, 8] @ CudaGmemLinear, B: f32[k, 8, 8] @ CudaGmemLinear, C: f32[64, 8] @ CudaGmemLinear
+):
+    assert k >= 2
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            cg: barrier @ CudaCommitGroup
+            for wg in cuda_threads(0, 1, unit=cuda_warpgroup):
+                D: f32[64, 8] @ WgAccumulator
+                wg_zero(D)
+                for kt in seq(0, k):
+                    A_s: f32[64, 8] @ CudaSmemLinear
+                    B_s: f32[8, 8] @ CudaSmemLinear
+                    for t in cuda_threads(0, 64, unit=2 * cuda_thread):
+                        for q in cuda_threads(0, 2):
+                            for j in seq(0, 4):
+                                A_s[t, 4 * q + j] = A[t, kt, 4 * q + j]
+                    for t in cuda_threads(0, 64):
+                        B_s[t / 8, t % 8] = B[kt, t / 8, t % 8]
+                    Fence(cuda_in_order, wgmma_async_smem)
+                    Fence(wgmma_fence_1, wgmma_fence_2)
+                    with CudaAsync(wgmma_async_instr):
+                        wg_mma(D, A_s, B_s)
+                        wg_mma(D, A_s, B_s)  # the same accumulator again: no fence needed between
+                    Arrive(wgmma_async, 1) >> cg
+                    Await(cg, cuda_in_order, 0)
+                    Fence(cuda_in_order, cuda_in_order)
+                wg_store(C, D)
+
+
+wgmma_no_proxy_fence = rename(without_syncs(wgmma_tiles, [0]), "wgmma_no_proxy_fence")
+wgmma_no_wgmma_fence = rename(without_syncs(wgmma_tiles, [1]), "wgmma_no_wgmma_fence")
+wgmma_no_wait = rename(without_syncs(wgmma_tiles, [2, 3]), "wgmma_no_wait")
+
+
+@instr("tma_load({dst_data}, {src_data});", instr_tl=tma_to_smem_async_instr)
+def tma_load(dst: [f32][8] @ CudaSmemLinear, src: [f32][8] @ CudaGmemLinear):
+    for i in seq(0, 8):
+        dst[i] = src[i]
+
+
+# TMA is not modelled yet (it completes on the mbarrier its load trails): sync_check refuses this.
+@proc
+def uses_tma(src: f32[8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            s: f32[8] @ CudaSmemLinear
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    tma_load(s, src)
