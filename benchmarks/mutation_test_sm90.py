@@ -7,8 +7,8 @@ producer's lag unchanged), the producer allowed one more stage ahead, and the
 consumers' release sent to their own CTA only (not to the multicasting peer).
 
 Verdicts: "static error" and "hazard" kill a mutant; "refused" means
-`sl.sync_check` refused it because the abstract machine does not model TMA,
-wgmma and multicast yet (issue 12 item 5): refused mutants are survivors
+`sl.sync_check` refused it because the abstract machine does not model TMA
+and multicast yet (issue 12 item 5; wgmma is modelled): refused mutants are survivors
 until it does, and they are the list that model must kill. "passes" would be
 a survivor the checker vouched for (none can pass today: the GEMM itself is
 refused).
@@ -193,7 +193,7 @@ def main() -> int:
         f"Proc: `make_gemm({', '.join(f'{k}={v!r}' for k, v in CONFIG.items())})` at {SIZES}.",
         "",
         f"**Kill rate: {killed}/{len(mutants)}** (static error or hazard); {refused} refused as not modelled yet "
-        "(survivors until the abstract machine models TMA, wgmma and multicast: issue 12 item 5); "
+        "(survivors until the abstract machine models TMA and multicast: issue 12 item 5); "
         f"{sum(m.verdict == 'passes' for m in mutants)} passed. The unmutated GEMM: {baseline.verdict}.",
         "",
         "| mutant | verdict | detail | GPU run (survivors) |",
