@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64, "warp_specialized_copy": 512 * 32,
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
          "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64, "dist_gemm": 128,
-         "dist_cluster_smem": 256 * 4, "sm90_tma_wgmma": 256, "sm90_rmem_a": 256, "sm90_gemm": 512, "sm90_tma_store": 256, "stepwise_gemm": 128}  # fmt: skip
+         "dist_cluster_smem": 256 * 4, "sm90_tma_wgmma": 256, "sm90_rmem_a": 256, "sm90_gemm": 512, "sm90_tma_store": 256,
+         "stepwise_gemm": 128, "pipelined_tiles": 1024 * 16}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 
