@@ -14,6 +14,7 @@ from exo.API_scheduling import AtomicSchedulingOp as _AtomicSchedulingOp
 from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the point of this module
 
 from .lang import gpu_ops as _gpu_ops
+from .lang import pipeline as _pipeline
 from .lang.sched_errors import explain, raised_in_exo, user_frame
 
 
@@ -48,5 +49,6 @@ for _name in _EXO_NAMES:
     globals()[_name] = _user_facing(getattr(_exo_scheduling, _name))
 for _name in _GPU_OPS:
     globals()[_name] = _user_facing(getattr(_gpu_ops, _name))
+pipeline_loop = _user_facing(_pipeline.pipeline_loop)
 
-__all__ = _EXO_NAMES + _GPU_OPS
+__all__ = _EXO_NAMES + _GPU_OPS + ["pipeline_loop"]

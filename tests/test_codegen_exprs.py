@@ -81,14 +81,11 @@ def checker_values(p, k: int, points: list) -> list:
     return [fn([point.get(str(sym), 0) for sym in syms]) for point in points]
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.randoms(use_true_random=False), st.integers(1, 4))
-def test_host_c_and_checker_compute_what_the_program_says(tmp_path, rng, count):
-    exprs = [random_expr(rng, ("i", "j", "n", "m")) for _ in range(count)]
+def check_host_c_and_checker(exprs: list, directory) -> None:
+    """Each expression, compiled to host C by gcc and lowered for the checker, has the program's values."""
     p, size, offsets = host_proc(exprs)
-    run, c_text = build_host(p, tmp_path)
-    out = np.full((count, 6, 5), -(2**31), dtype=np.int32)  # poison: a skipped guard shows
+    run, c_text = build_host(p, directory)
+    out = np.full((len(exprs), 6, 5), -(2**31), dtype=np.int32)  # poison: a skipped guard shows
     src = np.arange(size, dtype=np.int32)
     run(None, SIZES["n"], SIZES["m"], out.ctypes.data, src.ctypes.data)
     points = [{"i": i, "j": j, **SIZES} for i in range(6) for j in range(5)]
@@ -98,6 +95,23 @@ def test_host_c_and_checker_compute_what_the_program_says(tmp_path, rng, count):
         assert got == want, f"generated C disagrees on {source(e)}:\n{c_text}"
         seen = [v - offsets[k] for v in checker_values(p, k, points)]
         assert seen == want, f"the checker disagrees on {source(e)}"
+
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+@needs_gcc
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False), st.integers(1, 4))
+def test_host_c_and_checker_compute_what_the_program_says(tmp_path, rng, count):
+    check_host_c_and_checker([random_expr(rng, ("i", "j", "n", "m")) for _ in range(count)], tmp_path)
+
+
+@needs_gcc
+def test_a_product_with_a_modulo_on_its_right_keeps_its_parentheses(tmp_path):
+    """Found by the test above: `6 * (i % 5 * -2)` was printed `6 * i % 5 * -2`, which C reads as `((6 * i) % 5) * -2`."""
+    mod_times = ("*", ("%", ("var", "i"), 5), ("const", -2))
+    check_host_c_and_checker([("+", ("var", "i"), ("*", ("const", 6), mod_times))], tmp_path)
 
 
 def test_the_issue_programs_keep_their_parentheses():
@@ -117,7 +131,7 @@ def test_readable_output_keeps_only_needed_parentheses():
         "        x[(i + 1) * 2 + (i - (i - 3)) + 4 * (i * 3)] = 0.0\n"
     )
     c = sl.compile_procs_to_strings([p], "f")[0]
-    assert "x[(i + 1) * 2 + i - (i - 3) + 4 * i * 3] = 0.0f;" in c
+    assert "x[(i + 1) * 2 + i - (i - 3) + 4 * (i * 3)] = 0.0f;" in c
 
 
 CUDA_COUNT = 96

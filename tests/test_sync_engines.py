@@ -67,7 +67,18 @@ def _outcome(p, sizes, engine):
         return e
 
 
-@pytest.mark.parametrize("name, p", PROGRAMS, ids=[name for name, _ in PROGRAMS])
+# Counterexamples found by examples/pipelined_tiles.py's mutants (issue 13), for the engines' owner (issue 10):
+# without the steady state's Await the reference engine reports the epilogue's first read (it = 6, no `other`
+# access) as RAW, the compiled engine only the second (it = 7); the FREE hazards then name different elements.
+ENGINES_DISAGREE = {"tiles_mbarrier_without_sync6", "tiles_ws_without_sync4"}
+
+
+@pytest.mark.parametrize(
+    "name, p",
+    [pytest.param(name, p, marks=pytest.mark.xfail(strict=True, reason="the engines disagree: see ENGINES_DISAGREE"))
+     if name in ENGINES_DISAGREE else (name, p) for name, p in PROGRAMS],
+    ids=[name for name, _ in PROGRAMS],
+)  # fmt: skip
 def test_both_engines_give_the_same_report(name, p):
     sizes = check_sizes(p)
     compiled, python = _outcome(p, sizes, "compiled"), _outcome(p, sizes, "python")

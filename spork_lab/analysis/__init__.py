@@ -80,7 +80,8 @@ from exo.core.LoopIR import LoopIR
 
 from .. import dist
 from ..core.cache import ProcCache
-from ..errors import user_facing
+from ..errors import SporkError, user_facing
+from ..lang.pipeline import register_distributed_dims
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
 
@@ -126,6 +127,20 @@ def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
             results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))
     return Analysis(str(proc_ir.name), results)
 
+
+def _distributed_dims(proc_ir: LoopIR.proc, alloc: LoopIR.Alloc) -> int:
+    """The leading distributed dimensions the dist pass deduced for an allocation (0 if none). A proc in the
+    middle of its schedule may not analyse yet (CUDA blocks before the device function around them exists):
+    nothing is distributed in it so far."""
+    try:
+        deduced = analyze(proc_ir).result("dist").get(alloc.name)
+    except SporkError:
+        return 0
+    return deduced.dims if deduced is not None else 0
+
+
+# pipeline_loop (a scheduling op, a layer below) puts a ring dimension after the distributed ones.
+register_distributed_dims(_distributed_dims)
 
 __all__ = [
     "analyze", "Analysis", "StmtInfo", "StmtRef", "IterInfo", "DeviceFunctionInfo", "PASSES", "Pass", "PassContext",

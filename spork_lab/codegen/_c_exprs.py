@@ -91,7 +91,7 @@ class FaithfulExprs:
             return _negate(text, level), _ATOM
         if isinstance(e, CIR.BinOp):
             lhs, rhs = self._cir(e.lhs, env), self._cir(e.rhs, env)
-            return self._binop(e.op, lhs, rhs, _cir_non_negative(e.lhs), e.rhs, CIR.BinOp)
+            return self._binop(e.op, lhs, rhs, _cir_non_negative(e.lhs))
         raise CodegenError(f"internal: cannot print the index expression {e}")
 
     # ---- LoopIR expressions (conditions, loop bounds, scalar code) ----
@@ -110,14 +110,14 @@ class FaithfulExprs:
         if isinstance(e, LoopIR.BinOp) and e.type.is_indexable() and e.op in _LEVEL:
             lhs, rhs = self._e(e.lhs), self._e(e.rhs)
             non_negative = self.range_env.check_expr_bound(0, IndexRangeEnvironment.leq, e.lhs)
-            return self._binop(e.op, lhs, rhs, non_negative, e.rhs, LoopIR.BinOp)
+            return self._binop(e.op, lhs, rhs, non_negative)
         if isinstance(e, (LoopIR.Read, LoopIR.Const, LoopIR.StrideExpr, LoopIR.USub)):
             return self.comp_e(e, 0), _ATOM
         return self.comp_e(e, 0), _ADD if isinstance(e, LoopIR.BinOp) else _ATOM
 
     # ---- shared ----
 
-    def _binop(self, op: str, lhs: tuple, rhs: tuple, lhs_non_negative: bool, rhs_node, binop_type) -> tuple:
+    def _binop(self, op: str, lhs: tuple, rhs: tuple, lhs_non_negative: bool) -> tuple:
         (a, a_level), (b, b_level) = lhs, rhs
         if op in "/%" and not lhs_non_negative:
             helper = "exo_floor_div" if op == "/" else "spork_floor_mod"
@@ -126,9 +126,9 @@ class FaithfulExprs:
         if a_level < level:
             a = f"({a})"
         # C groups left to right: a right operand at the same level keeps its parentheses,
-        # except under + and * where regrouping cannot change an integer result.
-        same_op_ok = op == "+" or (op == "*" and isinstance(rhs_node, binop_type) and rhs_node.op == "*")
-        if b_level < level or (b_level == level and not same_op_ok):
+        # except under + where regrouping cannot change an integer result. (Not under *:
+        # `6 * (i % 5 * 2)` is not `6 * i % 5 * 2`.)
+        if b_level < level or (b_level == level and op != "+"):
             b = f"({b})"
         return f"{a} {op} {b}", level
 

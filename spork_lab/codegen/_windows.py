@@ -1,16 +1,17 @@
 """Window aliases (`w = x[i, :]`) in generated C and CUDA.
 
 exo 1.0 types an alias as a const window unless its *source* buffer is
-written, so `w = r[:]; w[0] = 1.0` declares a read-only window and the write
-does not compile; and it initialises the alias with a C compound literal,
-which nvcc rejects in device code. `WindowAliases` (mixed into both of our
-compilers) makes a window writable when it or any alias of its buffer is
-written, and initialises it as an aggregate, which C and C++ both accept.
+written, so `w = r[:]; w[0] = 1.0` declares a read-only window (and a const
+argument) and the write does not compile; and it initialises the alias with
+a C compound literal, which nvcc rejects in device code. `WindowAliases`
+(mixed into both of our compilers) counts a write through an alias as a write
+of its source, and initialises aliases as aggregates, which C and C++ both
+accept.
 """
 
 from __future__ import annotations
 
-from exo.core.LoopIR import LoopIR, T
+from exo.core.LoopIR import LoopIR
 
 from ..core.ir import walk_stmts
 
@@ -18,17 +19,22 @@ from ..core.ir import walk_stmts
 class WindowAliases:
     """Mixin for subclasses of exo's C `Compiler`."""
 
-    def get_window_type(self, typ, is_const=None):
-        if is_const is None and isinstance(typ, T.Window):
-            is_const = typ.src_buf not in self.non_const and typ.src_buf not in self._written_through_alias()
-        return super().get_window_type(typ, is_const)
+    # exo's Compiler sets `non_const` (the buffers its body writes) before it declares the
+    # arguments and windows; widening it there makes both agree with writes through aliases.
+    @property
+    def non_const(self) -> set:
+        return self._non_const
 
-    def _written_through_alias(self) -> set:
-        """Buffers some window alias of which is written."""
-        if not hasattr(self, "_alias_written"):
-            aliases = {s.name: s.rhs.type.src_buf for s in walk_stmts(self.proc.body) if isinstance(s, LoopIR.WindowStmt)}
-            self._alias_written = {src for name, src in aliases.items() if name in self.non_const}
-        return self._alias_written
+    @non_const.setter
+    def non_const(self, written) -> None:
+        written = set(written)
+        source = {s.name: s.rhs.type.src_buf for s in walk_stmts(self.proc.body) if isinstance(s, LoopIR.WindowStmt)}
+        while True:  # an alias of an alias writes the first alias's source too
+            through = {source[name] for name in written if name in source} - written
+            if not through:
+                break
+            written |= through
+        self._non_const = written
 
     def comp_s(self, s):
         if not isinstance(s, LoopIR.WindowStmt):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from exo.core.memory import MemGenError, Memory
 
 from .coll import CollUnit
+from .dtypes import BF16_C_NAME
 
 
 class CudaMemory(Memory):
@@ -53,6 +54,16 @@ class CudaMemory(Memory):
     @classmethod
     def reduce(cls, s, lhs, rhs):
         return f"{lhs} += {rhs};"
+
+
+# Bytes of one element, by the C type exo prints for it (`basetype().ctype()`).
+ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
+              BF16_C_NAME: 2}
+
+
+def elem_bytes(basetype) -> int:
+    """Bytes of one element of an exo base type (f32: 4, f16: 2, ...), as allocations lay them out."""
+    return ELEM_BYTES[basetype.ctype()]
 
 
 def const_shape(new_name: str, mem: type, shape: list, srcinfo) -> list:
