@@ -9,6 +9,7 @@ from .errors import (
     SporkError,
     SporkSchedulingError,
     SporkSyntaxError,
+    MemoryMismatchError,
     SyncError,
     TimelineError,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "CollectiveError",
     "TimelineError",
     "DistributedMemoryError",
+    "MemoryMismatchError",
     "SyncError",
     "CodegenError",
     "BuildError",
