@@ -72,6 +72,10 @@ class DistributedMemoryError(SporkError):
     """The uses of a distributed allocation do not deduce one owner collective per shard (seed 000, rules 1-3)."""
 
 
+class MemoryMismatchError(SporkError):
+    """A call passes a buffer in a memory other than the one its parameter declares."""
+
+
 class SyncError(SporkError):
     """Misuse of barriers and synchronization statements."""
 

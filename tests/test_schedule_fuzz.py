@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 import spork_lab
 import spork_lab as sl
 from spork_lab.core.loop_modes import CudaThreads
-from spork_lab.core.sync_stmts import is_barrier_alloc
+from spork_lab.core.ir import walk_stmts
+from spork_lab.core.sync_stmts import is_barrier_alloc, sync_spec_of
 from spork_lab.errors import SporkError
 from spork_lab.platforms.cuda import CudaRmem, CudaSmemLinear, cuda_in_order, cuda_tasks, cuda_threads, cuda_warp
 from spork_lab.scheduling import (
@@ -119,7 +120,12 @@ def _cut(data, p):
 
 
 def _fission(data, p):
-    inside = [c for loop in _loops(p, seq_only=True) for c in list(loop.body())[:-1]]
+    # Fission keeps the sequential meaning but moves statements across the loop's sync statements
+    # (a Fence at the end of a K-loop body no longer orders the next iteration's loads after this
+    # one's reads), so it is a plain step only in loops without them.
+    loops = [loop for loop in _loops(p, seq_only=True)
+             if not any(sync_spec_of(s) is not None for s in walk_stmts(loop._impl._node.body))]
+    inside = [c for loop in loops for c in list(loop.body())[:-1]]
     return fission(p, _pick(data, inside, "statement").after())
 
 

@@ -142,3 +142,28 @@ def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do():
     )
     written = sl.parse_source(src, func_locals=consts)
     assert "fence.proxy.async" in _producer_wait(_cu(written))
+
+
+def test_a_swizzled_operand_moved_to_linear_smem_is_an_error_at_the_users_line():
+    """exo checks call-argument memories only while generating code, with a TypeError; we check them in analysis."""
+    import sm90_gemm
+    from exo.core.LoopIR import LoopIR
+
+    from spork_lab.scheduling import set_memory
+    from spork_lab.sync.mutants import stmt_cursors
+
+    p = sm90_gemm.make_gemm("tf32")
+    swizzled = next(c for c in stmt_cursors(p)
+                    if isinstance(c._impl._node, LoopIR.Alloc) and c._impl._node.mem is Sm90_SmemSwizzled(128))
+    with pytest.raises(sl.MemoryMismatchError, match=r"is in CudaSmemLinear, but Sm90_copy_tensor_to_smem") as e:
+        sl.analyze(set_memory(p, swizzled, CudaSmemLinear))
+    assert Path(e.value.filename).name == "sm90_gemm.py"
+
+
+def test_simplify_keeps_the_gemm_checkable():
+    """exo's simplify writes `ring[cta:cta + 1]` as `ring[cta:1 + cta]`; it is still one barrier."""
+    import sm90_gemm
+
+    from spork_lab.scheduling import simplify
+
+    sl.analyze(simplify(sm90_gemm.make_gemm("tf32")))

@@ -48,7 +48,7 @@ from ..core import timelines as tl
 from ..core.blocks import CudaAsync
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import numeric_reads, walk_stmts
+from ..core.ir import interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
@@ -278,7 +278,11 @@ class _Walk:
             fan_in = 1
             for w in getattr(bar, "idx", []):
                 if not is_point_interval(w):
-                    fan_in *= w.hi.val - w.lo.val
+                    width = interval_width(w)
+                    if width is None:
+                        raise SyncError(f"{trailing[0]} completes on {bar.name}[{w.lo}:{w.hi}], whose width is not "
+                                        "a constant", s.srcinfo)
+                    fan_in *= width
             use = BarrierUse(s, None, info.tiling.thread_count, instr_info(s).tx_bytes * fan_in)
             self.trailing[bar.name].append(use)
             pending.setdefault(bar.name, []).append(use)

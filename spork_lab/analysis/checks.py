@@ -24,7 +24,7 @@ from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import CollectiveError, DataTypeError, SyncError, TimelineError
+from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SyncError, TimelineError
 from .result import StmtInfo
 from .scopes import head_text
 
@@ -156,6 +156,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
         _check_scalar_code(s, info, writes=any("write" in e for e in effects.values()))
+    _check_arg_memories(s, memories)
     for param, arg in zip(s.f.args, s.args):
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
@@ -175,6 +176,21 @@ def _check_instr_arg_types(s: LoopIR.Call) -> None:
                 f"but the argument given holds {arg.type.basetype()}",
                 s.srcinfo,
             )
+
+
+def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:
+    """Each buffer argument is in its parameter's memory (exo checks this only when generating code,
+    with a TypeError); tensor maps and barriers have their own checks."""
+    for param, arg in zip(s.f.args, s.args):
+        mem = memories.get(getattr(arg, "name", None))
+        if (not param.type.is_numeric() or mem is None or issubclass(mem, BarrierMemory)
+                or tensor_map_spec(arg.name) is not None or issubclass(mem, param.mem)):
+            continue
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {arg.name} is in {mem.name()}, but {_instr_name(s)} takes "
+            f"{param.name} in {param.mem.name()}",
+            s.srcinfo,
+        )
 
 
 def _launches_kernels(proc_ir: LoopIR.proc) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 from exo.core.LoopIR import LoopIR
 
@@ -30,3 +30,35 @@ def numeric_reads(e, out: list) -> None:
     if isinstance(e, LoopIR.Extern):
         for a in e.args:
             numeric_reads(a, out)
+
+
+def interval_width(w) -> Optional[int]:
+    """`hi - lo` of a window interval when it is a constant: `i:i + 1` and `i:1 + i` (as exo's simplify
+    writes it) alike; None when it depends on a variable."""
+    diff = _linear(LoopIR.BinOp("-", w.hi, w.lo, w.hi.type, w.srcinfo))
+    if diff is None or any(coeff != 0 for term, coeff in diff.items() if term != 1):
+        return None
+    return diff.get(1, 0)
+
+
+def _linear(e) -> Optional[dict]:
+    """An index expression as {term: coefficient} (term 1 for the constant; any other subexpression, by its
+    text, as an opaque term), or None for a product of two non-constants."""
+    if isinstance(e, LoopIR.Const):
+        return {1: e.val}
+    if isinstance(e, LoopIR.USub):
+        arg = _linear(e.arg)
+        return None if arg is None else {t: -c for t, c in arg.items()}
+    if isinstance(e, LoopIR.BinOp) and e.op in "+-":
+        lhs, rhs = _linear(e.lhs), _linear(e.rhs)
+        if lhs is None or rhs is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        return {t: lhs.get(t, 0) + sign * rhs.get(t, 0) for t in lhs.keys() | rhs.keys()}
+    if isinstance(e, LoopIR.BinOp) and e.op == "*":
+        lhs, rhs = _linear(e.lhs), _linear(e.rhs)
+        for scale, other in ((lhs, rhs), (rhs, lhs)):
+            if scale is not None and other is not None and scale.keys() == {1}:
+                return {t: scale[1] * c for t, c in other.items()}
+        return None
+    return {str(e): 1}

@@ -18,6 +18,7 @@ from exo.core.memory import MemGenError, Memory
 from exo.core.prelude import SrcInfo, Sym
 
 from .instrs import instr_info_by_name, register_instr
+from .ir import interval_width
 from .timelines import SyncTl
 
 
@@ -171,14 +172,8 @@ def barrier_window_indices(arg) -> list:
 
 
 def is_point_interval(w) -> bool:
-    """Whether a window index `lo:hi` is the point `i:i+1` the front end makes of `bar[i]`."""
-    if isinstance(w, LoopIR.Point):
-        return True
-    hi = w.hi
-    return (
-        isinstance(hi, LoopIR.BinOp) and hi.op == "+" and isinstance(hi.rhs, LoopIR.Const) and hi.rhs.val == 1
-        and str(hi.lhs) == str(w.lo)
-    ) or (isinstance(w.lo, LoopIR.Const) and isinstance(hi, LoopIR.Const) and hi.val == w.lo.val + 1)
+    """Whether a window index is a point: `bar[i]`, or the `i:i+1` the front end makes of it."""
+    return isinstance(w, LoopIR.Point) or interval_width(w) == 1
 
 
 # ---- `instr(...) >> bar[...]`: an instruction that completes on a barrier (TMA on an mbarrier) ----
