@@ -12,6 +12,7 @@ from .errors import (
     MemoryMismatchError,
     SyncError,
     TimelineError,
+    DataTypeError,
 )
 from .lang import printer as _printer
 from .lang.decorators import instr, proc
@@ -59,6 +60,7 @@ __all__ = [
     "DeviceScopeError",
     "CollectiveError",
     "TimelineError",
+    "DataTypeError",
     "DistributedMemoryError",
     "MemoryMismatchError",
     "SyncError",
