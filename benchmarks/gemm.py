@@ -1,42 +1,106 @@
-"""GEMM benchmark: spork_lab's generated kernels against cuBLAS, on the same inputs, in the same run.
+"""GEMM benchmark: spork_lab's generated kernels against cuBLAS, same inputs, same run -> results/gemm.json.
 
-    python3 benchmarks/gemm.py --platform sm90 [--dtypes tf32,f16,bf16] [--shapes 8192x8192x8192,...]
+    python3 benchmarks/gemm.py --platform {sm80,sm90} [--dtypes tf32,f16,bf16] [--shapes 8192x8192x8192,...] [--sweep]
 
 Every row of results/gemm.json (replaced in place, keyed by kernel, platform,
 dtype and shape) is {"kernel", "platform", "dtype", "M", "N", "K", "tflops",
 "cublas_tflops", "max_rel_err", "gpu", "date"} plus "layout" and "cublas"
-(what cuBLAS was asked). Method: fresh random normal inputs per row; C
-poisoned with NaN and checked against a float64 product (max|C - C64| /
-max|C64|); then `--reps` timed pairs, ours and cuBLAS alternating on one
+(what cuBLAS was asked). Method: each kernel is first checked on fresh random
+inputs at its small `checks` shapes (one non-square), C poisoned with NaN,
+against a float64 product (max|C - C64| / max|C64|); then, per timed shape,
+fresh random normal inputs, the same check, and `--reps` timed pairs, ours
+and cuBLAS (PyTorch matmul, TF32 allowed for tf32 rows) alternating on one
 stream (CUDA events, L2 flushed before each run), medians compared, so both
 see the same clocks and temperature (the card is power-limited under GEMMs).
+The kernel's arguments are prepared before timing, and a ~1 ms GPU spin queued
+before the start event keeps the host's work of a call (ctypes, argument checks,
+tensor-map encoding) out of the measured time (`--show-launch` leaves it in).
+
+`--sweep` times every candidate tile configuration of the platform instead of
+its default one. Scheduling and nvcc take minutes, so a sweep can be built
+here and timed on the GPU machine:
+
+    python3 benchmarks/gemm.py --platform sm80 --sweep --prebuild DIR --arch sm_90a   # no GPU needed
+    python3 benchmarks/gemm.py --prebuilt DIR [--shapes ...]                          # on the GPU
+
+DIR holds each kernel's generated sources and index.json (name, platform, dtype,
+layout, and the text of a proc with the kernel's parameters and assertions, from
+which the argument checks are rebuilt without scheduling again); the GPU machine
+compiles them with its nvcc, in parallel.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gemm.json"
 sys.path.insert(0, str(ROOT / "examples"))
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]
+TOLERANCE = {"tf32": 2e-3, "f16": 1e-4, "bf16": 1e-4}  # max rel err; f16/bf16 products are exact in f32
+SOURCE_EXTS = ("c", "h", "cu", "cuh")  # what compile_procs_to_strings returns, in order
+LAYOUT_KN = "C[M,N] f32 = A[M,K] @ B[K,N], row-major, f32 accumulation"
+LAYOUT_NK = "C[M,N] f32 = A[M,K] @ B[N,K]^T, row-major, f32 accumulation"
 
 
-def sm90_kernels(dtype: str) -> list:
-    """(kernel name, proc, layout) of the Sm90a GEMMs to time for one element type."""
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel to time: `schedule()` gives its proc (slow); `signature` is the text of a proc with the same
+    parameters and assertions (parsed on the GPU machine to check arguments of a prebuilt library), or None
+    where the kernel cannot be prebuilt; `checks` are the small (M, N, K) checked before timing, one non-square."""
+
+    name: str
+    platform: str
+    dtype: str  # tf32 (f32 data), f16 or bf16; C is f32
+    layout: str
+    b_nk: bool  # B is given as [N, K] (C = A @ B^T) rather than [K, N]
+    schedule: Callable
+    signature: Optional[str]
+    checks: tuple
+
+
+# Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md, run 3, has their times).
+SM80_SWEEP = {
+    "f16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
+            dict(BN=128, S=3, blocks_per_sm=2)],
+    "bf16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
+             dict(BN=128, S=3, blocks_per_sm=2)],
+    "tf32": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3)],
+}
+
+
+def sm80_kernels(dtype: str, sweep: bool) -> list:
+    import sm80_gemm as g
+
+    base = g.CONFIGS[dtype]
+    configs = [dataclasses.replace(base, **kw) for kw in SM80_SWEEP[dtype]] if sweep else [base]
+    return [
+        Kernel(cfg.name if cfg == base and not sweep else f"{cfg.name}_{cfg.tiles}", "sm80", dtype, LAYOUT_KN, False,
+               lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)),
+               ((256, 512, 384), (512, 256, 256)))
+        for cfg in configs
+    ]  # fmt: skip
+
+
+def sm90_kernels(dtype: str, sweep: bool) -> list:
+    """The Sm90a GEMM (benchmarks/sm90_sweep.py sweeps its variants); not prebuilt."""
     from sm90_gemm import make_gemm
 
     p = make_gemm(dtype, BN=256, S=4, CL=2, G=8)
-    return [(str(p.name()), p, "C[M,N] f32 = A[M,K] @ B[N,K]^T, row-major, f32 accumulation")]
+    checks = ((2048, 768, 256), (2048, 2560, 512))  # M: a multiple of 128 * CL * G
+    return [Kernel(str(p.name()), "sm90", dtype, LAYOUT_NK, True, lambda: p, None, checks)]
 
 
-PLATFORMS = {"sm90": sm90_kernels}
+PLATFORMS = {"sm80": sm80_kernels, "sm90": sm90_kernels}
 
 
 def _time_pair(ours, theirs, reps: int, hide_launch: bool = True) -> tuple:
@@ -75,39 +139,109 @@ def _cupy(t):
     return cupy.from_dlpack(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
 
 
-def run_row(kernel: str, proc, layout: str, platform: str, dtype: str, shape: tuple, reps: int) -> dict:
-    import cupy
-    import torch
+class Runner:
+    """One built kernel on the GPU: fresh inputs, the float64 check, the timed pair against cuBLAS."""
+
+    def __init__(self, k: Kernel, built):
+        import cupy
+        import torch
+
+        self.k, self.built = k, built
+        self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        self.tdt = {"tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[k.dtype]
+
+    def inputs(self, shape: tuple) -> tuple:
+        import torch
+
+        M, N, K = shape
+        A = torch.randn(M, K, device="cuda").to(self.tdt)
+        B = torch.randn(*((N, K) if self.k.b_nk else (K, N)), device="cuda").to(self.tdt)
+        return A, B, torch.full((M, N), float("nan"), device="cuda")
+
+    def launcher(self, A, B, C) -> Callable:
+        """A function that runs the kernel on A, B, C; the CuPy views are made once, outside the timed calls."""
+        args = (A.shape[0], C.shape[1], A.shape[1], *(_cupy(x) for x in (A, B, C)))
+
+        def run():
+            with self.stream:
+                self.built(*args)
+
+        return run
+
+    def checked(self, shape: tuple) -> tuple:
+        """(A, B, C, max rel err) after one run on fresh inputs; RuntimeError past the tolerance or on a CUDA error."""
+        import torch
+
+        A, B, C = self.inputs(shape)
+        self.launcher(A, B, C)()
+        torch.cuda.synchronize()
+        ref = A.double() @ (B.double().t() if self.k.b_nk else B.double())
+        err = float(((C.double() - ref).abs().max() / ref.abs().max()).item())  # NaN (never <= tol) if unwritten
+        lib = self.built.module
+        if not err <= TOLERANCE[self.k.dtype] or getattr(lib.lib, f"{lib.lib_name}_last_error")() != 0:
+            raise RuntimeError(f"{self.k.name} wrong at {'x'.join(map(str, shape))}: max rel err {err:.2e}")
+        return A, B, C, err
+
+    def row(self, shape: tuple, reps: int, hide_launch: bool) -> dict:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = self.k.dtype == "tf32"
+        A, B, C, err = self.checked(shape)
+        Bt = B.t() if self.k.b_nk else B
+        ms, cublas_ms = _time_pair(self.launcher(A, B, C), lambda: torch.matmul(A, Bt), reps, hide_launch)
+        M, N, K = shape
+        flops = 2 * M * N * K
+        k = self.k
+        return {
+            "kernel": k.name, "platform": k.platform, "dtype": k.dtype, "M": M, "N": N, "K": K,
+            "tflops": round(flops / ms / 1e9, 1), "cublas_tflops": round(flops / cublas_ms / 1e9, 1),
+            "max_rel_err": err, "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+            "layout": k.layout,
+            "cublas": f"torch.matmul(A, {'B.t()' if k.b_nk else 'B'}) ({k.dtype}{', allow_tf32' if k.dtype == 'tf32' else ''})",
+        }  # fmt: skip
+
+
+def prebuild(kernels: list, out: Path, arch: str) -> None:
+    """Schedule each kernel and write its sources to DIR ({name}.c/.h/.cu/.cuh and index.json); compile each here
+    too, so that a kernel nvcc rejects is found before the GPU run."""
+    import spork_lab as sl
+    from spork_lab.runtime import build_library
+
+    out.mkdir(parents=True, exist_ok=True)
+    index_file = out / "index.json"
+    old = json.loads(index_file.read_text())["kernels"] if index_file.exists() else []
+    index = [e for e in old if e["name"] not in {k.name for k in kernels}]  # a prebuild adds to the folder
+    for k in kernels:
+        if k.signature is None:
+            raise SystemExit(f"{k.name}: the {k.platform} kernels are not prebuilt; run gemm.py on the GPU machine")
+        print(f"building {k.name}", flush=True)
+        sources = sl.compile_procs_to_strings([k.schedule()], k.name, arch)
+        for ext, text in zip(SOURCE_EXTS, sources):
+            (out / f"{k.name}.{ext}").write_text(text)
+        build_library(sources, k.name, arch)
+        index.append({f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.name != "schedule"})
+    index_file.write_text(json.dumps({"arch": arch, "kernels": index}, indent=1) + "\n")
+
+
+def load_prebuilt(folder: Path, only: str) -> list:
+    """(Kernel, built proc) for each kernel of a prebuild whose name contains `only`, compiled here in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
 
     import spork_lab as sl
+    from spork_lab.codegen import lib_name
+    from spork_lab.runtime import BuiltModule, build_library
+    from spork_lab.runtime._args import proc_spec
 
-    torch.backends.cuda.matmul.allow_tf32 = True
-    M, N, K = shape
-    tdt = {"tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    A = torch.randn(M, K, device="cuda").to(tdt)
-    B = torch.randn(N, K, device="cuda").to(tdt)
-    C = torch.full((M, N), float("nan"), device="cuda")
-    built = getattr(sl.build([proc]), str(proc.name()))
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-    args = (M, N, K, *(_cupy(x) for x in (A, B, C)))
-    with stream:
-        built(*args)
-    torch.cuda.synchronize()
-    ref = A.double() @ B.double().t()
-    err = float(((C.double() - ref).abs().max() / ref.abs().max()).item()) if not torch.isnan(C).any() else float("nan")
-
-    def ours():
-        with stream:
-            built(*args)
-
-    ms, cublas_ms = _time_pair(ours, lambda: torch.matmul(A, B.t()), reps)
-    flops = 2 * M * N * K
-    return {
-        "kernel": kernel, "platform": platform, "dtype": dtype, "M": M, "N": N, "K": K,
-        "tflops": round(flops / ms / 1e9, 1), "cublas_tflops": round(flops / cublas_ms / 1e9, 1),
-        "max_rel_err": err, "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
-        "layout": layout, "cublas": f"torch.matmul(A, B.t()) ({dtype}{', allow_tf32' if dtype == 'tf32' else ''})",
-    }  # fmt: skip
+    index = json.loads((folder / "index.json").read_text())
+    kernels = [Kernel(schedule=None, **entry) for entry in index["kernels"] if only in entry["name"]]
+    sources = lambda k: tuple((folder / f"{k.name}.{ext}").read_text() for ext in SOURCE_EXTS)  # noqa: E731
+    with ThreadPoolExecutor() as pool:  # nvcc runs in subprocesses
+        libs = list(pool.map(lambda k: build_library(sources(k), k.name, index["arch"]), kernels))
+    out = []
+    for k, lib in zip(kernels, libs):
+        spec = proc_spec(sl.parse_source(k.signature)._loopir_proc)
+        out.append((k, getattr(BuiltModule(lib, lib_name(k.name), [spec]), spec.name)))
+    return out
 
 
 def save(rows: list) -> None:
@@ -121,27 +255,49 @@ def save(rows: list) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--platform", choices=sorted(PLATFORMS), required=True)
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default="sm80")
     parser.add_argument("--dtypes", default="tf32,f16,bf16")
     parser.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES))
+    parser.add_argument("--sweep", action="store_true", help="every candidate tile configuration")
+    parser.add_argument("--prebuild", type=Path, help="only build the kernels into this folder (no GPU needed)")
+    parser.add_argument("--arch", default="sm_90a", help="target of --prebuild")
+    parser.add_argument("--prebuilt", type=Path, help="compile and time the kernels of a --prebuild folder")
+    parser.add_argument("--only", default="", help="only the kernels whose name contains this")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--show-launch", action="store_true", help="time the host's launch overhead too")
     parser.add_argument("--out", type=Path, default=None, help="also write this run's rows here")
     parser.add_argument("--no-save", action="store_true", help="leave results/gemm.json alone (profiling runs)")
     a = parser.parse_args()
-    rows = []
-    for dtype in a.dtypes.split(","):
-        for kernel, proc, layout in PLATFORMS[a.platform](dtype):
+    if a.prebuilt:
+        pairs = load_prebuilt(a.prebuilt, a.only)
+    else:
+        kernels = [k for d in a.dtypes.split(",") for k in PLATFORMS[a.platform](d, a.sweep) if a.only in k.name]
+        if a.prebuild:
+            prebuild(kernels, a.prebuild, a.arch)
+            return 0
+        import spork_lab as sl
+
+        pairs = [(k, getattr(sl.build([p := k.schedule()], basename=k.name), str(p.name()))) for k in kernels]
+    rows, failed = [], []
+    for k, built in pairs:
+        runner = Runner(k, built)
+        try:
+            for shape in k.checks:
+                runner.checked(shape)
             for shape in [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]:
-                r = run_row(kernel, proc, layout, a.platform, dtype, shape, a.reps)
+                r = runner.row(shape, a.reps, not a.show_launch)
                 rows.append(r)
-                print(f"{kernel:40} {dtype:5} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
-                      f"{r['cublas_tflops']:7.1f} ({r['tflops'] / r['cublas_tflops']:.3f}x), max rel err {r['max_rel_err']:.1e}",
-                      flush=True)
+                print(f"{k.name:48} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
+                      f"{r['cublas_tflops']:7.1f} ({r['tflops'] / r['cublas_tflops']:.3f}x), max rel err "
+                      f"{r['max_rel_err']:.1e}", flush=True)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 -- a wrong or failing kernel is reported and left out; the others run
+            failed.append(f"{k.name}: {e}")
+            print(f"FAILED {k.name}: {type(e).__name__}: {e}", flush=True)
     if not a.no_save:
         save(rows)
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

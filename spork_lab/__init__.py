@@ -11,6 +11,7 @@ from .errors import (
     SporkSyntaxError,
     SyncError,
     TimelineError,
+    DataTypeError,
 )
 from .lang import printer as _printer
 from .lang.decorators import instr, proc
@@ -58,6 +59,7 @@ __all__ = [
     "DeviceScopeError",
     "CollectiveError",
     "TimelineError",
+    "DataTypeError",
     "DistributedMemoryError",
     "SyncError",
     "CodegenError",

@@ -64,6 +64,10 @@ class TimelineError(SporkError):
     """An instruction or memory access is on the wrong instruction timeline."""
 
 
+class DataTypeError(SporkError):
+    """An instr argument's element type differs from its parameter's (instrs reinterpret bits)."""
+
+
 class DistributedMemoryError(SporkError):
     """The uses of a distributed allocation do not deduce one owner collective per shard (seed 000, rules 1-3)."""
 

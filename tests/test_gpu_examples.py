@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import numpy as np
 import pytest
@@ -18,11 +19,13 @@ CASES = [
 ]
 
 
-def _make_args(mod, shape) -> dict:
+def _make_args(mod, shape, p) -> dict:
     rng = np.random.default_rng()  # fresh random inputs every run
+    # an example whose procs take different arguments (sm80_gemm: tf32, f16, bf16) is given the proc
+    extra = {"proc": p} if "proc" in inspect.signature(mod.make_args).parameters else {}
     if shape is None:
-        return mod.make_args(rng)
-    return mod.make_args(rng, shape=shape) if isinstance(shape, tuple) else mod.make_args(rng, n=shape)
+        return mod.make_args(rng, **extra)
+    return mod.make_args(rng, shape=shape, **extra) if isinstance(shape, tuple) else mod.make_args(rng, n=shape, **extra)
 
 
 @pytest.mark.gpu
@@ -36,7 +39,7 @@ def test_example_matches_numpy(module_name, index, shape):
     mod = importlib.import_module(module_name)
     p = mod.PROCS[index]
     built = getattr(sl.build([p]), p.name())
-    args = _make_args(mod, shape)
+    args = _make_args(mod, shape, p)
     expected = mod.reference(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()})
     dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     built(*dev.values())

@@ -24,7 +24,7 @@ from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import CollectiveError, SyncError, TimelineError
+from ..errors import CollectiveError, DataTypeError, SyncError, TimelineError
 from .result import StmtInfo
 from .scopes import head_text
 
@@ -142,6 +142,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
     effects = _param_effects(s.f)
     gpu = instr_info(s)
     if gpu is not None:
+        _check_instr_arg_types(s)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -159,6 +160,21 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
                 _check_access(s, info, memories, arg.name, action, tl)
+
+
+def _check_instr_arg_types(s: LoopIR.Call) -> None:
+    """Each data argument of an Exo-GPU instr has its parameter's element type exactly.
+
+    exo checks shapes only, but these instrs reinterpret bits: a bf16 tile passed
+    to an f16 mma (or f32 to tf32's f32 operands as f16) would compute garbage.
+    """
+    for param, arg in zip(s.f.args, s.args):
+        if param.type.is_numeric() and arg.type.is_numeric() and arg.type.basetype() != param.type.basetype():
+            raise DataTypeError(
+                f"{_instr_name(s)}: argument {param.name} takes {param.type.basetype()} elements, "
+                f"but the argument given holds {arg.type.basetype()}",
+                s.srcinfo,
+            )
 
 
 def _launches_kernels(proc_ir: LoopIR.proc) -> bool:

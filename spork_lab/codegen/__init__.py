@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 from exo.API import Procedure
 
 from ..analysis import analyze
+from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..errors import CodegenError, user_facing
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
@@ -145,10 +146,13 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     rewriter = HostRewriter(lib)
     host = [rewriter.rewrite(p._loopir_proc) for p in procs]
     c, h = host_c_to_strings(host, f"{basename}.h")
+    if BF16_C_NAME in c or BF16_C_NAME in h:
+        h = h.replace("#include <stdint.h>\n", f"#include <stdint.h>\n{BF16_TYPEDEF_C}\n", 1)
     code = rewriter.device_code
     _check_arch(code, arch)
     helpers = prelude_lines() if any(d.uses_mbarriers for d in code) else []
-    structs = sorted({w.definition for d in code for w in d.window_structs})
+    structs = sorted({cuda_source(w.definition) for d in code for w in d.window_structs})
+    half_types = any(t in d.kernel for d in code for t in ("__half", BF16_C_NAME))
     instr_globals = list(dict.fromkeys(g for d in code for g in d.cuda_globals))
     sm90 = [SM90_PRELUDE] if instr_globals or any(d.uses_tensor_maps for d in code) else []
     maps = [_TENSOR_MAP_ENCODER] if any(d.uses_tensor_maps for d in code) else []
@@ -171,8 +175,9 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
             f"#ifndef {guard}",
             f"#define {guard}",
             "#include <stdint.h>",
+            *([BF16_TYPEDEF_CUDA] if half_types else []),
             "",
-            *(d.launcher_decl for d in code),
+            *(cuda_source(d.launcher_decl) for d in code),
             f'extern "C" void {lib}_set_stream(void *stream);',
             f'extern "C" void *{lib}_stream(void);',
             f'extern "C" void {lib}_record_error(int err);',

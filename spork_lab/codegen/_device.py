@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from exo.backend.LoopIR_compiler import Compiler
+from exo.backend.LoopIR_compiler import Compiler, _window_struct
 from exo.backend.mem_analysis import MemoryAnalysis
 from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
@@ -23,10 +23,11 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
 from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
+from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.memories import CudaMemory, elem_bytes
+from ..core.memories import CudaMemory
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
@@ -40,6 +41,9 @@ from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
+UNROLL_LIMIT = 64  # seq loops with a constant trip count up to this are fully unrolled
+ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
+              BF16_C_NAME: 2}
 
 
 @dataclass
@@ -147,6 +151,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "}",
         ]
     )
+    kernel = cuda_source(kernel)
     maps = [a for a in df.args if tensor_map_spec(a.name) is not None]
     call_args = ", ".join(f"{comp.env[a.name]}_map" if a in maps else comp.env[a.name] for a in df.args)
     decl = f'extern "C" int {df.name}_launch({", ".join(param_decls(df, comp.env, launcher=True))})'
@@ -167,7 +172,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
         "    exo_attr_set = true;",
         "  }",
     ]
-    launcher = "\n".join(
+    launcher = cuda_source("\n".join(
         [
             f"{decl}",
             "{",
@@ -192,8 +197,9 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "  return (int) exo_err;",
             "}",
         ]
-    )
+    ))
     uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
+    # launcher_decl keeps exo's C type names: the host .c declares the launcher with it
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
                       tuple(comp.cuda_globals), bool(maps))
 
@@ -203,7 +209,7 @@ def _encode_lines(a, comp) -> list:
     nm, spec = comp.env[a.name], tensor_map_spec(a.name)
     shape = a.type.shape()
     ctype = a.type.basetype().ctype()
-    dtype = TENSOR_MAP_DTYPES.get({"_Float16": "__half"}.get(ctype, ctype))
+    dtype = TENSOR_MAP_DTYPES.get({"_Float16": "__half", BF16_C_NAME: "__nv_bfloat16"}.get(ctype, ctype))
     if dtype is None or len(spec.box) != len(shape):
         raise CodegenError(f"tensor map {a.name}: TMA copies f32, f16 and bf16 tensors of the box's rank "
                            f"({len(spec.box)}), not {a.type}", a.srcinfo)
@@ -266,7 +272,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
                 return self._cuda_threads(s)
             if isinstance(mode, LoopIR.Par):
                 raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
-            return super().comp_s(s)
+            return self._seq_loop(s)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
@@ -282,6 +288,34 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             s = s.update(idx=s.idx[self._dist[s.name] :])
         return super().comp_s(s)
 
+    def get_window_type(self, typ, is_const=None):
+        """exo's window structs, plus bf16 (exo's table of struct names has no entry for it)."""
+        base = (typ.as_tensor if isinstance(typ, T.Window) else typ.type).basetype()
+        if not isinstance(base, BF16):
+            return super().get_window_type(typ, is_const)
+        if isinstance(typ, T.Window):
+            n_dims, is_const = len(typ.as_tensor.shape()), typ.src_buf not in self.non_const if is_const is None else is_const
+        else:
+            n_dims, is_const = len(typ.type.shape()), typ.name not in self.non_const if is_const is None else is_const
+        win = _window_struct("bf16", base.ctype(), n_dims, is_const)
+        self.window_defns.add(win)
+        return win.name
+
+    def _seq_loop(self, s):
+        """A seq loop as exo prints it, but with an `int` counter, and fully unrolled when its trip count is a
+        constant of at most UNROLL_LIMIT: fragment and accumulator arrays are then indexed by constants only,
+        so they stay in registers."""
+        lo, hi = self.comp_e(s.lo), self.comp_e(s.hi)
+        self.push(only="env")
+        itr = self.new_varname(s.iter, typ=T.index)
+        self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
+        if isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val <= UNROLL_LIMIT:
+            self.add_line("#pragma unroll")
+        self.add_line(f"for (int {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
+        self.push(only="tab")
+        self.comp_stmts(s.body)
+        self.pop()
+        self.add_line("}")
     # ---- distributed memory: accesses see one shard (rule 4) ----
 
     def comp_e(self, e, prec=0):
@@ -477,7 +511,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         ctype = typ.basetype().ctype()
         shape = self.shape_strs(typ.shape()) if typ.is_tensor_or_window() else []
         smem_ptr = ""
-        nbytes = mem.smem_bytes(elem_bytes(typ.basetype()), shape, s.srcinfo)
+        nbytes = mem.smem_bytes(ELEM_BYTES[ctype], shape, s.srcinfo)
         if nbytes:
             if id(s) not in self._smem_offsets:
                 align = getattr(mem, "smem_align", SMEM_ALIGN)

@@ -25,7 +25,7 @@ from collections import ChainMap
 from typing import Callable, Optional
 
 from exo.API import Procedure
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import UAST, LoopIR
 from exo.core.prelude import SrcInfo
 from exo.frontend.boundscheck import CheckBounds
 from exo.frontend.pyparser import Parser
@@ -33,6 +33,7 @@ from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
+from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
 from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc, trailing_proc
@@ -99,12 +100,37 @@ def parse_source(
         instr=instr,
         as_func=True,
     )
-    ir = _TypeChecker(parser.result()).get_loopir()
+    ir = _TypeChecker(_mark_bf16(parser.result(), rewriter.bf16_decls)).get_loopir()
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
     _register_tensor_maps(ir.body, rewriter.tensor_maps)
     CheckBounds(ir)
     Check_Aliasing(ir)
     return Procedure(ir)
+
+
+def _as_bf16(typ):
+    if isinstance(typ, UAST.Tensor):
+        return typ.update(type=UBF16())
+    return UBF16()
+
+
+def _mark_bf16(uast: UAST.proc, decls: set) -> UAST.proc:
+    """The parsed proc with the declarations the pre-pass saw spelled `bf16` typed UBF16 (exo parsed them as f16)."""
+    if not decls:
+        return uast
+
+    def stmts(body):
+        out = []
+        for s in body:
+            if isinstance(s, UAST.Alloc) and (str(s.name), s.srcinfo.lineno, s.srcinfo.col_offset) in decls:
+                s = s.update(type=_as_bf16(s.type))
+            elif isinstance(s, (UAST.For, UAST.If)):
+                s = s.update(body=stmts(s.body), **({"orelse": stmts(s.orelse)} if isinstance(s, UAST.If) else {}))
+            out.append(s)
+        return out
+
+    args = [a.update(type=_as_bf16(a.type)) if (str(a.name), None, None) in decls else a for a in uast.args]
+    return uast.update(args=args, body=stmts(uast.body))
 
 
 _PLATFORM_NAMES: dict = {}
@@ -141,12 +167,18 @@ def _attach_modes(stmts: list, modes: dict) -> list:
 
 
 class _TypeChecker(TypeChecker):
-    """exo's type checker, able to window a window statement's variable (`T[i:j, k:l]` of `T = A[...]`).
+    """exo's type checker, plus bf16 (spork_lab.core.dtypes), and able to window a window statement's
+    variable (`T[i:j, k:l]` of `T = A[...]`).
 
     exo 1.0 types a window statement's variable as a `T.Window`, which its
     WindowExpr rule cannot window again; tensor maps are windowed in device
     code, so the rule sees the variable as the window tensor it stands for.
     """
+
+    def check_t(self, typ):
+        if isinstance(typ, UBF16):
+            return bf16
+        return super().check_t(typ)
 
     def check_e(self, e, is_index=False):
         from exo.core.LoopIR import T, UAST
@@ -191,6 +223,7 @@ class _GpuSyntaxRewriter:
         self.barrier_dims: dict = {}  # barrier name -> its dimensions (ints, None where not constant)
         self.tensor_maps: dict = {}  # source position of a window statement -> TensorMapSpec
         self.generated_procs: dict = {}  # name -> Procedure of a sync statement
+        self.bf16_decls: set = set()  # (name, line, col) of allocations, (name, None, None) of arguments typed bf16
 
     # -- helpers ------------------------------------------------------------
 
@@ -233,7 +266,19 @@ class _GpuSyntaxRewriter:
     # -- statements ---------------------------------------------------------
 
     def rewrite_function(self, fdef: pyast.FunctionDef) -> None:
+        for a in fdef.args.args:
+            if a.annotation is not None and self.bf16_to_f16(a.annotation):
+                self.bf16_decls.add((a.arg, None, None))
         fdef.body = self.block(fdef.body)
+
+    @staticmethod
+    def bf16_to_f16(annotation) -> bool:
+        """Respell `bf16` as `f16` in a type annotation (exo's parser knows only f16); whether it did."""
+        found = False
+        for n in pyast.walk(annotation):
+            if isinstance(n, pyast.Name) and n.id == "bf16":
+                n.id, found = "f16", True
+        return found
 
     def block(self, stmts: list) -> list:
         return [self.stmt(s) for s in stmts]
@@ -241,6 +286,9 @@ class _GpuSyntaxRewriter:
     def stmt(self, s):
         if isinstance(s, pyast.AnnAssign) and self._is_barrier_annotation(s.annotation):
             return self.barrier_decl(s)
+        if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name) and self.bf16_to_f16(s.annotation):
+            info = self.getsrcinfo(s)
+            self.bf16_decls.add((s.target.id, info.lineno, info.col_offset))
         if isinstance(s, pyast.For):
             return self.for_loop(s)
         if isinstance(s, pyast.With):

@@ -10,11 +10,14 @@ notebook display of any Procedure show Exo-GPU syntax.
 
 from __future__ import annotations
 
+import re
+
 from exo import API_cursors as exo_api_cursors
 from exo.core import LoopIR_pprint as exo_pprint
 from exo.core import internal_cursors as ic
 from exo.core.LoopIR import LoopIR
 
+from ..core.dtypes import is_bf16
 from ..core.instrs import template_call_of
 from ..core.loop_modes import WithBlock, mode_source
 from ..core.sync_stmts import is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
@@ -31,7 +34,7 @@ EXO_PRINT_CURSOR = exo_pprint._print_cursor
 def proc_lines(p, env=None, marks: CursorMarks = None) -> list:
     """The unformatted source lines of a proc (with a cursor's marks, if given)."""
     env = env or exo_pprint.PrintEnv()
-    args = [_print_fnarg(a, env) for a in p.args]
+    args = [_spell_bf16(_print_fnarg(a, env), a.type) for a in p.args]
     lines = [f"def {p.name}({', '.join(args)}):"]
     indent = "  "
     if p.instr:
@@ -106,7 +109,15 @@ def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
         dims = s.type.shape() if isinstance(s.type, LoopIR.Tensor) else []
         shape = f"[{', '.join(_print_expr(d, env) for d in dims)}]" if dims else ""
         return [f"{indent}{env.get_name(s.name)}: barrier{shape} @ {s.mem.name()}"]
-    return exo_pprint._print_stmt(s, env, indent)
+    lines = exo_pprint._print_stmt(s, env, indent)
+    if isinstance(s, LoopIR.Alloc):
+        lines = [_spell_bf16(lines[0], s.type), *lines[1:]]
+    return lines
+
+
+def _spell_bf16(text: str, typ) -> str:
+    """exo prints bf16 (a subclass of its f16) as f16 in `name: f16[...]` / `name: [f16][...]`: respell it."""
+    return re.sub(r"^(\s*[\w]+\s*:\s*\[?)f16", r"\1bf16", text, count=1) if is_bf16(typ) else text
 
 
 def _call_text(proc_name: str, args, env) -> str:

@@ -1,4 +1,10 @@
-"""sm_80: cp.async and warp-cooperative mma.sync (m16n8k8, tf32) memories and instrs."""
+"""sm_80: cp.async and warp-cooperative mma.sync memories and instrs.
+
+mma.sync m16n8k8 with tf32 operands and m16n8k16 with f16 or bf16 operands,
+all accumulating in f32. The accumulator fragment (16 x 8 f32 per warp) has the
+same layout in both shapes, so `Sm80_mma_zero_d_tf32` and
+`Sm80_mma_store_d_tf32` serve all three operand types.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import math
 from exo.core.memory import MemGenError
 
 from ..core.coll import cuda_thread, cuda_warp
+from ..core.dtypes import BF16_C_NAME
 from ..core.instrs import InstrInfo, InstrTemplate, register_instr
 from ..core.memories import CudaMemory, const_shape
 from ..core.timelines import Sm80_cp_async_instr, cuda_in_order_instr
@@ -22,12 +29,14 @@ class _Sm80MmaFragment(CudaMemory):
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr})
     write_tls = frozenset({cuda_in_order_instr})
-    regs_per_tile = 4  # registers each lane holds for one fragment (the last two dims)
+    regs_per_tile = 4  # 32-bit registers each lane holds for one fragment (the last two dims)
 
     @classmethod
     def cuda_alloc(cls, new_name, prim_type, shape, srcinfo, smem_ptr=""):
+        """f32 fragments are float registers; 2-byte ones are 32-bit words holding two elements each."""
         dims = const_shape(new_name, cls, shape, srcinfo)
-        return f"{prim_type} {new_name}[{math.prod(dims[:-2]) * cls.regs_per_tile}];"
+        word = "unsigned" if prim_type in _TWO_BYTE_CTYPES else prim_type
+        return f"{word} {new_name}[{math.prod(dims[:-2]) * cls.regs_per_tile}];"
 
     @classmethod
     def window(cls, basetyp, baseptr, indices, strides, srcinfo):
@@ -39,12 +48,15 @@ class _Sm80MmaFragment(CudaMemory):
         return f"(&{baseptr}[{offset or 0}])"
 
 
+_TWO_BYTE_CTYPES = ("_Float16", BF16_C_NAME)
+
+
 class Sm80_RmemMatrixA(_Sm80MmaFragment):
-    """A operand of m16n8k8 tf32: 16 x 8 per warp, 4 registers per thread."""
+    """A operand: 16 x 8 tf32 (m16n8k8) or 16 x 16 f16/bf16 (m16n8k16) per warp, 4 registers per thread."""
 
 
 class Sm80_RmemMatrixB(_Sm80MmaFragment):
-    """B operand of m16n8k8 tf32: 8 x 8 per warp, 2 registers per thread."""
+    """B operand: 8 x 8 tf32 (m16n8k8) or 16 x 8 f16/bf16 (m16n8k16) per warp, 2 registers per thread."""
 
     regs_per_tile = 2
 
@@ -53,27 +65,37 @@ class Sm80_RmemMatrixD(_Sm80MmaFragment):
     """Accumulator of m16n8k8: 16 x 8 per warp, 4 registers per thread."""
 
 
-def _make_cp_async_f32(size: int):
-    if size not in (4, 8, 16):
-        raise ValueError(f"Sm80_cp_async_f32: size must be 4, 8 or 16 bytes, got {size}")
-    n = size // 4
-    cache = "cg" if size == 16 else "ca"
-    c_instr = (
-        f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {size};" :: '
-        '"r"((unsigned)__cvta_generic_to_shared(&{dst_data})), "l"(&{src_data}));'
-    )
-    src = (
-        f"def Sm80_cp_async_f32_{size}(dst: [f32][{n}] @ CudaSmemLinear, src: [f32][{n}] @ CudaGmemLinear):\n"
-        f"    for i in seq(0, {n}):\n"
-        f"        dst[i] = src[i]\n"
-    )
-    namespace = {"CudaSmemLinear": CudaSmemLinear, "CudaGmemLinear": CudaGmemLinear}
-    p = parse_source(src, filename=__file__, func_globals=namespace, instr=(c_instr, ""))
-    register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread))
-    return p
+_NAMESPACE = {"CudaSmemLinear": CudaSmemLinear, "CudaGmemLinear": CudaGmemLinear}
 
 
-Sm80_cp_async_f32 = InstrTemplate("Sm80_cp_async_f32", _make_cp_async_f32, {"size": 4})
+def _cp_async_template(dtype: str, elem_bytes: int) -> InstrTemplate:
+    """`Sm80_cp_async_{dtype}(dst, src, size=...)`: one thread copies `size` bytes (4, 8 or 16) to shared memory."""
+    name = f"Sm80_cp_async_{dtype}"
+
+    def make(size: int):
+        if size not in (4, 8, 16):
+            raise ValueError(f"{name}: size must be 4, 8 or 16 bytes, got {size}")
+        n = size // elem_bytes
+        cache = "cg" if size == 16 else "ca"
+        c_instr = (
+            f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {size};" :: '
+            '"r"((unsigned)__cvta_generic_to_shared(&{dst_data})), "l"(&{src_data}));'
+        )
+        src = (
+            f"def {name}_{size}(dst: [{dtype}][{n}] @ CudaSmemLinear, src: [{dtype}][{n}] @ CudaGmemLinear):\n"
+            f"    for i in seq(0, {n}):\n"
+            f"        dst[i] = src[i]\n"
+        )
+        p = parse_source(src, filename=__file__, func_globals=_NAMESPACE, instr=(c_instr, ""))
+        register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread))
+        return p
+
+    return InstrTemplate(name, make, {"size": 4})
+
+
+Sm80_cp_async_f32 = _cp_async_template("f32", 4)
+Sm80_cp_async_f16 = _cp_async_template("f16", 2)
+Sm80_cp_async_bf16 = _cp_async_template("bf16", 2)
 
 # Fragment layouts of mma.m16n8k8 (PTX ISA, "Matrix Fragments for mma.m16n8k8"):
 # lane = 4 * group + tig; A: a0 (group, tig), a1 (group + 8, tig), a2 (group, tig + 4),
@@ -96,17 +118,32 @@ def _load_tf32(rmem: str, smem: str, offsets: list) -> str:
     )
 
 
+def _ldmatrix(rmem: str, smem: str, count: int, row: str, col: str, trans: bool = False, after: str = "") -> str:
+    """Template of one ldmatrix.x{count}: lane l gives the shared address of row `row`, element column `col`.
+
+    The rows (16 bytes: 8 2-byte or 4 4-byte elements) must be 16-byte aligned.
+    """
+    regs = ",".join(f"%{i}" for i in range(count))
+    outs = ", ".join(f'"=r"({{{rmem}_data}}[{i}])' for i in range(count))
+    return (
+        f"{{{{ const unsigned sm80_l = threadIdx.x % 32u; const int sm80_ld = {{{smem}}}.strides[0]; "
+        f"const unsigned sm80_a = (unsigned)__cvta_generic_to_shared(&(&{{{smem}_data}})[({row}) * sm80_ld + ({col})]); "
+        f'asm volatile("ldmatrix.sync.aligned.m8n8.x{count}{".trans" if trans else ""}.shared.b16 {{{{{regs}}}}}, [%{count}];" '
+        f': {outs} : "r"(sm80_a)); {after}}}}}'
+    )
+
+
+# tf32 A through ldmatrix.x4: a 16 x 8 f32 tile is four 8 x 4 matrices of 32-bit elements, which ldmatrix
+# (b16 pairs) hands out as lane (g, t) <- element (g, t); then each register is rounded to tf32.
+_ROUND_A = " ".join(
+    f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(sm80_u) : "f"({{rmem_data}}[{i}])); {{rmem_data}}[{i}] = __uint_as_float(sm80_u);'
+    for i in range(4)
+)
+
+
 @instr(
-    _load_tf32(
-        "rmem",
-        "smem",
-        [
-            "sm80_g * sm80_ld + sm80_t",
-            "(sm80_g + 8) * sm80_ld + sm80_t",
-            "sm80_g * sm80_ld + sm80_t + 4",
-            "(sm80_g + 8) * sm80_ld + sm80_t + 4",
-        ],
-    ),
+    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u", after="unsigned sm80_u; " + _ROUND_A + " ")
+    .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
     coll_unit=cuda_warp,
 )
 def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
@@ -123,6 +160,54 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
     for k in seq(0, 8):
         for n in seq(0, 8):
             rmem[k, n] = smem[k, n]
+
+
+def _m16n8k16(dtype: str) -> tuple:
+    """The m16n8k16 instrs for one 2-byte operand type: A and B fragment loads and the mma.
+
+    A (16 x 16, row-major in shared memory) through ldmatrix.x4, B (16 x 8, row-major,
+    i.e. k-major) through ldmatrix.x2.trans; the rows of both must be 16-byte aligned.
+    """
+    mma = (
+        f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32 '
+        '{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" '
+        ': "+f"({D_data}[0]), "+f"({D_data}[1]), "+f"({D_data}[2]), "+f"({D_data}[3]) '
+        ': "r"({A_data}[0]), "r"({A_data}[1]), "r"({A_data}[2]), "r"({A_data}[3]), "r"({B_data}[0]), "r"({B_data}[1]));'
+    )
+    sources = {
+        f"Sm80_mma_load_a_{dtype}": (
+            _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 8u"),
+            f"def Sm80_mma_load_a_{dtype}(rmem: [{dtype}][16, 16] @ Sm80_RmemMatrixA, smem: [{dtype}][16, 16] @ CudaSmemLinear):\n"
+            "    for m in seq(0, 16):\n        for k in seq(0, 16):\n            rmem[m, k] = smem[m, k]\n",
+            False,
+        ),
+        f"Sm80_mma_load_b_{dtype}": (
+            _ldmatrix("rmem", "smem", 2, "sm80_l % 16u", "0", trans=True),
+            f"def Sm80_mma_load_b_{dtype}(rmem: [{dtype}][16, 8] @ Sm80_RmemMatrixB, smem: [{dtype}][16, 8] @ CudaSmemLinear):\n"
+            "    for k in seq(0, 16):\n        for n in seq(0, 8):\n            rmem[k, n] = smem[k, n]\n",
+            False,
+        ),
+        f"Sm80_mma_{dtype}": (
+            mma,
+            f"def Sm80_mma_{dtype}(D: [f32][16, 8] @ Sm80_RmemMatrixD, A: [{dtype}][16, 16] @ Sm80_RmemMatrixA, "
+            f"B: [{dtype}][16, 8] @ Sm80_RmemMatrixB):\n"
+            "    for m in seq(0, 16):\n        for n in seq(0, 8):\n            for k in seq(0, 16):\n"
+            "                D[m, n] += A[m, k] * B[k, n]\n",
+            True,  # mma.sync.aligned: the warp executes it as one
+        ),
+    }
+    namespace = {**_NAMESPACE, "Sm80_RmemMatrixA": Sm80_RmemMatrixA, "Sm80_RmemMatrixB": Sm80_RmemMatrixB,
+                 "Sm80_RmemMatrixD": Sm80_RmemMatrixD}  # fmt: skip
+    procs = []
+    for name, (c_instr, src, convergent) in sources.items():
+        p = parse_source(src, filename=__file__, func_globals=namespace, instr=(c_instr, ""))
+        register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent))
+        procs.append(p)
+    return tuple(procs)
+
+
+Sm80_mma_load_a_f16, Sm80_mma_load_b_f16, Sm80_mma_f16 = _m16n8k16("f16")
+Sm80_mma_load_a_bf16, Sm80_mma_load_b_bf16, Sm80_mma_bf16 = _m16n8k16("bf16")
 
 
 @instr("{{ for (int sm80_r = 0; sm80_r < 4; ++sm80_r) {rmem_data}[sm80_r] = 0.0f; }}", coll_unit=cuda_warp)
@@ -153,9 +238,11 @@ def Sm80_mma_tf32(
 
 @instr(
     "{{ float *sm80_p = &{gmem_data}; const int sm80_ld = {gmem}.strides[0]; " + _LANE +
-    " sm80_p[sm80_g * sm80_ld + 2 * sm80_t] = {rmem_data}[0]; sm80_p[sm80_g * sm80_ld + 2 * sm80_t + 1] = {rmem_data}[1];"
-    " sm80_p[(sm80_g + 8) * sm80_ld + 2 * sm80_t] = {rmem_data}[2];"
-    " sm80_p[(sm80_g + 8) * sm80_ld + 2 * sm80_t + 1] = {rmem_data}[3]; }}",
+    " float *sm80_r0 = &sm80_p[sm80_g * sm80_ld + 2 * sm80_t], *sm80_r1 = sm80_r0 + 8 * sm80_ld;"
+    " if ((reinterpret_cast<uintptr_t>(sm80_p) | (uintptr_t) sm80_ld * 4u) % 8u == 0) {{"  # float2 stores where aligned
+    " *reinterpret_cast<float2 *>(sm80_r0) = make_float2({rmem_data}[0], {rmem_data}[1]);"
+    " *reinterpret_cast<float2 *>(sm80_r1) = make_float2({rmem_data}[2], {rmem_data}[3]); }} else {{"
+    " sm80_r0[0] = {rmem_data}[0]; sm80_r0[1] = {rmem_data}[1]; sm80_r1[0] = {rmem_data}[2]; sm80_r1[1] = {rmem_data}[3]; }} }}",
     coll_unit=cuda_warp,
 )
 def Sm80_mma_store_d_tf32(gmem: [f32][16, 8] @ CudaGmemLinear, rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
@@ -166,8 +253,10 @@ def Sm80_mma_store_d_tf32(gmem: [f32][16, 8] @ CudaGmemLinear, rmem: [f32][16, 8
 
 __all__ = [
     "Sm80_RmemMatrixA", "Sm80_RmemMatrixB", "Sm80_RmemMatrixD",
-    "Sm80_cp_async_f32", "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32",
-    "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
+    "Sm80_cp_async_f32", "Sm80_cp_async_f16", "Sm80_cp_async_bf16",
+    "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32", "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
+    "Sm80_mma_load_a_f16", "Sm80_mma_load_b_f16", "Sm80_mma_f16",
+    "Sm80_mma_load_a_bf16", "Sm80_mma_load_b_bf16", "Sm80_mma_bf16",
 ]  # fmt: skip
 
 register_platform({name: globals()[name] for name in __all__})

@@ -13,11 +13,15 @@ import numpy as np
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 from exo.core.memory import DRAM
 
+from ..core.dtypes import bf16
 from ..errors import BuildError
 from ..platforms.cuda import CudaGmemLinear
 
 _DTYPES = {T.f32: np.float32, T.f64: np.float64, T.f16: np.float16, T.i8: np.int8, T.ui8: np.uint8,
-           T.ui16: np.uint16, T.i32: np.int32}  # fmt: skip
+           T.ui16: np.uint16, T.i32: np.int32, bf16: np.uint16}  # fmt: skip
+# NumPy and CuPy have no bfloat16: a bf16 parameter takes the bits, as uint16 or int16
+# (cupy.asarray(x.view(np.uint16)), torch_tensor.view(torch.int16)), or an ml_dtypes bfloat16 array.
+_BF16_BITS = {np.dtype(np.uint16), np.dtype(np.int16)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class ArgSpec:
     shape: tuple = ()  # LoopIR expressions over the size parameters
     writes: bool = False
     positive: bool = False
+    bf16: bool = False  # dtype is then the bits' dtype; see _BF16_BITS
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ def proc_spec(p: LoopIR.proc) -> ProcSpec:
         elif isinstance(a.type, T.Tensor) and not a.type.is_win() and a.mem in (CudaGmemLinear, DRAM):
             kind = "cuda" if a.mem is CudaGmemLinear else "host"
             dtype = np.dtype(_DTYPES[a.type.basetype()])
-            args.append(ArgSpec(str(a.name), kind, dtype, tuple(a.type.hi), a.name in written))
+            args.append(ArgSpec(str(a.name), kind, dtype, tuple(a.type.hi), a.name in written, bf16=a.type.basetype() == bf16))
         else:
             mem = a.mem.name() if a.mem else ""
             raise BuildError(f"{p.name}: parameter {a.name} : {a.type} @ {mem} cannot be passed from Python yet", p.srcinfo)
@@ -139,7 +144,9 @@ def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[
             raise TypeError(f"{where}: {a.name} lives in host memory (DRAM) and must be a NumPy array, got {type(v).__name__}{hint}")
         got_shape, dtype, strides = v.shape, v.dtype, v.strides
         ptr, readonly = v.ctypes.data, not v.flags.writeable
-    if dtype != a.dtype:
+    if a.bf16 and dtype not in _BF16_BITS and dtype.name != "bfloat16":
+        raise TypeError(f"{where}: {a.name} is bf16: pass a bfloat16 array or its bits as uint16 or int16, got {dtype}")
+    if dtype != a.dtype and not a.bf16:
         raise TypeError(f"{where}: {a.name} must have dtype {a.dtype}, got {dtype}")
     if got_shape != shape:
         raise ValueError(f"{where}: {a.name} must have shape {shape}, got {got_shape}")

@@ -1,0 +1,313 @@
+"""Sm80 GEMM C = A @ B (A, B row-major tf32/f16/bf16, C row-major f32), scheduled from the naive loop nest.
+
+The schedule is the way a CUDA expert writes this kernel on Ampere's instructions:
+one CTA per BM x BN tile of C, its accumulators distributed over the warps
+(warp (wm, wn) owns a WM x WN tile: D[wm, wn, ...] is declared at CTA scope);
+the whole CTA stages A and B tiles with 16-byte cp.async into an S-slot
+shared-memory ring, one commit group per K tile; rows padded by 16 bytes so
+the fragment loads (ldmatrix) hit distinct banks; mma.sync m16n8k8 (tf32) or
+m16n8k16 (f16, bf16) with f32 accumulation. Tile sizes are parameters
+(`Config`). Each step of `STEPS` is one scheduling idea, so the tutorial can
+replay them one at a time (`schedule(naive(cfg), cfg, upto=k)`).
+
+Step 8 (the software pipeline) uses exo's unsafe flags: exo 1.0's fission/fuse
+analyses see the ring's slots reused and its buffer-folding analysis cannot
+bound loops with symbolic trip counts. `sl.sync_check` and the GPU tests
+against NumPy vouch for that step.
+
+D is one shard of WM x WN accumulators per warp once the distributed-memory
+lowering (issue 11, items 1-5) is in: the generated kernel then declares
+`float D[128]` per thread (226 registers, no spills); without it, every thread
+would declare the whole CTA tile.
+
+Run `python examples/sm80_gemm.py` to see the kernel and sync_check pass on it
+at M = N = 256, K = 128; `benchmarks/gemm.py` times it against cuBLAS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+import spork_lab as sl
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
+from spork_lab.scheduling import *
+
+
+@dataclass(frozen=True)
+class Config:
+    """dtype: "tf32" (f32 data), "f16" or "bf16"; CTA tile BM x BN x BK, warp tile WM x WN, S ring slots;
+    blocks_per_sm CTAs resident on each SM (the persistent grid's size); late_copy: each K tile's products are
+    issued before the copies of the tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
+
+    dtype: str = "f16"
+    BM: int = 128
+    BN: int = 256
+    BK: int = 64
+    WM: int = 64
+    WN: int = 64
+    S: int = 4
+    blocks_per_sm: int = 1
+    late_copy: bool = False
+
+    @property
+    def elem(self) -> str:  # the element type of A and B
+        return "f32" if self.dtype == "tf32" else self.dtype
+
+    @property
+    def KS(self) -> int:  # K of one mma
+        return 8 if self.dtype == "tf32" else 16
+
+    @property
+    def CH(self) -> int:  # elements in 16 bytes (one cp.async, one ldmatrix row)
+        return 4 if self.dtype == "tf32" else 8
+
+    @property
+    def threads(self) -> int:
+        return (self.BM // self.WM) * (self.BN // self.WN) * 32
+
+    @property
+    def name(self) -> str:
+        return f"sm80_gemm_{self.dtype}"
+
+    @property
+    def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
+        late = "_late" if self.late_copy else ""
+        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{late}"
+
+
+def naive(cfg: Config):
+    """The loop nest we start from; the assertions say which sizes the tiles divide."""
+    src = f"""
+def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, B: {cfg.elem}[K, N] @ CudaGmemLinear,
+               C: f32[M, N] @ CudaGmemLinear):
+    assert M % {cfg.BM} == 0
+    assert N % {cfg.BN} == 0
+    assert K % {cfg.BK} == 0
+    assert K >= {cfg.BK * (cfg.S - 1)}
+    for i in seq(0, M):
+        for j in seq(0, N):
+            C[i, j] = 0.0
+            for k in seq(0, K):
+                C[i, j] += A[i, k] * B[k, j]
+"""
+    # statements point at the lines of the text above (hazards and errors name this file)
+    first_line = inspect.getsourcelines(naive)[1] + 3
+    return sl.parse_source(src.strip("\n"), filename=__file__, first_line=first_line)
+
+
+def tile_output(p, cfg: Config):
+    """1. C tiles per CTA (mt, nt), per warp (wm, wn), per mma fragment (fi, fj), elements (m, n)."""
+    for it, sizes, names in [("i", (cfg.BM, cfg.WM, 16), ("mt", "wm", "fi", "m")),
+                             ("j", (cfg.BN, cfg.WN, 8), ("nt", "wn", "fj", "n"))]:  # fmt: skip
+        for k, size in enumerate(sizes):
+            inner = names[-1] if k == len(sizes) - 1 else it
+            p = divide_loop(p, it, size, [names[k], inner], perfect=True)
+    for outer, inner in [("m", "nt"), ("fi", "nt"), ("wm", "nt"), ("m", "wn"), ("fi", "wn"), ("m", "fj")]:
+        p = reorder_loops(p, f"{outer} {inner}")
+    return p
+
+
+def accumulate_in_registers(p, cfg: Config):
+    """2. Each C element accumulates in a register; the CTA's registers form D[wm, wn, fi, fj, m, n],
+    declared at CTA scope and distributed over the warps; zero-fill, sum and store become three loop nests."""
+    window = f"C[{cfg.BM} * mt + {cfg.WM} * wm + 16 * fi + m, {cfg.BN} * nt + {cfg.WN} * wn + 8 * fj + n]"
+    p = stage_mem(p, p.find("C[_] = 0.0").expand(0, 1), window, "D")
+    for it, extent in [("n", 8), ("m", 16), ("fj", cfg.WN // 8), ("fi", cfg.WM // 16), ("wn", cfg.BN // cfg.WN),
+                       ("wm", cfg.BM // cfg.WM)]:  # fmt: skip
+        p = expand_dim(p, "D", extent, it)
+        p = lift_alloc(p, "D")
+    p = fission(p, p.find("D[_] = 0.0").after(), n_lifts=6)
+    return fission(p, p.find_loop("k").after(), n_lifts=6)
+
+
+def tile_k(p, cfg: Config):
+    """3. K in tiles of BK (kt, outermost: the CTA's shared-memory stage) and steps of KS (kk: one mma)."""
+    p = divide_loop(p, "k", cfg.BK, ["kt", "k"], perfect=True)
+    p = divide_loop(p, "k", cfg.KS, ["kk", "k"], perfect=True)
+    for outer in ["n", "m", "fj", "fi", "wn", "wm"]:
+        p = reorder_loops(p, f"{outer} kt")
+    for outer in ["n", "m", "fj", "fi"]:
+        p = reorder_loops(p, f"{outer} kk")
+    return p
+
+
+def stage_tiles(p, cfg: Config):
+    """4. The CTA stages A and B tiles in shared memory; each warp loads its fragments from there."""
+    kt_body = lambda: p.find_loop("wm #1").expand(0, 0)  # noqa: E731 -- re-found after each step
+    p = stage_mem(p, kt_body(), f"A[{cfg.BM} * mt:{cfg.BM} * mt + {cfg.BM}, {cfg.BK} * kt:{cfg.BK} * kt + {cfg.BK}]", "A_s")
+    p = stage_mem(p, kt_body(), f"B[{cfg.BK} * kt:{cfg.BK} * kt + {cfg.BK}, {cfg.BN} * nt:{cfg.BN} * nt + {cfg.BN}]", "B_s")
+    p = simplify(p)
+    kk_body = lambda: p.find_loop("fi #1").expand(0, 0)  # noqa: E731
+    p = stage_mem(p, kk_body(), f"A_s[{cfg.WM} * wm:{cfg.WM} * wm + {cfg.WM}, {cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}]", "A_r")
+    p = stage_mem(p, kk_body(), f"B_s[{cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}, {cfg.WN} * wn:{cfg.WN} * wn + {cfg.WN}]", "B_r")
+    p = simplify(p)
+    # fragments: A_r[fi, m, k] (16 x KS each), B_r[fj, k, n] (KS x 8 each)
+    p = divide_dim(p, "A_r", 0, 16)
+    p = divide_loop(p, p.find("A_r[_] = _").parent().parent(), 16, ["fi", "m"], perfect=True)
+    p = divide_dim(p, "B_r", 1, 8)
+    p = rearrange_dim(p, "B_r", [1, 0, 2])
+    p = divide_loop(p, p.find("B_r[_] = _").parent(), 8, ["fj", "n"], perfect=True)
+    p = reorder_loops(p, p.find("B_r[_] = _").parent().parent().parent())
+    return simplify(p)
+
+
+def use_instructions(p, cfg: Config):
+    """5. Fragment loads, mma, zero-fill and store of the accumulators become mma.sync instrs; memories."""
+    suffix = cfg.dtype
+    p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[f"Sm80_mma_load_a_{suffix}"])
+    p = replace(p, p.find("B_r[_] = _").parent().parent(), globals()[f"Sm80_mma_load_b_{suffix}"])
+    p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[f"Sm80_mma_{suffix}"])
+    p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm80_mma_zero_d_tf32)
+    p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm80_mma_store_d_tf32)
+    for buf, mem in [("D", Sm80_RmemMatrixD), ("A_r", Sm80_RmemMatrixA), ("B_r", Sm80_RmemMatrixB),
+                     ("A_s", CudaSmemLinear), ("B_s", CudaSmemLinear)]:  # fmt: skip
+        p = set_memory(p, buf, mem)
+    return simplify(p)
+
+
+def copy_with_cp_async(p, cfg: Config):
+    """6. Thread (r, c) of the CTA copies 16-byte chunk c of rows r, r + rows_per_pass, ... with cp.async."""
+    cp_async = globals()[f"Sm80_cp_async_{cfg.elem}"].instantiate(size=16)
+    for n_copy, (buf, cols) in enumerate([("A_s", cfg.BK), ("B_s", cfg.BN)]):
+        rows_per_pass = cfg.threads // (cols // cfg.CH)
+        row_loop = p.find(f"{buf}[_] = _").parent().parent()
+        p = divide_loop(p, row_loop.body()[0], cfg.CH, ["c", "e"], perfect=True)
+        p = divide_loop(p, row_loop, rows_per_pass, ["q", "r"], perfect=True)
+        p = reorder_loops(p, p.find(f"{buf}[_] = _").parent().parent().parent().parent())
+        p = reorder_loops(p, p.find(f"{buf}[_] = _").parent().parent().parent())
+        p = replace(p, p.find(f"{buf}[_] = _").parent(), cp_async)
+        copy = p.find(f"{cp_async.name()}(_)", many=True)[n_copy]
+        p = wrap_with_context(p, copy.parent(), CudaAsync(Sm80_cp_async_instr))
+    return simplify(p)
+
+
+def pad_rows(p, cfg: Config):
+    """7. Rows padded by 16 bytes (tf32 B: 32), so the 8 rows of an ldmatrix (and tf32's scalar B loads)
+    fall in distinct banks."""
+    p = resize_dim(p, "A_s", 1, cfg.BK + cfg.CH, 0)
+    return resize_dim(p, "B_s", 1, cfg.BN + 8, 0)
+
+
+def pipeline(p, cfg: Config):
+    """8. Software pipeline through an S-slot ring: tile kt + S - 1 is copied while tile kt is multiplied
+    (prologue: the first S - 1 copies; epilogue: the last S - 1 products); with late_copy the products come
+    first in the loop body (they read another slot, so exo lets them swap). Unsafe flags: see the module doc."""
+    S, KT = cfg.S, f"K / {cfg.BK}"
+    for buf in ["A_s", "B_s"]:
+        p = expand_dim(p, buf, S, f"kt % {S}")
+        p = lift_alloc(p, buf)
+    p = fission(p, p.find_loop("kt").body()[1].after(), unsafe_disable_checks=True)
+    p = cut_loop(p, p.find_loop("kt"), S - 1)
+    p = cut_loop(p, p.find_loop("kt #2"), f"{KT} - {S - 1}")
+    p = shift_loop(p, p.find_loop("kt #1"), 0)
+    p = fuse(p, p.find_loop("kt #1"), p.find_loop("kt #2"), unsafe_disable_check=True)
+    if cfg.late_copy:  # [copy A, copy B, products] -> [products, copy A, copy B]
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[1:3])
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[0:2])
+    return simplify(p)
+
+
+def synchronize(p, cfg: Config):
+    """9. One commit group per tile. Before multiplying tile kt each thread waits for its own copies of it
+    (all but the newest S - 2 groups); a CTA fence then shows every thread's copies to every warp, and ends
+    the reads of the slot that the copies of tile kt + S - 1 overwrite next."""
+    p = insert_barrier_alloc(p, p.find_loop("kt").before(), "cg", [], CudaCommitGroup)
+    p = insert_arrive(p, p.find_loop("kt").body()[-1].after(), Sm80_cp_async, "cg")
+    p = insert_arrive(p, p.find_loop("kt #1").body()[-1 if cfg.late_copy else 1].after(), Sm80_cp_async, "cg")
+    p = insert_fence(p, p.find_loop("kt #1").body()[0].before(), cuda_in_order, Sm80_generic)
+    p = insert_await(p, p.find_loop("kt #1").body()[0].before(), "cg", cuda_in_order, cfg.S - 2)
+    p = insert_await(p, p.find_loop("kt #2").before(), "cg", cuda_in_order, 0)
+    p = insert_fence(p, p.find_loop("kt #2").before(), cuda_in_order, cuda_in_order)
+    return insert_fence(p, p.find_loop("nt").body()[-1].after(), cuda_in_order, cuda_in_order)  # next task reuses
+
+
+def map_to_gpu(p, cfg: Config):
+    """10. A persistent kernel: one CTA task per C tile; warps (wm, wn); copying threads (r, c)."""
+    p = set_loop_mode(p, "mt", cuda_tasks)
+    p = set_loop_mode(p, "nt", cuda_tasks)
+    p = wrap_with_context(p, p.find_loop("mt"), CudaDeviceFunction(blockDim=cfg.threads, blocks_per_sm=cfg.blocks_per_sm))
+    for loop in p.find_loop("wm", many=True):
+        p = set_loop_mode(p, loop, cuda_threads(unit=(cfg.BN // cfg.WN) * cuda_warp))
+    for loop in p.find_loop("wn", many=True):
+        p = set_loop_mode(p, loop, cuda_threads(unit=cuda_warp))
+    for loop in p.find_loop("r", many=True):
+        p = set_loop_mode(p, loop, cuda_threads(unit=loop.body()[0].hi().value() * cuda_thread))
+    for loop in p.find_loop("c", many=True):
+        p = set_loop_mode(p, loop, cuda_threads)
+    return p
+
+
+STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, use_instructions, copy_with_cp_async, pad_rows,
+         pipeline, synchronize, map_to_gpu]  # fmt: skip
+
+
+def schedule(p, cfg: Config, upto: int = len(STEPS)):
+    """The naive proc after the first `upto` steps."""
+    for step in STEPS[:upto]:
+        p = step(p, cfg)
+    return p
+
+
+# Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles.
+CONFIGS = {"tf32": Config("tf32", BK=32, S=4), "f16": Config("f16"), "bf16": Config("bf16")}
+sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16 = (schedule(naive(c), c) for c in CONFIGS.values())
+PROCS = [sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16]
+
+
+def sync_check_kernel(dtype: str = "f16"):
+    """The default tiles with BK = 32 and 3 ring slots: at M = N = 256, K = 128 (the size sync_check is run at)
+    the main loop runs and reuses a slot, which the default BK = 64, S = 4 (K >= 192) would not."""
+    cfg = dataclasses.replace(CONFIGS[dtype], BK=32, S=3)
+    return schedule(naive(cfg), cfg)
+
+
+# tf32 inputs are rounded to tf32 by the loads; f16/bf16 products are exact in f32: what is left is f32
+# accumulation (and tf32 rounding). Compared with assert_allclose against the float64 product.
+TOLERANCE = dict(rtol=2e-2, atol=2e-2)
+
+
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """x rounded to the nearest bfloat16 (ties to even), as the uint16 bits a bf16 argument takes."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b: np.ndarray) -> np.ndarray:
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int) -> tuple:
+    """Random A, B as the kernel takes them, and their values as float64."""
+    a, b = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((K, N), dtype=np.float32)
+    if dtype == "bf16":
+        a, b = to_bf16_bits(a), to_bf16_bits(b)
+        return a, b, from_bf16_bits(a).astype(np.float64), from_bf16_bits(b).astype(np.float64)
+    if dtype == "f16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    return a, b, a.astype(np.float64), b.astype(np.float64)
+
+
+def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> dict:
+    decode = from_bf16_bits if A.dtype == np.uint16 else (lambda x: x)
+    return {"C": (decode(A).astype(np.float64) @ decode(B).astype(np.float64)).astype(np.float32)}
+
+
+SHAPES = [(256, 512, 384), (512, 256, 256)]  # (M, N, K), non-square; the GPU tests run each proc at each
+
+
+def make_args(rng: np.random.Generator, proc=None, n: int = 0, shape: tuple = (256, 512, 384)) -> dict:
+    """Random inputs for `proc` (default: the f16 GEMM) at shape (M, N, K), or M = N = K = n; C poisoned with NaN."""
+    M, N, K = (n, n, n) if n else shape
+    dtype = next((c.dtype for c in CONFIGS.values() if proc is not None and c.name == proc.name()), "f16")
+    A, B, _, _ = inputs(rng, dtype, M, N, K)
+    return {"M": M, "N": N, "K": K, "A": A, "B": B, "C": np.full((M, N), np.nan, dtype=np.float32)}
+
+
+if __name__ == "__main__":
+    print(sm80_gemm_f16)
+    print(sl.sync_check(sync_check_kernel(), M=256, N=256, K=128))

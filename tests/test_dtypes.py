@@ -1,0 +1,112 @@
+"""bf16 on exo 1.0 (spork_lab.core.dtypes) and 2-byte floats in CUDA code: parse, print, type, lower, build."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from exo.core.LoopIR import T
+from test_codegen_args import FakeCuda
+
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.core.dtypes import BF16, bf16
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
+from spork_lab.runtime._args import check_args, proc_spec
+
+
+def _reverse(dtype: str):
+    """x reversed in 128-element tiles through shared memory, in y (same type) and z (f32)."""
+    src = f"""
+def reverse_{dtype}(n: size, x: {dtype}[n] @ CudaGmemLinear, y: {dtype}[n] @ CudaGmemLinear, z: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            t_s: {dtype}[128] @ CudaSmemLinear
+            for tid in cuda_threads(0, 128):
+                t_s[tid] = x[task * 128 + tid]
+            Fence(cuda_in_order, cuda_in_order)
+            for tid in cuda_threads(0, 128):
+                y[task * 128 + tid] = t_s[127 - tid]
+                z[task * 128 + tid] = t_s[127 - tid]
+"""
+    return sl.parse_source(src.strip("\n"), filename=__file__)
+
+
+reverse_bf16, reverse_f16 = _reverse("bf16"), _reverse("f16")
+
+
+def test_bf16_is_its_own_type_and_a_16_bit_float_to_exo():
+    ir = reverse_bf16._loopir_proc
+    x = ir.args[1]
+    assert isinstance(x.type.basetype(), BF16) and x.type.basetype() is bf16
+    assert bf16 != T.f16 and T.f16 != bf16 and bf16.is_real_scalar()
+    assert str(bf16) == "bf16" and bf16.ctype() == "spork_bf16"
+    assert reverse_f16._loopir_proc.args[1].type.basetype() == T.f16  # f16 stays exo's own
+
+
+def test_bf16_prints_and_parses_back():
+    text = str(reverse_bf16)
+    assert "x: bf16[n] @ CudaGmemLinear" in text and "t_s: bf16[128] @ CudaSmemLinear" in text
+    again = sl.parse_source(text)
+    assert str(again) == text
+    assert again._loopir_proc.body[0].body[0].body[0].type.basetype() is bf16  # the shared-memory tile
+
+
+def test_instr_signatures_print_bf16_windows():
+    assert "A: [bf16][16, 16] @ Sm80_RmemMatrixA" in str(Sm80_mma_bf16)
+    assert "A: [f16][16, 16] @ Sm80_RmemMatrixA" in str(Sm80_mma_f16)
+
+
+def test_bf16_tile_does_not_fit_an_f16_instr():
+    """exo checks shapes only; the analysis rejects the bits an f16 mma would misread."""
+
+    @proc
+    def wrong(A: bf16[16, 16] @ CudaGmemLinear):
+        with CudaDeviceFunction(blockDim=32):
+            for task in cuda_tasks(0, 1):
+                A_s: bf16[16, 16] @ CudaSmemLinear
+                A_r: bf16[16, 16] @ Sm80_RmemMatrixA
+                Sm80_mma_load_a_f16(A_r, A_s)
+
+    with pytest.raises(sl.SporkError, match=r"test_dtypes.py:\d+: Sm80_mma_load_a_f16: argument rmem takes f16 elements, "
+                       "but the argument given holds bf16") as e:
+        sl.analyze(wrong)
+    assert type(e.value).__name__ == "DataTypeError"
+
+
+def _sources(p, tmp_path):
+    c, h, cu, cuh = sl.compile_procs_to_strings([p], p.name())
+    for ext, text in zip(("c", "h", "cu", "cuh"), (c, h, cu, cuh)):
+        (tmp_path / f"{p.name()}.{ext}").write_text(text)
+    return c, h, cu, cuh
+
+
+def test_cuda_spells_f16_half_and_bf16_nv_bfloat16(tmp_path):
+    c, h, cu, cuh = _sources(reverse_f16, tmp_path)
+    assert "_Float16" not in cu and "const __half *x" in cu and "_Float16" in c  # nvcc cannot compile _Float16
+    c, h, cu, cuh = _sources(reverse_bf16, tmp_path)
+    assert "typedef __nv_bfloat16 spork_bf16;" in cuh and "const spork_bf16 *x" in cu
+    assert "typedef struct spork_bf16" in h  # host C copies bf16 values; arithmetic on them does not compile
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("p", [reverse_f16, reverse_bf16], ids=lambda p: p.name())
+def test_two_byte_floats_build(p, tmp_path):
+    _sources(p, tmp_path)
+    n = p.name()
+    res = subprocess.run(["nvcc", "-c", "-std=c++17", "-arch=sm_80", f"{n}.cu", f"{n}.c"], cwd=tmp_path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
+def test_bf16_arguments_take_bits_or_bfloat16():
+    spec = proc_spec(reverse_bf16._loopir_proc)
+    f32 = FakeCuda((256,), "<f4", ptr=48)
+    assert check_args(spec, (256, FakeCuda((256,), "<u2", ptr=16), FakeCuda((256,), "<i2", ptr=32), f32), 0) == [256, 16, 32, 48]
+    with pytest.raises(TypeError, match="bf16"):
+        check_args(spec, (256, FakeCuda((256,), "<f2"), FakeCuda((256,), "<u2"), f32), 0)
+    assert np.dtype(spec.args[1].dtype) == np.uint16
