@@ -80,7 +80,7 @@ from exo.core.LoopIR import LoopIR
 
 from .. import dist
 from ..core.cache import ProcCache
-from ..errors import user_facing
+from ..errors import SporkError, user_facing
 from ..lang.pipeline import register_distributed_dims
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
@@ -129,8 +129,13 @@ def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
 
 
 def _distributed_dims(proc_ir: LoopIR.proc, alloc: LoopIR.Alloc) -> int:
-    """The leading distributed dimensions the dist pass deduced for an allocation (0 if none)."""
-    deduced = analyze(proc_ir).result("dist").get(alloc.name)
+    """The leading distributed dimensions the dist pass deduced for an allocation (0 if none). A proc in the
+    middle of its schedule may not analyse yet (CUDA blocks before the device function around them exists):
+    nothing is distributed in it so far."""
+    try:
+        deduced = analyze(proc_ir).result("dist").get(alloc.name)
+    except SporkError:
+        return 0
     return deduced.dims if deduced is not None else 0
 
 

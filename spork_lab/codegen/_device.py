@@ -27,7 +27,7 @@ from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.memories import CudaMemory
+from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
@@ -42,8 +42,6 @@ from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
 SMEM_ALIGN = 128
 UNROLL_LIMIT = 64  # seq loops with a constant trip count up to this are fully unrolled
-ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
-              BF16_C_NAME: 2}
 
 
 @dataclass
@@ -511,7 +509,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         ctype = typ.basetype().ctype()
         shape = self.shape_strs(typ.shape()) if typ.is_tensor_or_window() else []
         smem_ptr = ""
-        nbytes = mem.smem_bytes(ELEM_BYTES[ctype], shape, s.srcinfo)
+        nbytes = mem.smem_bytes(elem_bytes(typ.basetype()), shape, s.srcinfo)
         if nbytes:
             if id(s) not in self._smem_offsets:
                 align = getattr(mem, "smem_align", SMEM_ALIGN)

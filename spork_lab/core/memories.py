@@ -5,6 +5,7 @@ from __future__ import annotations
 from exo.core.memory import MemGenError, Memory
 
 from .coll import CollUnit
+from .dtypes import BF16_C_NAME
 
 
 class CudaMemory(Memory):
@@ -56,7 +57,8 @@ class CudaMemory(Memory):
 
 
 # Bytes of one element, by the C type exo prints for it (`basetype().ctype()`).
-ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2}
+ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4, "_Float16": 2,
+              BF16_C_NAME: 2}
 
 
 def elem_bytes(basetype) -> int:
