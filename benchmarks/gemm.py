@@ -88,6 +88,11 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
                lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)),
                ((256, 512, 384), (512, 256, 256)))
         for cfg in configs
+    ] + [  # the same kernels with the ring built by hand (HAND_STEPS): pipeline_loop's must be as fast
+        Kernel(f"{cfg.name}_hand" if not sweep else f"{cfg.name}_{cfg.tiles}_hand", "sm80", dtype, LAYOUT_KN, False,
+               lambda c=cfg: g.schedule_by_hand(c), str(g.rename(g.naive(cfg), f"{cfg.name}_hand")),
+               ((256, 512, 384), (512, 256, 256)))
+        for cfg in configs
     ]  # fmt: skip
 
 

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# The whole GPU sweep in one device call: GPU tests, vector-add bandwidth, compute-sanitizer on
-# every example, and the mutation test with its survivors run on the GPU. Results go to $OUT
-# (copy them into benchmarks/ afterwards). Needs the wheels of ../shared/tools/gpu-wheels in .whl/.
+# The whole GPU sweep in one device call: every GPU test, the GEMMs against cuBLAS, compute-sanitizer on
+# the examples that changed. Results go to $OUT (copy them into benchmarks/ afterwards).
+#
+# Here first (the Sm80 schedule takes minutes; no GPU needed), from the repository root:
+#   python3 benchmarks/gemm.py --platform sm80 --prebuild .carry_final/sm80 --arch sm_90a
+# then: run(command="bash benchmarks/gpu_sweep.sh .carry_final/sm80", carry=[".whl", ".carry_final"]).
+# (The Sm90 GEMMs are written as source, quick to build there.)
+# Needs the wheels of ../shared/tools/gpu-wheels in .whl/.
 set -uo pipefail
+PREBUILT_SM80=${1:?usage: gpu_sweep.sh SM80_PREBUILD_DIR}
 OUT=${OUT:-/tmp/gpu_sweep}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
-timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -30 > "$OUT/gpu_tests.txt"
-timeout 60 python3 benchmarks/bench_vec_add.py > "$OUT/bench_vec_add.txt" 2>&1
-timeout 240 python3 benchmarks/sanitize_examples.py --out "$OUT/sanitizer_results.md" > "$OUT/sanitizer_log.txt" 2>&1
-timeout 60 python3 benchmarks/mutation_test.py --gpu --out "$OUT/mutation_test_results.md" > /dev/null 2>"$OUT/mutation_log.txt"
-tail -n 3 "$OUT"/*.txt
+timeout 220 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1
+timeout 150 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM80" 2>&1 | tee "$OUT/gemm_log.txt"
+timeout 150 python3 benchmarks/gemm.py --platform sm90 --dtypes tf32,f16,bf16 2>&1 | tee -a "$OUT/gemm_log.txt"
+cp benchmarks/results/gemm.json "$OUT/gemm.json"
+timeout 110 python3 benchmarks/sanitize_examples.py --only index_arithmetic,dist_gemm,sm80_gemm,pipelined_tiles,sm90_gemm,sm90_tma_store \
+  --out "$OUT/sanitizer_results.md" > "$OUT/sanitizer_log.txt" 2>&1
+tail -n 4 "$OUT"/*.txt "$OUT"/*.md

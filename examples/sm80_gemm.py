@@ -10,10 +10,11 @@ m16n8k16 (f16, bf16) with f32 accumulation. Tile sizes are parameters
 (`Config`). Each step of `STEPS` is one scheduling idea, so the tutorial can
 replay them one at a time (`schedule(naive(cfg), cfg, upto=k)`).
 
-Step 8 (the software pipeline) uses exo's unsafe flags: exo 1.0's fission/fuse
-analyses see the ring's slots reused and its buffer-folding analysis cannot
-bound loops with symbolic trip counts. `sl.sync_check` and the GPU tests
-against NumPy vouch for that step.
+Step 9 (the software pipeline) is `pipeline_loop`: it gives A_s and B_s their
+ring dimension, builds prologue, steady state and epilogue and derives every
+commit-group count; `sl.sync_check` checks the result. `HAND_STEPS` build the
+same ring by hand, the reference it is compared with: the same CUDA but for
+the epilogue, which waits tile by tile instead of once.
 
 D is one shard of WM x WN accumulators per warp once the distributed-memory
 lowering (issue 11, items 1-5) is in: the generated kernel then declares
@@ -193,37 +194,24 @@ def pad_rows(p, cfg: Config):
     return resize_dim(p, "B_s", 1, cfg.BN + 8, 0)
 
 
+def fence_tiles(p, cfg: Config):
+    """8. CTA Fences: one at the top of each K tile (every warp then sees the whole CTA's copies of the tile,
+    and the products of the previous tile are done reading the slot the next copies overwrite), one after each
+    task (the CTA's next task reuses the shared memory)."""
+    p = insert_fence(p, p.find_loop("kt").body()[0].before(), cuda_in_order, Sm80_generic)
+    return insert_fence(p, p.find_loop("nt").body()[-1].after(), cuda_in_order, cuda_in_order)
+
+
 def pipeline(p, cfg: Config):
-    """8. Software pipeline through an S-slot ring: tile kt + S - 1 is copied while tile kt is multiplied
-    (prologue: the first S - 1 copies; epilogue: the last S - 1 products); with late_copy the products come
-    first in the loop body (they read another slot, so exo lets them swap). Unsafe flags: see the module doc."""
-    S, KT = cfg.S, f"K / {cfg.BK}"
-    for buf in ["A_s", "B_s"]:
-        p = expand_dim(p, buf, S, f"kt % {S}")
-        p = lift_alloc(p, buf)
-    p = fission(p, p.find_loop("kt").body()[1].after(), unsafe_disable_checks=True)
-    p = cut_loop(p, p.find_loop("kt"), S - 1)
-    p = cut_loop(p, p.find_loop("kt #2"), f"{KT} - {S - 1}")
-    p = shift_loop(p, p.find_loop("kt #1"), 0)
-    p = fuse(p, p.find_loop("kt #1"), p.find_loop("kt #2"), unsafe_disable_check=True)
-    if cfg.late_copy:  # [copy A, copy B, products] -> [products, copy A, copy B]
-        p = reorder_stmts(p, p.find_loop("kt #1").body()[1:3])
-        p = reorder_stmts(p, p.find_loop("kt #1").body()[0:2])
+    """9. Software pipeline (`pipeline_loop`): the copies (stage 0) run S - 1 tiles ahead of the Fence and the
+    products (stage S - 1) through an S-slot ring of A_s and B_s; one commit group per tile, and before the
+    Fence of tile kt each thread waits for its own copies of it (all but the newest S - 2 groups). With
+    late_copy the steady state's products move before its copies (they read another slot: exo lets them swap)."""
+    p = pipeline_loop(p, "kt", {"A_s": 0, "B_s": 0, "*": cfg.S - 1}, [0], CudaCommitGroup, barrier_name="cg")
+    if cfg.late_copy:  # [Await, Fence, copy A, copy B, Arrive, products] -> [Await, Fence, products, copy A, ...]
+        for k in (4, 3, 2):
+            p = reorder_stmts(p, p.find_loop("kt #1").body()[k : k + 2])
     return simplify(p)
-
-
-def synchronize(p, cfg: Config):
-    """9. One commit group per tile. Before multiplying tile kt each thread waits for its own copies of it
-    (all but the newest S - 2 groups); a CTA fence then shows every thread's copies to every warp, and ends
-    the reads of the slot that the copies of tile kt + S - 1 overwrite next."""
-    p = insert_barrier_alloc(p, p.find_loop("kt").before(), "cg", [], CudaCommitGroup)
-    p = insert_arrive(p, p.find_loop("kt").body()[-1].after(), Sm80_cp_async, "cg")
-    p = insert_arrive(p, p.find_loop("kt #1").body()[-1 if cfg.late_copy else 1].after(), Sm80_cp_async, "cg")
-    p = insert_fence(p, p.find_loop("kt #1").body()[0].before(), cuda_in_order, Sm80_generic)
-    p = insert_await(p, p.find_loop("kt #1").body()[0].before(), "cg", cuda_in_order, cfg.S - 2)
-    p = insert_await(p, p.find_loop("kt #2").before(), "cg", cuda_in_order, 0)
-    p = insert_fence(p, p.find_loop("kt #2").before(), cuda_in_order, cuda_in_order)
-    return insert_fence(p, p.find_loop("nt").body()[-1].after(), cuda_in_order, cuda_in_order)  # next task reuses
 
 
 def map_to_gpu(p, cfg: Config):
@@ -243,14 +231,60 @@ def map_to_gpu(p, cfg: Config):
 
 
 STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, use_instructions, copy_with_cp_async, pad_rows,
-         pipeline, synchronize, map_to_gpu]  # fmt: skip
+         fence_tiles, pipeline, map_to_gpu]  # fmt: skip
 
 
-def schedule(p, cfg: Config, upto: int = len(STEPS)):
+def schedule(p, cfg: Config, upto: int = len(STEPS), steps: list = STEPS):
     """The naive proc after the first `upto` steps."""
-    for step in STEPS[:upto]:
+    for step in steps[:upto]:
         p = step(p, cfg)
     return p
+
+
+# ---- The same ring built by hand: the reference pipeline_loop's is compared with (tests/test_pipeline_gemms.py,
+# benchmarks/gemm.py's *_hand rows). exo 1.0's fission/fuse analyses see the ring's slots reused and its
+# buffer-folding analysis cannot bound loops with symbolic trip counts: these steps need its unsafe flags.
+
+
+def pipeline_by_hand(p, cfg: Config):
+    """8 (by hand). Software pipeline through an S-slot ring: tile kt + S - 1 is copied while tile kt is multiplied
+    (prologue: the first S - 1 copies; epilogue: the last S - 1 products); with late_copy the products come
+    first in the loop body (they read another slot, so exo lets them swap). Unsafe flags: see above."""
+    S, KT = cfg.S, f"K / {cfg.BK}"
+    for buf in ["A_s", "B_s"]:
+        p = expand_dim(p, buf, S, f"kt % {S}")
+        p = lift_alloc(p, buf)
+    p = fission(p, p.find_loop("kt").body()[1].after(), unsafe_disable_checks=True)
+    p = cut_loop(p, p.find_loop("kt"), S - 1)
+    p = cut_loop(p, p.find_loop("kt #2"), f"{KT} - {S - 1}")
+    p = shift_loop(p, p.find_loop("kt #1"), 0)
+    p = fuse(p, p.find_loop("kt #1"), p.find_loop("kt #2"), unsafe_disable_check=True)
+    if cfg.late_copy:  # [copy A, copy B, products] -> [products, copy A, copy B]
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[1:3])
+        p = reorder_stmts(p, p.find_loop("kt #1").body()[0:2])
+    return simplify(p)
+
+
+def synchronize_by_hand(p, cfg: Config):
+    """9 (by hand). One commit group per tile. Before multiplying tile kt each thread waits for its own copies of it
+    (all but the newest S - 2 groups); a CTA fence then shows every thread's copies to every warp, and ends
+    the reads of the slot that the copies of tile kt + S - 1 overwrite next."""
+    p = insert_barrier_alloc(p, p.find_loop("kt").before(), "cg", [], CudaCommitGroup)
+    p = insert_arrive(p, p.find_loop("kt").body()[-1].after(), Sm80_cp_async, "cg")
+    p = insert_arrive(p, p.find_loop("kt #1").body()[-1 if cfg.late_copy else 1].after(), Sm80_cp_async, "cg")
+    p = insert_fence(p, p.find_loop("kt #1").body()[0].before(), cuda_in_order, Sm80_generic)
+    p = insert_await(p, p.find_loop("kt #1").body()[0].before(), "cg", cuda_in_order, cfg.S - 2)
+    p = insert_await(p, p.find_loop("kt #2").before(), "cg", cuda_in_order, 0)
+    p = insert_fence(p, p.find_loop("kt #2").before(), cuda_in_order, cuda_in_order)
+    return insert_fence(p, p.find_loop("nt").body()[-1].after(), cuda_in_order, cuda_in_order)  # next task reuses
+
+
+HAND_STEPS = STEPS[:7] + [pipeline_by_hand, synchronize_by_hand, map_to_gpu]
+
+
+def schedule_by_hand(cfg: Config):
+    """The kernel with the ring built by hand, named `<name>_hand`."""
+    return rename(schedule(naive(cfg), cfg, steps=HAND_STEPS), f"{cfg.name}_hand")
 
 
 # Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -167,3 +169,15 @@ def test_simplify_keeps_the_gemm_checkable():
     from spork_lab.scheduling import simplify
 
     sl.analyze(simplify(sm90_gemm.make_gemm("tf32")))
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_the_bf16_gemm_host_code_compiles(tmp_path):
+    """exo's window structs have no bf16 entry; the tensor-map windows of a bf16 GEMM need one."""
+    import sm90_gemm
+
+    c, h, _, _ = sl.compile_procs_to_strings([sm90_gemm.make_gemm("bf16")], "gemm_bf16")
+    (tmp_path / "gemm_bf16.c").write_text(c)
+    (tmp_path / "gemm_bf16.h").write_text(h)
+    done = subprocess.run(["gcc", "-c", "-Wall", "-Werror", "gemm_bf16.c"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

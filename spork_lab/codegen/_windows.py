@@ -5,14 +5,16 @@ written, so `w = r[:]; w[0] = 1.0` declares a read-only window (and a const
 argument) and the write does not compile; and it initialises the alias with
 a C compound literal, which nvcc rejects in device code. `WindowAliases`
 (mixed into both of our compilers) counts a write through an alias as a write
-of its source, and initialises aliases as aggregates, which C and C++ both
-accept.
+of its source, initialises aliases as aggregates, which C and C++ both
+accept, and names bf16 windows (exo's table of window structs lacks them).
 """
 
 from __future__ import annotations
 
-from exo.core.LoopIR import LoopIR
+from exo.backend.LoopIR_compiler import _window_struct
+from exo.core.LoopIR import LoopIR, T
 
+from ..core.dtypes import BF16_C_NAME, is_bf16
 from ..core.ir import walk_stmts
 
 
@@ -35,6 +37,17 @@ class WindowAliases:
                 break
             written |= through
         self._non_const = written
+
+    def get_window_type(self, typ, is_const=None):
+        """exo names window structs from a fixed table of its own types; bf16 gets `struct exo_win_Nbf16`."""
+        tensor = typ.as_tensor if isinstance(typ, T.Window) else typ.type
+        if not is_bf16(tensor):
+            return super().get_window_type(typ, is_const)
+        if is_const is None:
+            is_const = (typ.src_buf if isinstance(typ, T.Window) else typ.name) not in self.non_const
+        win = _window_struct("bf16", BF16_C_NAME, len(tensor.shape()), is_const)
+        self.window_defns.add(win)
+        return win.name
 
     def comp_s(self, s):
         if not isinstance(s, LoopIR.WindowStmt):
