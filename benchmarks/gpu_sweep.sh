@@ -15,10 +15,10 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
-timeout 220 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1
-timeout 150 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM80" 2>&1 | tee "$OUT/gemm_log.txt"
-timeout 150 python3 benchmarks/gemm.py --platform sm90 --dtypes tf32,f16,bf16 2>&1 | tee -a "$OUT/gemm_log.txt"
+timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1
+timeout 120 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM80" 2>&1 | tee "$OUT/gemm_log.txt"
+timeout 130 python3 benchmarks/gemm.py --platform sm90 --dtypes tf32,f16,bf16 2>&1 | tee -a "$OUT/gemm_log.txt"
 cp benchmarks/results/gemm.json "$OUT/gemm.json"
-timeout 110 python3 benchmarks/sanitize_examples.py --only index_arithmetic,dist_gemm,sm80_gemm,pipelined_tiles,sm90_gemm,sm90_tma_store \
+timeout 100 python3 benchmarks/sanitize_examples.py --only index_arithmetic,dist_gemm,sm80_gemm,pipelined_tiles,sm90_gemm,sm90_tma_store \
   --out "$OUT/sanitizer_results.md" > "$OUT/sanitizer_log.txt" 2>&1
 tail -n 4 "$OUT"/*.txt "$OUT"/*.md
