@@ -65,7 +65,7 @@ from exo.rewrite.LoopIR_scheduling import (
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import walk_stmts
+from ..core.ir import interval_width, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import (
@@ -942,12 +942,14 @@ def _barrier_memory(ir, loop, barrier, cta_loop) -> tuple:
                 "barriers indexed by the CTA (`>> bar[cta]`, or `>> bar[:]` for a multicast load)"
             )
         for t, sym in trailing:
-            idx = t.args[trailing_of(t)[1]].idx
-            at = idx[0].lo if isinstance(idx[0], LoopIR.Interval) else idx[0].pt
+            (w,) = t.args[trailing_of(t)[1]].idx
+            at = w.lo if isinstance(w, LoopIR.Interval) else w.pt
             by_cta = isinstance(at, LoopIR.Read) and at.name == cta_loop.iter
-            if sym == alloc.name and is_point_interval(idx[0]) and not by_cta:
-                raise SchedulingError(f"{_where(t)} completes on {barrier}[{idx[0]}]: index the barrier array by "
-                                      f"the CTA, {cta_loop.iter}, or slice it for a multicast load")
+            every = isinstance(w, LoopIR.Interval) and interval_width(w) == ctas and isinstance(at, LoopIR.Const)
+            if sym == alloc.name and not (by_cta or every):
+                raise SchedulingError(f"{_where(t)} completes on {barrier}[{_expr_text(w)}]: index the barrier "
+                                      f"array by the CTA ({barrier}[{cta_loop.iter}]), or slice all of it for a "
+                                      f"multicast load ({barrier}[:])")
     if not alloc.mem.lives_on_device:
         raise SchedulingError(f"{barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
                               "CudaCommitGroup or CudaMbarrier")
@@ -959,6 +961,13 @@ def _barrier_memory(ir, loop, barrier, cta_loop) -> tuple:
                 "Await statements itself: pipeline the loop without them"
             )
     return alloc.mem, alloc
+
+
+def _expr_text(w) -> str:
+    """A window index as the user writes it (`cta`, `0:2`)."""
+    if isinstance(w, LoopIR.Interval):
+        return f"{w.lo}:{w.hi}"
+    return str(w.pt)
 
 
 def _allocs_in_scope(ir, loop) -> list:
