@@ -5,7 +5,7 @@
 # then, from the repository root with the wheels in .whl:  bash benchmarks/sm90_device.sh DIR
 #   1. gemm.py --prebuilt DIR: every kernel checked against float64 (non-square shapes, then each timed shape)
 #      and timed against cuBLAS asked for the same output type, interleaved (clocks logged meanwhile);
-#   2. the cuBLAS kernels those comparisons run (their names give tile, cluster, schedule);
+#   2. the cuBLAS kernels those comparisons run (their names give tile, cluster, schedule; CUBLAS_NAMES=0 skips);
 #   3. ncu (one launch after a warm-up, clocks as found) of each kernel named in PROFILE and of its cuBLAS;
 #   4. compute-sanitizer racecheck + synccheck on the examples in SANITIZE (none by default).
 set -uo pipefail
@@ -22,7 +22,7 @@ SMI=$!
 timeout "${GEMM_S:-150}" python3 benchmarks/gemm.py --prebuilt "$PRE" --out "$OUT/sm90_rows.json" ${SHAPES:+--shapes $SHAPES} 2>&1 \
   | grep -v Warning | tee "$OUT/gemm_log.txt"
 kill $SMI
-timeout 60 python3 benchmarks/sm90_prof.py names > "$OUT/cublas_kernels.txt" 2>&1
+[[ ${CUBLAS_NAMES:-1} == 1 ]] && timeout 60 python3 benchmarks/sm90_prof.py names > "$OUT/cublas_kernels.txt" 2>&1
 for name in ${PROFILE//,/ }; do
   timeout 90 ncu --kernel-name regex:'gemm|nvjet|xmma|cutlass' --launch-skip 2 --launch-count 2 --clock-control none --section SpeedOfLight \
     --metrics sm__cycles_elapsed.avg.per_second,sm__cycles_active.avg,dram__bytes.sum,lts__t_bytes.sum \
@@ -30,6 +30,6 @@ for name in ${PROFILE//,/ }; do
 done
 [[ -n $SANITIZE ]] && timeout "${SANITIZE_S:-150}" python3 benchmarks/sanitize_examples.py --only "$SANITIZE" \
   --out "$OUT/sanitizer.md" 2>&1 | tail -8
-cat "$OUT/cublas_kernels.txt"
+[[ -f $OUT/cublas_kernels.txt ]] && cat "$OUT/cublas_kernels.txt"
 for f in "$OUT"/ncu_*.txt; do [[ -f $f ]] && grep -E "^  [a-zA-Z_]|Duration|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput|per_second|cycles_active|bytes.sum" "$f"; done
 cat "$OUT/machine.txt"

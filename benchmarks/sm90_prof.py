@@ -45,7 +45,7 @@ def run(folder: Path, name: str, shape: tuple) -> None:
 
     from gemm import Runner, load_prebuilt
 
-    [(k, built)] = load_prebuilt(folder, name)
+    [(k, built)] = [kb for kb in load_prebuilt(folder, name) if kb[0].name == name]  # `name` is also a prefix
     runner = Runner(k, built)
     torch.backends.cuda.matmul.allow_tf32 = k.dtype == "tf32"
     A, B, C = runner.inputs(shape)

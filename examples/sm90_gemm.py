@@ -2,10 +2,8 @@
 f32 accumulators): persistent and warp-specialized.
 
 Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
-* a cluster of CL CTAs (CL = 1 or 2) takes one task: CL x 128 rows of C by T
-  tiles of BN columns, one after the other (the ring runs on from tile to tile:
-  the producer loads the next tile's stages while the consumers finish this
-  one); tasks go in groups of G cluster-rows, so neighbouring clusters share
+* a cluster of CL CTAs (CL = 1 or 2) takes one task: CL x 128 rows of C by BN
+  columns; tasks go in groups of G cluster-rows, so neighbouring clusters share
   columns of B in L2;
 * warp_config: one "producer" warp (setmaxnreg 40) whose first thread issues
   TMA loads into a ring of S stages, three idle warps to fill its warpgroup,
@@ -18,15 +16,11 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
   stage's bytes; the consumers await the stage, run BK / k wgmma per
   warpgroup, and release the previous stage once its wgmma finished (a wgmma
   commit group with N = 1), on the barriers of every CTA of the cluster;
-* after each tile but the task's last, the consumers wait for their wgmma and
-  store their accumulators (f32, or rounded to f16/bf16) while the producer
-  runs on; after the last tile a cluster-wide Fence (the ring's stages are
-  reused by the next task), then the last store, during which the producer
-  loads the next task's stages. The stage of K-block k is k % S in every tile,
-  hence K % (BK * S) == 0.
+* after the last K-block a cluster-wide Fence: the producer may then load the
+  next task's stages while the consumers store their accumulators.
 
-`make_gemm(dt, BN, S, CL, G, out, T)` returns the proc; `CONFIGS` holds the
-configurations benchmarks/gemm.py times, `PROCS` the one the tests build.
+`make_gemm(dt, BN, S, CL, G)` returns the proc; `PROCS` holds the configurations
+the tests and benchmarks/gemm.py build.
 """
 
 from __future__ import annotations
@@ -49,90 +43,81 @@ _SOURCE = '''
 def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
                      C: {c}[M, N] @ CudaGmemLinear):
     assert M % CM == 0
-    assert N % BNT == 0
-    assert K % BKS == 0
+    assert N % BN == 0
+    assert K % BK == 0
     A_tm = A[:, :] @ Sm90_tensorMap(128, 128, BK)
     B_tm = B[:, :] @ Sm90_tensorMap(128, BNC, BK)
     with CudaDeviceFunction(clusterDim=CL, warp_config=WARPS):
         for mg in cuda_tasks(0, M / CM):
-            for nt in cuda_tasks(0, N / BNT):
+            for nt in cuda_tasks(0, N / BN):
                 for mi in cuda_tasks(0, G):
                     A_s: {t}[CL, S, 128, BK] @ Sm90_SmemSwizzled(128)
                     B_s: {t}[CL, S, BN, BK] @ Sm90_SmemSwizzled(128)
                     D: f32[CL, 2, 64, BN] @ Sm90_RmemMatrixD
                     ring: barrier[CL] @ CudaMbarrier
                     cg: barrier @ CudaCommitGroup
-                    for j in seq(0, T):
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+                    for k in seq(0, K / BK):
                         for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                            with CudaWarps(name="producer"):
+                                for t in cuda_threads(0, 1):
+                                    ReverseAwait(ring[cta], tma_to_smem_async, ~(S - 1))
+                                    with CudaAsync(tma_to_smem_async_instr):
+                                        Sm90_copy_tensor_to_smem_swizzled_2{t}(
+                                            A_s[cta, k % S, :, :],
+                                            A_tm[128 * (CL * (G * mg + mi) + cta):128 * (CL * (G * mg + mi) + cta) + 128,
+                                                 BK * k:BK * k + BK],
+                                            box=(128, BK)) >> ring[cta]
+                                        Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}(
+                                            B_s[:, k % S, BNC * cta:BNC * cta + BNC, :],
+                                            B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
+                                            box=(BNC, BK), ncta=CL) >> ring[:]
+                                    Arrive(tma_to_smem_async, 1) >> ring[cta]
                             with CudaWarps(name="consumer"):
+                                Await(ring[cta], wgmma_async_smem, ~0)
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                    Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
-                        for k in seq(0, K / BK):
-                            for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
-                                with CudaWarps(name="producer"):
-                                    for t in cuda_threads(0, 1):
-                                        ReverseAwait(ring[cta], tma_to_smem_async, ~(S - 1))
-                                        with CudaAsync(tma_to_smem_async_instr):
-                                            Sm90_copy_tensor_to_smem_swizzled_2{t}(
-                                                A_s[cta, k % S, :, :],
-                                                A_tm[128 * (CL * (G * mg + mi) + cta):128 * (CL * (G * mg + mi) + cta) + 128,
-                                                     BK * k:BK * k + BK],
-                                                box=(128, BK)) >> ring[cta]
-                                            Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}(
-                                                B_s[:, k % S, BNC * cta:BNC * cta + BNC, :],
-                                                B_tm[BN * (T * nt + j) + BNC * cta:BN * (T * nt + j) + BNC * cta + BNC, BK * k:BK * k + BK],
-                                                box=(BNC, BK), ncta=CL) >> ring[:]
-                                        Arrive(tma_to_smem_async, 1) >> ring[cta]
-                                with CudaWarps(name="consumer"):
-                                    Await(ring[cta], wgmma_async_smem, ~0)
-                                    for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                        Fence(wgmma_fence_1, wgmma_fence_2)
-                                        with CudaAsync(wgmma_async_instr):
-                                            for kk in seq(0, KK):
-                                                Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
-                                                                   B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)
-                                        Arrive(wgmma_async, 1) >> cg
-                                        Await(cg, cuda_in_order, 1)
-                                    ReverseArrive(cuda_in_order, 1) >> ring[:]
-                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
-                            with CudaWarps(name="consumer"):
-                                for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                    Await(cg, cuda_in_order, 0)
-                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
-                            with CudaWarps(name="consumer"):
-                                for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                    if j < T - 1:
-                                        Sm90_mma_store_d_row_major_{c}(
-                                            C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
-                                              BN * (T * nt + j):BN * (T * nt + j) + BN],
-                                            D[cta, wg, :, :], N=BN)
+                                    Fence(wgmma_fence_1, wgmma_fence_2)
+                                    with CudaAsync(wgmma_async_instr):
+                                        for kk in seq(0, KK):
+                                            Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
+                                                               B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)
+                                    Arrive(wgmma_async, 1) >> cg
+                                    Await(cg, cuda_in_order, 1)
+                                ReverseArrive(cuda_in_order, 1) >> ring[:]
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Await(cg, cuda_in_order, 0)
                     Fence(cuda_in_order, cuda_in_order)
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
                                 Sm90_mma_store_d_row_major_{c}(
                                     C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
-                                      BN * (T * nt + T - 1):BN * (T * nt + T - 1) + BN],
+                                      BN * nt:BN * nt + BN],
                                     D[cta, wg, :, :], N=BN)
 '''
 
 
-def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", T: int = 1) -> tuple:
+def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32") -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
-    S stages, a cluster of CL, groups of G, T column tiles per task, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
+    S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
     as cuBLAS writes a 16-bit product); the mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
-    suffix = ("" if T == 1 else f"_t{T}") + ("" if out == "f32" else f"_c{out}")
+    suffix = "" if out == "f32" else f"_c{out}"
     src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
     bk = 128 // (4 if dt == "tf32" else 2)  # one 128-byte swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
-              "BNT": BN * T, "BKS": bk * S, "T": T, "WARPS": WARPS}
+              "WARPS": WARPS}
     return src, consts
 
 
-def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", T: int = 1):
+def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G, out, T)
+    src, consts = gemm_source(dt, BN, S, CL, G, out)
     return sl.parse_source(src, filename=__file__, func_locals=consts)
 
 

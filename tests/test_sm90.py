@@ -134,13 +134,13 @@ def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do():
 
     assert "fence.proxy.async" not in _producer_wait(_cu(make_gemm("tf32", CL=2, G=1)))
     src, consts = gemm_source("tf32", CL=2, G=1)
-    arrive = "                                    ReverseArrive(cuda_in_order, 1) >> ring[:]\n"
+    arrive = "                                ReverseArrive(cuda_in_order, 1) >> ring[:]\n"
     ring = "                    ring: barrier[CL] @ CudaMbarrier\n"
     assert arrive in src and ring in src
     src = src.replace(ring, ring + "                    flag: f32[CL, 8] @ CudaSmemLinear\n").replace(
         arrive,
-        "                                    for t in cuda_threads(0, 1):\n"
-        "                                        flag[cta, 0] = 1.0\n" + arrive,
+        "                                for t in cuda_threads(0, 1):\n"
+        "                                    flag[cta, 0] = 1.0\n" + arrive,
     )
     written = sl.parse_source(src, func_locals=consts)
     assert "fence.proxy.async" in _producer_wait(_cu(written))

@@ -44,14 +44,6 @@ SMEM_ALIGN = 128
 UNROLL_LIMIT = 64  # seq loops with a constant trip count up to this are fully unrolled
 
 
-def _const_trip(s) -> bool:
-    return isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const)
-
-
-def _loops(stmts: list) -> list:
-    return [s for s in walk_stmts(stmts) if isinstance(s, LoopIR.For)]
-
-
 @dataclass
 class DeviceFunction:
     """A `with CudaDeviceFunction` block lifted out of a CPU proc, with the variables it uses."""
@@ -310,13 +302,12 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
     def _seq_loop(self, s):
         """A seq loop as exo prints it, but with an `int` counter, and fully unrolled when its trip count is a
         constant of at most UNROLL_LIMIT: fragment and accumulator arrays are then indexed by constants only,
-        so they stay in registers. A loop around a loop of run-time trip count (a GEMM's tiles around its K loop)
-        stays rolled: unrolling would copy that loop's code and lengthen live ranges (nvcc then spills)."""
+        so they stay in registers."""
         lo, hi = self.comp_e(s.lo), self.comp_e(s.hi)
         self.push(only="env")
         itr = self.new_varname(s.iter, typ=T.index)
         self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
-        if _const_trip(s) and s.hi.val - s.lo.val <= UNROLL_LIMIT and all(map(_const_trip, _loops(s.body))):
+        if isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val <= UNROLL_LIMIT:
             self.add_line("#pragma unroll")
         self.add_line(f"for (int {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
         self.push(only="tab")
