@@ -141,7 +141,7 @@ CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of
 
 _UNPIPELINED = '''
 def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
-                     C: f32[M, N] @ CudaGmemLinear):
+                     C: {c}[M, N] @ CudaGmemLinear):
     assert M % CM == 0
     assert N % BN == 0
     assert K % BK == 0
@@ -184,7 +184,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                Sm90_mma_store_d_row_major_f32(
+                                Sm90_mma_store_d_row_major_{c}(
                                     C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
                                       BN * nt:BN * nt + BN],
                                     D[cta, wg, :, :], N=BN)
@@ -193,11 +193,12 @@ with open(__file__) as _f:  # the line of `_UNPIPELINED = `: the text's statemen
     _UNPIPELINED_LINE = next(n for n, line in enumerate(_f, 1) if line.startswith("_UNPIPELINED = "))
 
 
-def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """The GEMM before its software pipeline (S is the ring depth `pipeline` will give it)."""
     t, w, _ = DTYPES[dt]
-    _, consts = gemm_source(dt, BN, S, CL, G)
-    src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
+    _, consts = gemm_source(dt, BN, S, CL, G, out)
+    suffix = "" if out == "f32" else f"_c{out}"
+    src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
     return sl.parse_source(src, filename=__file__, func_locals=consts, first_line=_UNPIPELINED_LINE + 1)
 
 
@@ -211,9 +212,9 @@ def pipeline(p, S: int):
     return pipeline_loop(p, "k", [0, S - 1], [0], "ring", release_with=CudaCommitGroup, reads_in_flight=1)
 
 
-def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """make_gemm's kernel, reached by the schedule."""
-    return pipeline(unpipelined(dt, BN, S, CL, G), S)
+    return pipeline(unpipelined(dt, BN, S, CL, G, out), S)
 
 
 # ---- From the naive loop nest, step by step (the tutorial replays `STEPS`) ----

@@ -75,7 +75,8 @@ def test_sm80_late_copy_passes_sync_check():
 
 # ---- Sm90: the cluster ring (barrier arrays, multicast release, wgmma reads released one K-block late) ----
 
-SM90_CASES = {"tf32_c2_s4": ("tf32", 256, 4, 2, 1), "f16_c2_s3_g8": ("f16", 256, 3, 2, 8), "bf16_n128_s2": ("bf16", 128, 2, 2, 4)}
+SM90_CASES = {"tf32_c2_s4": ("tf32", 256, 4, 2, 1), "f16_c2_s3_g8": ("f16", 256, 3, 2, 8),
+              "bf16_n128_s2_cbf16": ("bf16", 128, 2, 2, 4, "bf16")}
 
 
 @pytest.mark.parametrize("case", sorted(SM90_CASES))
