@@ -12,7 +12,9 @@ replay them one at a time (`schedule(naive(cfg), cfg, upto=k)`).
 
 Step 9 (the software pipeline) is `pipeline_loop`: it gives A_s and B_s their
 ring dimension, builds prologue, steady state and epilogue and derives every
-commit-group count; `sl.sync_check` checks the result. `HAND_STEPS` build the
+commit-group count; `sl.sync_check` checks the result. `Config.fragments_ahead`
+adds a stage for the first k-step's fragment loads (a register ring); measured
+slower on the H100 (benchmarks/sm80_gemm_notes.md), it is off by default. `HAND_STEPS` build the
 same ring by hand, the reference it is compared with: the same CUDA but for
 the epilogue, which waits tile by tile instead of once.
 
@@ -244,8 +246,10 @@ def _pipeline_fragments_ahead(p, cfg: Config):
             p = lift_alloc(p, buf)
     p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().before(), n_lifts=2)
     # stages: copies and their buffers 0; Fence, fragment registers and L0 S - 2; the products S - 1
+    def copies(s) -> bool:  # the A_s and B_s allocations and the copying threads' loops (r, c)
+        return s.name() in ("A_s", "B_s") if isinstance(s, AllocCursor) else isinstance(s, ForCursor) and s.name() == "r"
+
     body = p.find_loop("kt").body()
-    copies = lambda s: s.name() in ("A_s", "B_s") if isinstance(s, AllocCursor) else isinstance(s, ForCursor) and s.name() == "r"  # noqa: E731
     stages = [0 if copies(s) else cfg.S - 1 if k == len(body) - 1 else cfg.S - 2 for k, s in enumerate(body)]
     p = pipeline_loop(p, "kt", stages, [0], CudaCommitGroup, barrier_name="cg", keep_loop=True)
     # [Fence, copies, Arrive, L0 of tile t - S + 2, products of t - S + 1]: L0 last, its registers live across

@@ -4,6 +4,7 @@ racy mutant of its synchronization is flagged; on a GPU it matches float64 at se
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -63,7 +64,7 @@ def test_fragments_ahead_is_well_synchronized():
     cfg = dataclasses.replace(SMALL, fragments_ahead=True)
     p = g.schedule(g.naive(cfg), cfg)
     text = str(p)
-    assert "A_r_0: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in text and "% 2" not in text
+    assert "A_r_0: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in text and not re.search(r"% 2\b", text)
     assert sl.sync_check(p, M=64, N=64, K=128).ok
     survivors = [what for what, m in _mutants(p) if sl.sync_check(m, M=64, N=64, K=128).ok]
     assert survivors == ["drop #3 Await", "#3 Await N 2 -> 3", "drop #7 Await", "#7 Await N 2 -> 3"]
