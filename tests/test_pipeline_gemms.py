@@ -103,6 +103,30 @@ def test_sm90_derived_statements():
     assert "cuda_cta_in_cluster" in drain and "CudaWarps(name='consumer')" in drain and "cuda_warpgroup" in drain
 
 
+def _split_cta_loops(text: str) -> str:
+    """The GEMM text with its K loop as two per-CTA loops, every CTA's producers then every CTA's consumers (the
+    order in which the sequential program reads what every CTA loaded, multicast included); unchanged if so."""
+    lines = text.split("\n")
+    k = next(i for i, line in enumerate(lines) if line.strip() == 'with CudaWarps(name="consumer"):'
+             and "for wg in" in lines[i + 1 + ("Await(ring" in lines[i + 1])])
+    if "cuda_cta_in_cluster" in lines[k - 1]:
+        return text
+    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())][:-4]
+    return "\n".join(lines[:k] + [indent + "for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):"] + lines[k:])
+
+
+def test_sm90_ring_of_two_per_cta_loops():
+    """pipeline_loop takes a K loop of two per-CTA loops (producers, then consumers) too: its barrier statements
+    index `ring` by each loop's own iterator; the same CUDA as the hand kernel in that form."""
+    src, consts = h.gemm_source("tf32", 256, 4, 2, 1)
+    hand = sl.parse_source(_split_cta_loops(src), func_locals=consts)
+    text = h._UNPIPELINED.format(name="tf32_n256_s4_c2_g1", t="f32", w="tf32", c="f32").strip("\n")
+    piped = h.pipeline(sl.parse_source(_split_cta_loops(text), func_locals=consts), 4)
+    _, _, cu_piped, _ = sl.compile_procs_to_strings([piped], "gemm")
+    _, _, cu_hand, _ = sl.compile_procs_to_strings([hand], "gemm")
+    assert _changed_lines(cu_hand, cu_piped) == ([], [])
+
+
 SM90_SIZES = dict(M=256, N=512, K=256)  # 8 K-blocks through 4 slots: every slot reused
 STEPWISE = h.Config("tf32", 256, 4, 2, 1)
 
