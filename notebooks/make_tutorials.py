@@ -278,8 +278,9 @@ def sm90_part() -> list:
 SM90_RESULT = (
     "\n\nOn an H100, `benchmarks/gemm.py` measured (`benchmarks/results/gemm.json`, 2026-11-23) the Sm80 kernel at "
     "312 TFLOP/s for M = N = K = 4096 and 338 for 8192 (cuBLAS f16: 754 and 776) and the Sm90 kernel at 661 and 713 "
-    "(cuBLAS f16 with f32 output: 708 and 733). The cell below shows the output of the last run recorded in this "
-    "notebook (on a machine without a GPU: what was built, and that nothing ran).")
+    "(cuBLAS f16 with f32 output: 708 and 733). The cell below keeps the output of the last GPU run recorded in "
+    "this notebook (its metadata `spork_lab.recorded_on` names the device); without one, it says what was built "
+    "and that nothing ran.")
 
 
 _KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
