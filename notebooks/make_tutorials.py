@@ -20,6 +20,8 @@ run instead (cell metadata `spork_lab.recorded_on` names the device).
     python notebooks/make_tutorials.py --gpu-run DIR    # on a GPU machine: execute each tutorial's "gpu" cells
                                                         # (after the setup and GPU_PRELUDE) into DIR
     python notebooks/make_tutorials.py --take-gpu DIR   # keep the "gpu" cells' outputs of DIR's executed notebooks
+    python notebooks/make_tutorials.py --gpu-build      # here, no GPU needed: build the "gpu" cells' CUDA (sm_90a)
+                                                        # into $SPORK_LAB_CACHE, to carry to the GPU machine
 """
 
 from __future__ import annotations
@@ -516,6 +518,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--gpu-run", metavar="DIR")
     parser.add_argument("--take-gpu", metavar="DIR")
+    parser.add_argument("--gpu-build", action="store_true")
     args = parser.parse_args(argv)
     for name, make in NOTEBOOKS.items():
         path = HERE / name
@@ -539,6 +542,10 @@ def main(argv=None) -> int:
             nbformat.write(nb, Path(args.gpu_run) / name)
             for c in nb.cells[2:]:
                 print(c.source, *(o.get("text") or o.get("data", {}).get("text/plain", "") for o in c.outputs), sep="\n")
+        elif args.gpu_build:  # without a GPU the magic still builds, for sm_90a: the device then finds the cache
+            nb = gpu_cells(nb, name)
+            if nb is not None:
+                execute(nb, HERE / name, keep_gpu=False)
         elif args.take_gpu:
             if not (Path(args.take_gpu) / name).exists():  # no "gpu" cells: --gpu-run wrote nothing for it
                 continue
@@ -546,8 +553,8 @@ def main(argv=None) -> int:
         else:
             execute(nb, path, keep_gpu=True)
             nbformat.write(nb, path)
-        print(f"{name}: {'ok' if args.check else 'written'}")
-    if not (args.check or args.gpu_run or args.take_gpu):
+        print(f"{name}: {'ok' if args.check else 'built' if args.gpu_build else 'written'}")
+    if not (args.check or args.gpu_run or args.take_gpu or args.gpu_build):
         for name in WRITTEN_BY_HAND:
             nb = nbformat.read(HERE / name, as_version=4)
             execute(nb, HERE / name, keep_gpu=True)
