@@ -21,6 +21,12 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 
 `make_gemm(dt, BN, S, CL, G)` returns the proc; `PROCS` holds the configurations
 the tests and benchmarks/gemm.py build.
+
+By schedule (the tutorial's replay): `scheduled_gemm` derives make_gemm's ring
+with `pipeline_loop` from `unpipelined` (same CUDA), and `schedule(naive(cfg),
+cfg)` runs `STEPS` from the naive loop nest to the same kernel but for
+multicast (each CTA loads its whole B tile); see the section's comment for why
+multicast is not a step.
 """
 
 from __future__ import annotations
