@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mutation_test import Mutant, mutants_of  # noqa: E402
-from sm90_gemm import TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
+from sm90_gemm import _FIRST_LINE, TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
 
 SIZES = {"M": 512, "N": 768, "K": 256}
 CONFIG = dict(dt="tf32", CL=2, G=1)  # the example's PROCS[0]
@@ -70,7 +70,8 @@ def _text_mutant(k: int) -> Mutant:
     new = new.replace("{S1}", str(consts["S"] - 1))
     text = src.replace(old, new) if every else src.replace(old, new, 1)
     try:
-        p = sl.parse_source(text, filename=str(ROOT / "examples" / "sm90_gemm.py"), func_locals=consts)
+        p = sl.parse_source(text, filename=str(ROOT / "examples" / "sm90_gemm.py"), first_line=_FIRST_LINE,
+                            func_locals=consts)
     except sl.SporkError as e:  # a mutant the front end already rejects
         return Mutant("sm90_gemm", description, None, "static error", e.message.splitlines()[0])
     return Mutant("sm90_gemm", description, p)

@@ -12,7 +12,9 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 * per K-block the producer waits (ReverseAwait) until the consumers of every
   CTA released the stage, loads its CTA's A tile and its 1/CL share of the B
   tile, multicast to the whole cluster (`>> ring[:]`), and arrives with the
-  stage's bytes; the consumers await the stage, run BK / k wgmma per
+  stage's bytes; then (in program order: the sequential program must read
+  what it loaded, so every CTA's loads come before any CTA's consumers, as
+  sl.sync_check checks) the consumers await the stage, run BK / k wgmma per
   warpgroup, and release the previous stage once its wgmma finished (a wgmma
   commit group with N = 1), on the barriers of every CTA of the cluster;
 * after the last K-block a cluster-wide Fence: the producer may then load the
@@ -23,6 +25,8 @@ the tests and benchmarks/gemm.py build.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -75,6 +79,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                                             B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
                                             box=(BNC, BK), ncta=CL) >> ring[:]
                                     Arrive(tma_to_smem_async, 1) >> ring[cta]
+                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="consumer"):
                                 Await(ring[cta], wgmma_async_smem, ~0)
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
@@ -115,7 +120,11 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
     src, consts = gemm_source(dt, BN, S, CL, G)
-    return sl.parse_source(src, filename=__file__, func_locals=consts)
+    return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
+
+
+# The line of `def gemm_sm90_...` in this file: reports (sync_check, errors) name the lines of _SOURCE.
+_FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
 
 
 PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs
