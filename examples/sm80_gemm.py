@@ -158,10 +158,15 @@ def stage_tiles(p, cfg: Config):
 
 
 def use_instructions(p, cfg: Config):
-    """5. Fragment loads, mma, zero-fill and store of the accumulators become mma.sync instrs; memories."""
+    """5. Fragment loads, mma, zero-fill and store of the accumulators become mma.sync instrs; memories.
+    2-byte B fragments load in pairs (one ldmatrix.x4.trans for two n8 fragments: half the instructions)."""
     suffix = cfg.dtype
     p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[f"Sm80_mma_load_a_{suffix}"])
-    p = replace(p, p.find("B_r[_] = _").parent().parent(), globals()[f"Sm80_mma_load_b_{suffix}"])
+    if cfg.dtype == "tf32":  # 32-bit elements: no transposing ldmatrix, scalar loads
+        p = replace(p, p.find("B_r[_] = _").parent().parent(), Sm80_mma_load_b_tf32)
+    else:
+        p = divide_loop(p, p.find("B_r[_] = _").parent().parent().parent(), 2, ["fjo", "fji"], perfect=True)
+        p = replace(p, p.find("B_r[_] = _").parent().parent().parent(), globals()[f"Sm80_mma_load_b_pair_{suffix}"])
     p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[f"Sm80_mma_{suffix}"])
     p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm80_mma_zero_d_tf32)
     p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm80_mma_store_d_tf32)

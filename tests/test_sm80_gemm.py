@@ -31,7 +31,7 @@ def test_steps_replay_to_the_kernel(small):
     text = str(small)
     assert "D: f32[2, 2, 2, 4, 16, 8] @ Sm80_RmemMatrixD" in text  # CTA-scope accumulators, one shard per warp
     assert "A_s: f16[3, 64, 40] @ CudaSmemLinear" in text  # 3-slot ring, rows padded by 16 bytes
-    assert "Await(cg, cuda_in_order, 1)" in text and "Sm80_mma_load_b_f16" in text
+    assert "Await(cg, cuda_in_order, 1)" in text and "Sm80_mma_load_b_pair_f16" in text
 
 
 def test_issue_size_passes_sync_check():

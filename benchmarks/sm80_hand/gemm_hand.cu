@@ -18,23 +18,33 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src));
 }
-__device__ __forceinline__ unsigned to_tf32(unsigned x)
+// CVT: 0 raw f32 bits (the tensor core ignores the low 13), 1 cvt.rna (FSETP + IADD in SASS),
+// 2 cvt.rn (one F2FP on sm_90; round to nearest even).
+template <int CVT> __device__ __forceinline__ unsigned to_tf32(unsigned x)
 {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(x)));
+  unsigned r = x;
+  if (CVT == 1) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(x)));
+  if (CVT == 2) asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(x)));
   return r;
 }
 
-template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB>
+// DB: fragments double-buffered across k-steps and across the K-tile barrier (the barrier sits before the last
+// k-step's products, whose fragments are already in registers; the next tile's first fragments load after it).
+// SPLIT (with DB): each k-step issues its share of the next tile's cp.async. BX4: 2-byte B fragments two at a
+// time (ldmatrix.x4.trans). DIAG (timing only, wrong results): 1 loads only the first k-step's fragments of each
+// tile, 2 copies no tile after the prologue.
+template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>::T *B, float *C)
 {
   using T = typename Elem<DT>::T;
-  constexpr int ES = sizeof(T), KS = Elem<DT>::KS, CH = 16 / ES;
+  constexpr int ES = sizeof(T), KS = Elem<DT>::KS, CH = 16 / ES, KK = BK / KS;
   constexpr int NT = (BM / WM) * (BN / WN) * 32;
   constexpr int LDA = BK + 16 / ES;       // 16 bytes of padding: ldmatrix rows in distinct banks
-  constexpr int LDB = BN + (DT == TF32 ? 8 : 8);  // tf32: row stride = 8 mod 32 words (scalar B loads); 2-byte: 16 B mod 128
+  constexpr int LDB = BN + 8;  // tf32: row stride = 8 mod 32 words (scalar B loads); 2-byte: 16 B mod 128
   constexpr int MI = WM / 16, NJ = WN / 8;
+  constexpr int ACH = BK / CH, BCH = BN / CH, AQ = BM * ACH / NT, BQ = BK * BCH / NT;
+  static_assert(!DB || KK % 2 == 0, "DB needs an even number of k-steps per tile");
   extern __shared__ __align__(128) char smem[];
   T *A_s = reinterpret_cast<T *>(smem);
   T *B_s = A_s + S * BM * LDA;
@@ -52,63 +62,79 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
 #pragma unroll
         for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;
 
-    auto load = [&](int kt, int slot) {
-      constexpr int ACH = BK / CH, BCH = BN / CH;
+    // copies of chunks [q0, q1) of A's and of B's per-thread share of tile kt into ring slot `slot`
+    auto load_part = [&](int kt, int slot, int part, int parts) {
 #pragma unroll
-      for (int q = 0; q < BM * ACH / NT; q++) {
+      for (int q = AQ * part / parts; q < AQ * (part + 1) / parts; q++) {
         const int r = q * (NT / ACH) + tid / ACH, c = tid % ACH;
         cp_async16(&A_s[(slot * BM + r) * LDA + c * CH], &A[(mt * BM + r) * K + kt * BK + c * CH]);
       }
 #pragma unroll
-      for (int q = 0; q < BK * BCH / NT; q++) {
+      for (int q = BQ * part / parts; q < BQ * (part + 1) / parts; q++) {
         const int r = q * (NT / BCH) + tid / BCH, c = tid % BCH;
         cp_async16(&B_s[(slot * BK + r) * LDB + c * CH], &B[(kt * BK + r) * N + nt * BN + c * CH]);
       }
     };
-    auto compute = [&](int slot) {
+    auto load = [&](int kt, int slot) { load_part(kt, slot, 0, 1); };
+    auto frags = [&](int slot, int kk, unsigned (&a)[MI][4], unsigned (&b)[NJ][2]) {
 #pragma unroll
-      for (int kk = 0; kk < BK / KS; kk++) {
-        unsigned a[MI][4], b[NJ][2];
+      for (int i = 0; i < MI; i++) {
+        const T *p = &A_s[(slot * BM + wm * WM + 16 * i + lane % 16) * LDA + kk * KS + (lane / 16) * CH];
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3]) : "r"(smem_u32(p)));
+        if (DT == TF32)
 #pragma unroll
-        for (int i = 0; i < MI; i++) {
-          const T *p = &A_s[(slot * BM + wm * WM + 16 * i + lane % 16) * LDA + kk * KS + (lane / 16) * CH];
-          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3]) : "r"(smem_u32(p)));
-          if (DT == TF32 && CVT)
-#pragma unroll
-            for (int r = 0; r < 4; r++) a[i][r] = to_tf32(a[i][r]);
-        }
+          for (int r = 0; r < 4; r++) a[i][r] = to_tf32<CVT>(a[i][r]);
+      }
+      if constexpr (DT == TF32) {
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
-          if constexpr (DT == TF32) {
-            const float *p = reinterpret_cast<const float *>(&B_s[(slot * BK + kk * KS + t) * LDB + wn * WN + 8 * j + g]);
-            b[j][0] = __float_as_uint(p[0]);
-            b[j][1] = __float_as_uint(p[4 * LDB]);
-            if (CVT) { b[j][0] = to_tf32(b[j][0]); b[j][1] = to_tf32(b[j][1]); }
-          } else {
-            const T *p = &B_s[(slot * BK + kk * KS + lane % 16) * LDB + wn * WN + 8 * j];
-            asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
-                         : "=r"(b[j][0]), "=r"(b[j][1]) : "r"(smem_u32(p)));
-          }
+          const float *p = reinterpret_cast<const float *>(&B_s[(slot * BK + kk * KS + t) * LDB + wn * WN + 8 * j + g]);
+          b[j][0] = to_tf32<CVT>(__float_as_uint(p[0]));
+          b[j][1] = to_tf32<CVT>(__float_as_uint(p[4 * LDB]));
         }
+      } else if constexpr (BX4) {  // lanes 0-15: rows k of fragment j, lanes 16-31: of fragment j + 1
 #pragma unroll
-        for (int i = 0; i < MI; i++)
+        for (int j = 0; j < NJ; j += 2) {
+          const T *p = &B_s[(slot * BK + kk * KS + lane % 16) * LDB + wn * WN + 8 * j + 8 * (lane / 16)];
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(b[j][0]), "=r"(b[j][1]), "=r"(b[j + 1][0]), "=r"(b[j + 1][1]) : "r"(smem_u32(p)));
+        }
+      } else {
 #pragma unroll
-          for (int j = 0; j < NJ; j++) {
-            float *d = acc[i][j];
-            if constexpr (DT == TF32)
-              asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                           : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
-            else if constexpr (DT == F16)
-              asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                           : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
-            else
-              asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                           : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
-          }
+        for (int j = 0; j < NJ; j++) {
+          const T *p = &B_s[(slot * BK + kk * KS + lane % 16) * LDB + wn * WN + 8 * j];
+          asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                       : "=r"(b[j][0]), "=r"(b[j][1]) : "r"(smem_u32(p)));
+        }
+      }
+    };
+    auto mma = [&](const unsigned (&a)[MI][4], const unsigned (&b)[NJ][2]) {
+#pragma unroll
+      for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+          float *d = acc[i][j];
+          if constexpr (DT == TF32)
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+          else if constexpr (DT == F16)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+          else
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+        }
+    };
+    auto compute = [&](int slot) {
+#pragma unroll
+      for (int kk = 0; kk < KK; kk++) {
+        unsigned a[MI][4], b[NJ][2];
+        frags(slot, DIAG == 1 ? 0 : kk, a, b);
+        mma(a, b);
       }
     };
 
@@ -117,16 +143,45 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
       load(s, s);
       asm volatile("cp.async.commit_group;" ::: "memory");
     }
-    for (int kt = 0; kt < KT - (S - 1); kt++) {
+    if constexpr (!DB) {
+      for (int kt = 0; kt < KT - (S - 1); kt++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+        __syncthreads();
+        if (DIAG != 2) load(kt + S - 1, (kt + S - 1) % S);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        compute(kt % S);
+      }
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      __syncthreads();
+      for (int kt = KT - (S - 1); kt < KT; kt++) compute(kt % S);
+    } else {
+      unsigned a[2][MI][4], b[2][NJ][2];
       asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
       __syncthreads();
-      load(kt + S - 1, (kt + S - 1) % S);
-      asm volatile("cp.async.commit_group;" ::: "memory");
-      compute(kt % S);
+      frags(0, 0, a[0], b[0]);
+      for (int kt = 0; kt < KT; kt++) {
+        const bool copy = DIAG != 2 && kt + S - 1 < KT;
+        const int slot = kt % S, cslot = (kt + S - 1) % S;
+#pragma unroll
+        for (int kk = 0; kk < KK; kk++) {
+          if (kk < KK - 1) {
+            if (DIAG != 1) frags(slot, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+          } else {  // tile kt + 1 (committed S - 1 groups ago) is complete; every warp is done reading slot kt - 1
+            asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+            __syncthreads();
+            if (kt + 1 < KT) frags((kt + 1) % S, 0, a[0], b[0]);
+          }
+          if (SPLIT) {
+            if (copy) load_part(kt + S - 1, cslot, kk, KK);
+            if (kk == KK - 2) asm volatile("cp.async.commit_group;" ::: "memory");
+          } else if (kk == 0) {
+            if (copy) load(kt + S - 1, cslot);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+          }
+          mma(a[kk % 2], b[kk % 2]);
+        }
+      }
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    for (int kt = KT - (S - 1); kt < KT; kt++) compute(kt % S);
 
 #pragma unroll
     for (int i = 0; i < MI; i++)
@@ -140,11 +195,11 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
   }
 }
 
-template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB>
+template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG>
 static int launch(int M, int N, int K, const void *A, const void *B, float *C, void *stream)
 {
   using T = typename Elem<DT>::T;
-  auto *k = gemm<DT, BM, BN, BK, WM, WN, S, CVT, MINB>;
+  auto *k = gemm<DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG>;
   constexpr int NT = (BM / WM) * (BN / WN) * 32;
   constexpr int smem = S * (BM * (BK + 16 / (int)sizeof(T)) + BK * (BN + 8)) * (int)sizeof(T);
   if (M % BM || N % BN || K % BK || K < (S - 1) * BK) return -1;
@@ -158,7 +213,7 @@ static int launch(int M, int N, int K, const void *A, const void *B, float *C, v
   return (int)cudaGetLastError();
 }
 
-// name: dtype_BMxBN_BK_WMxWN_S[_cvt|_raw]_minb
+// V(name, DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG)
 #define V(name, ...) \
   extern "C" int name(int M, int N, int K, const void *A, const void *B, float *C, void *s) { return launch<__VA_ARGS__>(M, N, K, A, B, C, s); } \
   extern "C" int name##_smem(void) { return 0; }

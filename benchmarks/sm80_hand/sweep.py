@@ -1,10 +1,12 @@
 """Time the hand-written reference GEMMs (gemm_hand.cu) against cuBLAS on one GPU.
 
-python3 sweep.py LIB.so [OUT.json]: for each variant in variants.inc, checks it
+python3 sweep.py LIB.so [OUT.json] [--profile NAME]: for each variant in variants.inc, checks it
 on fresh random inputs (output poisoned with NaN first) at a small non-square
 shape and at 8192^3 against a float64 product, and times it at 8192^3 and
 4096^3 (CUDA events, L2 flushed before each run, median). cuBLAS (PyTorch,
 TF32 allowed for the tf32 rows) is timed in the same run on the same inputs.
+With --profile NAME only variant NAME runs, once at 512x768x384 and once at
+8192^3 (the launch to give Nsight Compute: `ncu -k regex:^gemm$ --launch-skip 1`).
 """
 
 import ctypes
@@ -26,8 +28,11 @@ def variants():
 
 
 def main():
-    lib = ctypes.CDLL(sys.argv[1])
-    out = sys.argv[2] if len(sys.argv) > 2 else None
+    args = sys.argv[1:]
+    profile = args[args.index("--profile") + 1] if "--profile" in args else None
+    args = [a for a in args if a not in ("--profile", profile)]
+    lib = ctypes.CDLL(args[0])
+    out = args[1] if len(args) > 1 else None
     dev = torch.cuda.get_device_properties(0)
     flush = torch.empty(2 * dev.L2_cache_size, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
@@ -61,6 +66,16 @@ def main():
 
     rows = []
     names = variants()
+    if profile:
+        dt = profile.split("_")[0]
+        torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+        for m, n, k in ((512, 768, 384), (8192, 8192, 8192)):
+            A, B = torch.randn(m, k, device="cuda").to(DT[dt]), torch.randn(k, n, device="cuda").to(DT[dt])
+            C = torch.full((m, n), float("nan"), device="cuda")
+            call(profile, A, B, C)
+            torch.cuda.synchronize()
+            print(f"{profile} {m}x{n}x{k}: err {rel_err(C, A, B):.1e}", flush=True)
+        return
     for dt, tdt in DT.items():
         torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
         g = torch.Generator(device="cuda").manual_seed(1)

@@ -102,20 +102,28 @@ Sm80_cp_async_bf16 = _cp_async_template("bf16", 2)
 # a3 (group + 8, tig + 4); B: b0 (tig, group), b1 (tig + 4, group);
 # D: d0, d1 (group, 2 * tig + {0, 1}), d2, d3 (group + 8, 2 * tig + {0, 1}).
 # The templates' locals are prefixed `sm80_` so they do not shadow names used in the
-# arguments' index expressions. The loads round f32 to tf32 (cvt.rna) as mma expects.
+# arguments' index expressions. The loads round f32 to tf32 as mma expects (`sm80_tf32`).
 _LANE = "const unsigned sm80_g = (threadIdx.x % 32u) / 4u, sm80_t = threadIdx.x % 4u;"
 
 
+# f32 -> tf32 rounding, file-scope text of the tf32 loads: on sm_90 cvt.rn (to nearest, ties to even) is one F2FP
+# instruction; sm_80 has only cvt.rna (ties away from zero), an FSETP and a predicated add in SASS.
+_TF32_ROUND = """static __device__ __forceinline__ float sm80_tf32(float x)
+{
+  unsigned u;
+#if __CUDA_ARCH__ >= 900
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+#else
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+#endif
+  return __uint_as_float(u);
+}"""
+
+
 def _load_tf32(rmem: str, smem: str, offsets: list) -> str:
-    """Template loading rmem[i] = tf32(smem[offsets[i]]), rounded to nearest (ties away) by cvt.rna."""
-    loads = " ".join(
-        f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(sm80_u) : "f"(sm80_s[{off}])); {{{rmem}_data}}[{i}] = __uint_as_float(sm80_u);'
-        for i, off in enumerate(offsets)
-    )
-    return (
-        f"{{{{ const float *sm80_s = &{{{smem}_data}}; const int sm80_ld = {{{smem}}}.strides[0]; "
-        f"{_LANE} unsigned sm80_u; {loads} }}}}"
-    )
+    """Template loading rmem[i] = tf32(smem[offsets[i]]), rounded to nearest by `sm80_tf32`."""
+    loads = " ".join(f"{{{rmem}_data}}[{i}] = sm80_tf32(sm80_s[{off}]);" for i, off in enumerate(offsets))
+    return f"{{{{ const float *sm80_s = &{{{smem}_data}}; const int sm80_ld = {{{smem}}}.strides[0]; {_LANE} {loads} }}}}"
 
 
 def _ldmatrix(rmem: str, smem: str, count: int, row: str, col: str, trans: bool = False, after: str = "") -> str:
@@ -135,16 +143,14 @@ def _ldmatrix(rmem: str, smem: str, count: int, row: str, col: str, trans: bool 
 
 # tf32 A through ldmatrix.x4: a 16 x 8 f32 tile is four 8 x 4 matrices of 32-bit elements, which ldmatrix
 # (b16 pairs) hands out as lane (g, t) <- element (g, t); then each register is rounded to tf32.
-_ROUND_A = " ".join(
-    f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(sm80_u) : "f"({{rmem_data}}[{i}])); {{rmem_data}}[{i}] = __uint_as_float(sm80_u);'
-    for i in range(4)
-)
+_ROUND_A = " ".join(f"{{rmem_data}}[{i}] = sm80_tf32({{rmem_data}}[{i}]);" for i in range(4))
 
 
 @instr(
-    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u", after="unsigned sm80_u; " + _ROUND_A + " ")
+    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u", after=_ROUND_A + " ")
     .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
     coll_unit=cuda_warp,
+    cuda_includes=(_TF32_ROUND,),
 )
 def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
     for m in seq(0, 16):
@@ -155,6 +161,7 @@ def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 
 @instr(
     _load_tf32("rmem", "smem", ["sm80_t * sm80_ld + sm80_g", "(sm80_t + 4) * sm80_ld + sm80_g"]),
     coll_unit=cuda_warp,
+    cuda_includes=(_TF32_ROUND,),
 )
 def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8] @ CudaSmemLinear):
     for k in seq(0, 8):
@@ -166,7 +173,9 @@ def _m16n8k16(dtype: str) -> tuple:
     """The m16n8k16 instrs for one 2-byte operand type: A and B fragment loads and the mma.
 
     A (16 x 16, row-major in shared memory) through ldmatrix.x4, B (16 x 8, row-major,
-    i.e. k-major) through ldmatrix.x2.trans; the rows of both must be 16-byte aligned.
+    i.e. k-major) through ldmatrix.x2.trans, or two adjacent B fragments (16 x 16) through
+    one ldmatrix.x4.trans (`load_b_pair`: half the instructions for the same bytes); the
+    rows must be 16-byte aligned.
     """
     mma = (
         f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32 '
@@ -185,6 +194,14 @@ def _m16n8k16(dtype: str) -> tuple:
             _ldmatrix("rmem", "smem", 2, "sm80_l % 16u", "0", trans=True),
             f"def Sm80_mma_load_b_{dtype}(rmem: [{dtype}][16, 8] @ Sm80_RmemMatrixB, smem: [{dtype}][16, 8] @ CudaSmemLinear):\n"
             "    for k in seq(0, 16):\n        for n in seq(0, 8):\n            rmem[k, n] = smem[k, n]\n",
+            False,
+        ),
+        f"Sm80_mma_load_b_pair_{dtype}": (  # lanes 0-15 address fragment 0's rows k, lanes 16-31 fragment 1's
+            _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 8u", trans=True),
+            f"def Sm80_mma_load_b_pair_{dtype}(rmem: [{dtype}][2, 16, 8] @ Sm80_RmemMatrixB, "
+            f"smem: [{dtype}][16, 16] @ CudaSmemLinear):\n"
+            "    for j in seq(0, 2):\n        for k in seq(0, 16):\n            for n in seq(0, 8):\n"
+            "                rmem[j, k, n] = smem[k, 8 * j + n]\n",
             False,
         ),
         f"Sm80_mma_{dtype}": (
@@ -206,8 +223,8 @@ def _m16n8k16(dtype: str) -> tuple:
     return tuple(procs)
 
 
-Sm80_mma_load_a_f16, Sm80_mma_load_b_f16, Sm80_mma_f16 = _m16n8k16("f16")
-Sm80_mma_load_a_bf16, Sm80_mma_load_b_bf16, Sm80_mma_bf16 = _m16n8k16("bf16")
+Sm80_mma_load_a_f16, Sm80_mma_load_b_f16, Sm80_mma_load_b_pair_f16, Sm80_mma_f16 = _m16n8k16("f16")
+Sm80_mma_load_a_bf16, Sm80_mma_load_b_bf16, Sm80_mma_load_b_pair_bf16, Sm80_mma_bf16 = _m16n8k16("bf16")
 
 
 @instr("{{ for (int sm80_r = 0; sm80_r < 4; ++sm80_r) {rmem_data}[sm80_r] = 0.0f; }}", coll_unit=cuda_warp)
@@ -255,8 +272,8 @@ __all__ = [
     "Sm80_RmemMatrixA", "Sm80_RmemMatrixB", "Sm80_RmemMatrixD",
     "Sm80_cp_async_f32", "Sm80_cp_async_f16", "Sm80_cp_async_bf16",
     "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32", "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
-    "Sm80_mma_load_a_f16", "Sm80_mma_load_b_f16", "Sm80_mma_f16",
-    "Sm80_mma_load_a_bf16", "Sm80_mma_load_b_bf16", "Sm80_mma_bf16",
+    "Sm80_mma_load_a_f16", "Sm80_mma_load_b_f16", "Sm80_mma_load_b_pair_f16", "Sm80_mma_f16",
+    "Sm80_mma_load_a_bf16", "Sm80_mma_load_b_bf16", "Sm80_mma_load_b_pair_bf16", "Sm80_mma_bf16",
 ]  # fmt: skip
 
 register_platform({name: globals()[name] for name in __all__})

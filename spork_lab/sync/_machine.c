@@ -121,6 +121,8 @@ struct Machine {
     int64_t nev, maxev, evtotal;
     ErrorRow err;
     uint64_t *tmp;                /* nw scratch words */
+    int32_t *changed;             /* records changed by the running sync, out of the table until settled */
+    int64_t nchanged, capchanged;
 };
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
@@ -377,24 +379,35 @@ static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
     return r;
 }
 
-/* Before changing record r in place. */
-static void begin_update(Machine *M, int32_t r) { rtable_remove(M, r); }
+/* Before changing record r in place, as part of the running sync: it leaves the table until `settle`. */
+static void begin_update(Machine *M, int32_t r) {
+    if (!R(M, r)->intable) return; /* already changed by this sync */
+    rtable_remove(M, r);
+    M->changed = grow(M->changed, &M->capchanged, M->nchanged + 1, sizeof(int32_t));
+    M->changed[M->nchanged++] = r;
+}
 
-/* After changing record r in place: re-intern it, forwarding it to an equal record if there is one. */
-static void end_update(Machine *M, int32_t r) {
-    Rec *x = R(M, r);
-    new_epoch(M);
-    x->stamp = ++M->clock;
-    x->hash = rec_hash(M, r);
-    int32_t o = rtable_find(M, r);
-    if (o) {
-        M->ref[r].fwd = o;
-        rec_incref(M, o);
-        live_unlink(M, r);
-        slot_release(M, r);
-    } else {
-        rtable_insert(M, r);
+/* The end of a sync: re-intern the records it changed, forwarding each to an equal record if there is one.
+ * A sync changes every record at once: were a record forwarded while the sync still ran, it would take the
+ * sync's change of the record it joined a second time (an await's retired mark, due again). */
+static void settle(Machine *M) {
+    for (int64_t i = 0; i < M->nchanged; i++) {
+        int32_t r = M->changed[i];
+        Rec *x = R(M, r);
+        new_epoch(M);
+        x->stamp = ++M->clock;
+        x->hash = rec_hash(M, r);
+        int32_t o = rtable_find(M, r);
+        if (o) {
+            M->ref[r].fwd = o;
+            rec_incref(M, o);
+            live_unlink(M, r);
+            slot_release(M, r);
+        } else {
+            rtable_insert(M, r);
+        }
     }
+    M->nchanged = 0;
 }
 
 /* ---- read sets ----
@@ -684,7 +697,7 @@ void sc_delete(Machine *M) {
         free(M->hist[i].reads);
     }
     free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
-    free(M->tmp); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
+    free(M->tmp); free(M->changed); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
     free(M->st.nodes); free(M->freenode);
     free(M);
 }
@@ -949,8 +962,8 @@ void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
         begin_update(M, r);
         add_threads(M, r, 0, tm, m2a, 1);
         add_threads(M, r, 1, tm, m2s, 1);
-        end_update(M, r);
     }
+    settle(M);
 }
 
 static int mark_index(Machine *M, int32_t r, int q) {
@@ -959,7 +972,7 @@ static int mark_index(Machine *M, int32_t r, int q) {
     return -1;
 }
 
-/* Insert a mark on queue q at arrive n into r, which has none on q (between begin_update and end_update). */
+/* Insert a mark on queue q at arrive n into r, which has none on q (after begin_update). */
 static int insert_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *threads) {
     Rec *x = R(M, r);
     if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return 0; }
@@ -987,13 +1000,11 @@ static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *th
         if (n < x->mn[i]) x->mn[i] = n;
         uint64_t *t = MT(M, r, i);
         for (int j = 0; j < M->nw; j++) t[j] |= threads[j];
-        end_update(M, r);
         return;
     }
     if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return; }
     begin_update(M, r);
     insert_mark(M, r, q, n, threads);
-    end_update(M, r);
 }
 
 static void remove_mark(Machine *M, int32_t r, int i) {
@@ -1056,6 +1067,7 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
                     for (int i = 0; i < M->nw; i++) mt[i] |= VA(M, r, p)[i] & tm[i];
         add_mark(M, r, q, n, mt);
     }
+    settle(M);
 }
 
 /* Phase n of queue q must receive exactly the TMA bytes its arrive expects (else a TX hazard). */
@@ -1092,7 +1104,7 @@ void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t
     begin_update(M, r); /* every mark at once: the fresh record has none */
     for (int i = 0; i < nq; i++)
         if (mark_index(M, r, (int)qs[i]) < 0 && !insert_mark(M, r, (int)qs[i], n, M->tmp)) break;
-    end_update(M, r);
+    settle(M);
 }
 
 /* Threads grown to whole aligned groups of `scope` (a warpgroup's commit queue). */
@@ -1158,8 +1170,8 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
             add_threads(M, r, 1, c, m2s, 1);
         }
         if (retire) R(M, r)->mn[i] = 0;
-        end_update(M, r);
     }
+    settle(M);
 }
 
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
@@ -1183,12 +1195,12 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
             if (i < 0) continue;
             begin_update(M, r);
             remove_mark(M, r, i);
-            end_update(M, r);
         }
         if (Q->txd) memset(Q->txd, 0, sizeof(int64_t) * (Q->ntxd + 1));
         Q->narr = Q->awaits = Q->upto = Q->ntxd = 0;
         Q->arr_mask = Q->await_mask = -1;
     }
+    settle(M);
 }
 
 /* A task is its own top-level collective: its records are synced only while it runs. */

@@ -157,6 +157,7 @@ class _Run:
         self.events: list = []
         self.events_total = 0
         self.table: dict = {}  # record key -> live _Record
+        self.changed: list = []  # (record, its pending before) changed by the running sync, out of the table
         self.live: dict = {}  # task -> records whose signatures are that task's threads
         self.bufs: list = [None] * len(p.slots)
         self.ordinal = 0
@@ -240,23 +241,31 @@ class _Run:
         return rec
 
     def update(self, rec: _Record, va, vs, pending) -> None:
-        """Change a record in place; merge it into an equal one if there is one."""
+        """Change a record in place, as part of the running sync: it leaves the table until `settle`."""
         if (va, vs, pending) == rec.key:
             return
         if self.table.get(rec.key) is rec:
             del self.table[rec.key]
-        old_pending = rec.pending
+            self.changed.append((rec, rec.pending))
         rec.set(va, vs, pending)
-        other = self.table.get(rec.key)
-        if other is None:
-            self.table[rec.key] = rec
-            for q, _, _ in pending:
-                self.queues[q].pending.add(rec)
-            return
-        rec.fwd = other
-        self.live.get(rec.task, set()).discard(rec)
-        for q, _, _ in old_pending + pending:
-            self.queues[q].pending.discard(rec)
+
+    def settle(self) -> None:
+        """The end of a sync: re-intern the records it changed, merging each into an equal one if there is one.
+
+        A sync changes every record at once: were a record merged while the sync still ran, it would take
+        the sync's change of the record it merged into a second time (an await's retired mark, due again)."""
+        for rec, old_pending in self.changed:
+            other = self.table.get(rec.key)
+            if other is None:
+                self.table[rec.key] = rec
+                for q, _, _ in rec.pending:
+                    self.queues[q].pending.add(rec)
+                continue
+            rec.fwd = other
+            self.live.get(rec.task, set()).discard(rec)
+            for q, _, _ in old_pending + rec.pending:
+                self.queues[q].pending.discard(rec)
+        self.changed.clear()
 
     # ---- accesses ----
 
@@ -403,6 +412,7 @@ class _Run:
         for rec in list(self.live.get(self.task, ())):
             if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
                 self.update(rec, ss.union(rec.va, v2a), ss.union(rec.vs, v2s), rec.pending)
+        self.settle()
 
     def same_threads(self, qid: int, attr: str, mask: int, code: int, acc: P.RawAccess) -> None:
         q = self.queues[qid]
@@ -436,7 +446,8 @@ class _Run:
             if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
                 mark_threads = ss.threads_with(rec.va, op.m1, threads) if rule.scope else ()
                 self.update(rec, rec.va, rec.vs, _add_mark(rec.pending, qid, n, mark_threads))
-                q.pending.add(_find(rec))
+                q.pending.add(rec)
+        self.settle()
 
     def await_(self, op: P.Await) -> None:
         qid, mask = self.ev(op.queue), self.ev(op.mask)
@@ -475,6 +486,7 @@ class _Run:
             if 0 < mark[1] <= floor:
                 pending = _add_mark(tuple(m for m in pending if m[0] != qid), qid, 0, mark[2])
             self.update(rec, va, vs, pending)
+        self.settle()
 
     def check_tx(self, qid: int, n: int, site: int, acc: P.RawAccess) -> None:
         """Phase n of a queue must receive exactly the TMA bytes its arrive expects (else a TX hazard)."""
@@ -501,8 +513,7 @@ class _Run:
         for qid in qids:
             pending = _add_mark(pending, qid, n, ())
         self.update(rec, rec.va, rec.vs, pending)
-        for qid in qids:
-            self.queues[qid].pending.add(_find(rec))
+        self.settle()
 
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1
@@ -525,6 +536,7 @@ class _Run:
                 if _mark_of(rec.pending, qid) is not None:
                     self.update(rec, rec.va, rec.vs, tuple(m for m in rec.pending if m[0] != qid))
             self.queues[qid] = _QueueState()
+        self.settle()
 
     dispatch = {
         P.Alloc: alloc,
