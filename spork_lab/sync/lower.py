@@ -100,7 +100,7 @@ def index_expr(e, env: dict) -> P.Expr:
         return P.Const(int(e.val))
     if isinstance(e, LoopIR.Read):
         v = env.get(e.name)
-        if e.idx or not isinstance(v, P.Var):
+        if e.idx or not isinstance(v, (P.Var, P.Const)):
             raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
         return v
     if isinstance(e, LoopIR.USub):
@@ -146,6 +146,8 @@ class _Lowering:
         self.rank_tables: dict = {}  # group size -> id of the table giving each mask's group (-1: several groups)
         self.multicast_dst = {s.args[0].name for s in walk_stmts(proc_ir.body)
                               if trailing_of(s) is not None and instr_info(s).multicast}
+        self.whole_tiles = self.tiles_accessed_whole(proc_ir)
+        self.slot_syms: list = []  # the Sym of each slot
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -298,6 +300,7 @@ class _Lowering:
         slot = len(self.slots)
         self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem),
                                  decl.name in self.multicast_dst))
+        self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
         strides, size = [], P.Const(1)
         for d in reversed(shape):
@@ -562,6 +565,9 @@ class _Lowering:
         mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
         inner = dict(env)
         starts = []
+        if self.slot_syms[env[sym].slot] in self.whole_tiles:  # one element stands for its tile
+            inner.update({loop.iter: P.Const(0) for loop in loops})
+            loops = ()
         for loop in loops:
             v = self.var()
             starts.append((self.emit(None), v, loop))
@@ -574,6 +580,23 @@ class _Lowering:
                 after(P.Var(v))
             end = self.emit(P.EndFor(start))
             self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
+
+    def tiles_accessed_whole(self, proc_ir) -> frozenset:
+        """Allocations every access of which is an instr touching whole trailing tiles (e.g. wgmma
+        accumulators: zeroed, accumulated into and stored [64, N] at a time).
+
+        Each statement that touches such a buffer touches every element of a tile, by the same threads
+        on the same pair, so the elements of a tile always have the same records: the lowering accesses
+        only a tile's first element (which is also the element a report names first) and the machine does
+        1 / (tile size) of the work. Only an instr call whose argument is the whole buffer or a window
+        `x[i, .., 0:d, ..]` (points, then full trailing dimensions) qualifies, and only if its body reads or
+        writes each element of that parameter once, through a nest of full-range loops."""
+        uses: dict = {}  # Sym -> whether every use so far qualifies
+        allocs = {s.name: s for s in walk_stmts(proc_ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)}
+        for s in walk_stmts(proc_ir.body):
+            for name, whole in _buffer_uses(s, allocs):
+                uses[name] = uses.get(name, True) and whole
+        return frozenset(name for name, ok in uses.items() if ok and name in allocs)
 
     def trailing_call(self, s, info, ctx: _Ctx, env: dict, callee: dict) -> None:
         """`copy(...) >> bar[...]`: a TMA load whose completion only its mbarriers signal (program.Trail).
@@ -765,6 +788,65 @@ class _Lowering:
             masks = self.tiling_masks[id(tiling)] = self.collectives(tiling)
             self.tilings.append(tiling)
         return all(_rank(self.masks[m], size) >= 0 for m in masks)
+
+
+def _buffer_uses(s, allocs: dict) -> list:
+    """(buffer Sym, does this use touch whole trailing tiles) for each buffer statement s names (see
+    `_Lowering.tiles_accessed_whole`)."""
+    out = []
+    if isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
+        info = instr_info(s)
+        n_args = trailing_of(s)[1] if trailing_of(s) else len(s.args)
+        body = s.f.body[:-1] if trailing_of(s) else s.f.body
+        accesses = instr_accesses(body) if s.f.instr is not None and info is not None else None
+        for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
+            if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and formal.type.is_numeric() and a.name in allocs:
+                out.append((a.name, accesses is not None and _whole_tile(a, allocs[a.name], formal, accesses)))
+        return out
+    names: list = []
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        names.append(s.name)
+        reads: list = []
+        numeric_reads(s.rhs, reads)
+        names += [r.name for r in reads]
+    elif isinstance(s, LoopIR.WindowStmt):
+        names.append(s.rhs.name)
+    elif isinstance(s, LoopIR.Call):
+        names += [a.name for a in s.args if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr))]
+    return [(n, False) for n in names]
+
+
+def _whole_tile(arg, alloc, formal, accesses: list) -> bool:
+    """Is `arg` the whole buffer or points then full trailing dimensions, and does the instr touch every
+    element of `formal` once, through full-range loops?"""
+    shape = alloc.type.shape() if alloc.type.is_tensor_or_window() else []
+    if isinstance(arg, LoopIR.WindowExpr):
+        seen_interval = False
+        for w, d in zip(arg.idx, shape):
+            if isinstance(w, LoopIR.Interval):
+                full = (isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and isinstance(w.hi, LoopIR.Const)
+                        and isinstance(d, LoopIR.Const) and w.hi.val == d.val)
+                if not full:
+                    return False
+                seen_interval = True
+            elif seen_interval:
+                return False
+    elif arg.idx:
+        return False
+    mine = [a for a in accesses if a[0] == formal.name]
+    if len(mine) != 1:
+        return False
+    _, idx, _, loops = mine[0]
+    dims = formal.type.shape() if formal.type.is_tensor_or_window() else []
+    if len(idx) != len(dims) or len(loops) != len(dims):
+        return False
+    by_iter = {lp.iter: lp for lp in loops}
+    for i, d in zip(idx, dims):
+        lp = by_iter.pop(i.name, None) if isinstance(i, LoopIR.Read) and not i.idx else None
+        if lp is None or not (isinstance(lp.lo, LoopIR.Const) and lp.lo.val == 0 and isinstance(lp.hi, LoopIR.Const)
+                              and isinstance(d, LoopIR.Const) and lp.hi.val == d.val):
+            return False
+    return True
 
 
 def _rank(intervals: tuple, block_dim: int) -> int:
