@@ -44,7 +44,10 @@ def _programs() -> list:
     for f in sorted(Path(__file__).parent.glob("procs_*.py")):
         found.update({f"{f.stem}.{name}": p for name, p in _kernels(importlib.import_module(f.stem)).items()})
     for f in sorted(EXAMPLES_DIR.glob("*.py")):
-        for name, p in _kernels(importlib.import_module(f.stem)).items():
+        module = importlib.import_module(f.stem)
+        built = [p for p in getattr(module, "PROCS", ()) if "CudaDeviceFunction" in str(p)]  # made by functions
+        procs = {**_kernels(module), **{p.name(): p for p in built}}
+        for name, p in procs.items():
             found[name] = p
             for i in range(len(sync_cursors(p))):
                 found[f"{name}_without_sync{i}"] = without_syncs(p, [i])
