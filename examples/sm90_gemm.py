@@ -33,6 +33,7 @@ import numpy as np
 import spork_lab as sl
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm90 import *
+from spork_lab.scheduling import pipeline_loop
 
 DTYPES = {"tf32": ("f32", "tf32", 8), "f16": ("f16", "f16", 16), "bf16": ("bf16", "bf16", 16)}
 
@@ -125,6 +126,90 @@ def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 
 
 # The line of `def gemm_sm90_...` in this file: reports (sync_check, errors) name the lines of _SOURCE.
 _FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
+
+
+# ---- The same GEMM by a schedule: its ring derived by pipeline_loop (issue 13), the tutorial's replay ----
+#
+# `unpipelined` is the kernel without its ring: one slot of A_s and B_s per CTA, the TMA loads completing on
+# the CTA's barrier (A) and on every CTA's (B, multicast), the consumers' wgmma; no Arrive, Await, ring
+# dimension or lag count. `pipeline` derives them (tests/test_pipeline_gemms.py pins that the result is
+# make_gemm's kernel, the same CUDA text).
+
+_UNPIPELINED = '''
+def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
+                     C: f32[M, N] @ CudaGmemLinear):
+    assert M % CM == 0
+    assert N % BN == 0
+    assert K % BK == 0
+    A_tm = A[:, :] @ Sm90_tensorMap(128, 128, BK)
+    B_tm = B[:, :] @ Sm90_tensorMap(128, BNC, BK)
+    with CudaDeviceFunction(clusterDim=CL, warp_config=WARPS):
+        for mg in cuda_tasks(0, M / CM):
+            for nt in cuda_tasks(0, N / BN):
+                for mi in cuda_tasks(0, G):
+                    A_s: {t}[CL, 128, BK] @ Sm90_SmemSwizzled(128)
+                    B_s: {t}[CL, BN, BK] @ Sm90_SmemSwizzled(128)
+                    D: f32[CL, 2, 64, BN] @ Sm90_RmemMatrixD
+                    ring: barrier[CL] @ CudaMbarrier
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+                    for k in seq(0, K / BK):
+                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                            with CudaWarps(name="producer"):
+                                for t in cuda_threads(0, 1):
+                                    with CudaAsync(tma_to_smem_async_instr):
+                                        Sm90_copy_tensor_to_smem_swizzled_2{t}(
+                                            A_s[cta, :, :],
+                                            A_tm[128 * (CL * (G * mg + mi) + cta):128 * (CL * (G * mg + mi) + cta) + 128,
+                                                 BK * k:BK * k + BK],
+                                            box=(128, BK)) >> ring[cta]
+                                        Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}(
+                                            B_s[:, BNC * cta:BNC * cta + BNC, :],
+                                            B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
+                                            box=(BNC, BK), ncta=CL) >> ring[:]
+                            with CudaWarps(name="consumer"):
+                                for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                    Fence(wgmma_fence_1, wgmma_fence_2)
+                                    with CudaAsync(wgmma_async_instr):
+                                        for kk in seq(0, KK):
+                                            Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
+                                                               B_s[cta, :, KS * kk:KS * kk + KS], N=BN)
+                    Fence(cuda_in_order, cuda_in_order)
+                    for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
+                        with CudaWarps(name="consumer"):
+                            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                                Sm90_mma_store_d_row_major_f32(
+                                    C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
+                                      BN * nt:BN * nt + BN],
+                                    D[cta, wg, :, :], N=BN)
+'''
+with open(__file__) as _f:  # the line of `_UNPIPELINED = `: the text's statements point at this file's lines
+    _UNPIPELINED_LINE = next(n for n, line in enumerate(_f, 1) if line.startswith("_UNPIPELINED = "))
+
+
+def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+    """The GEMM before its software pipeline (S is the ring depth `pipeline` will give it)."""
+    t, w, _ = DTYPES[dt]
+    _, consts = gemm_source(dt, BN, S, CL, G)
+    src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
+    return sl.parse_source(src, filename=__file__, func_locals=consts, first_line=_UNPIPELINED_LINE + 1)
+
+
+def pipeline(p, S: int):
+    """Software pipeline of the K loop on the CTAs' `ring` barriers: the producer (stage 0) runs S - 1
+    K-blocks ahead of the consumers (stage S - 1) through S slots of A_s and B_s in each CTA; pipeline_loop
+    derives the ReverseAwait/Arrive around the loads, the consumers' Await (wgmma_async_smem: wgmma reads the
+    slot) and their release of the slot to every CTA (`>> ring[:]`: B arrives by multicast), one K-block
+    late: the wgmma that read it must be done (its commit group, one group left in flight), so the producer
+    waits S - 1 releases back; a final wait on that group after the loop."""
+    return pipeline_loop(p, "k", [0, S - 1], [0], "ring", release_with=CudaCommitGroup, reads_in_flight=1)
+
+
+def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+    """make_gemm's kernel, reached by the schedule."""
+    return pipeline(unpipelined(dt, BN, S, CL, G), S)
 
 
 PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs

@@ -14,6 +14,7 @@ from .errors import (
     TimelineError,
     DataTypeError,
 )
+from .lang import pipeline as _pipeline
 from .lang import printer as _printer
 from .lang.decorators import instr, proc
 from .lang.frontend import parse_source
@@ -39,6 +40,16 @@ def load_ipython_extension(ipython) -> None:
     from .lab import load_ipython_extension as load
 
     load(ipython)
+
+
+def _distributed_dims(proc_ir) -> dict:
+    """pipeline_loop (spork_lab.lang, a layer below the analysis) asks the dist analysis, loaded on first use."""
+    from .analysis import distributed_dims
+
+    return distributed_dims(proc_ir)
+
+
+_pipeline.register_distributed_dims(_distributed_dims)
 
 
 def __getattr__(name: str):

@@ -273,7 +273,7 @@ def test_buffer_escaping_the_loop():
 
 def test_ring_over_the_shared_memory_budget():
     msg = _refused(big_tile, "it", [0, 4], [], CudaMbarrier)
-    assert "buf[5, 12288] (245760 bytes)" in msg and "over the budget of 232448 bytes" in msg
+    assert "buf[5, 12288] (245760 bytes per CTA)" in msg and "over the budget of 232448 bytes" in msg
     pipeline_loop(big_tile, "it", [0, 3], [], CudaMbarrier)  # 4 slots: 196608 bytes fit
     assert "smem_budget" in _refused(big_tile, "it", [0, 1], [], CudaMbarrier, smem_budget=65536)
 

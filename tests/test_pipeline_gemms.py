@@ -7,8 +7,11 @@ is the same text but for the reviewed epilogue difference below. The
 pipelined kernel passes `sl.sync_check` at the script's test sizes, and every
 racy mutant of it is flagged (tests/test_sm80_gemm.py).
 
-examples/sm90_gemm.py's cluster ring is not derived yet (docs/language.md,
-pipeline_loop: barrier arrays, per-CTA stages, release after wgmma reads).
+examples/sm90_gemm.py's cluster ring is derived too: `scheduled_gemm` pipelines
+its `unpipelined` kernel (TMA loads on the CTAs' barrier array, multicast B,
+wgmma consumers; no Arrive, Await or ring dimension) into make_gemm's kernel,
+the same CUDA text. Off-by-one variants of its derived counts must be flagged
+by sl.sync_check, which needs the checker's TMA model (see `_sm90_check`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import spork_lab as sl
 
 runnable_examples()  # puts examples/ on sys.path
 import sm80_gemm as g  # noqa: E402
+import sm90_gemm as h  # noqa: E402
 
 SMALL = g.Config("f16", BM=64, BN=64, BK=32, WM=32, WN=32, S=3)
 CASES = {"S3": SMALL, "S4": dataclasses.replace(SMALL, S=4), "S3_late_copy": dataclasses.replace(SMALL, late_copy=True)}
@@ -61,3 +65,89 @@ def test_sm80_late_copy_passes_sync_check():
     """The pipelined ring with the products moved before the copies (late_copy) is still well synchronized."""
     cfg = CASES["S3_late_copy"]
     assert sl.sync_check(g.schedule(g.naive(cfg), cfg), M=64, N=64, K=128).ok
+
+
+# ---- Sm90: the cluster ring (barrier arrays, multicast release, wgmma reads released one K-block late) ----
+
+SM90_CASES = {"tf32_c2_s4": ("tf32", 256, 4, 2, 1), "f16_c2_s3_g8": ("f16", 256, 3, 2, 8), "bf16_n128_s2": ("bf16", 128, 2, 2, 4)}
+
+
+@pytest.mark.parametrize("case", sorted(SM90_CASES))
+def test_sm90_pipelined_ring_is_the_hand_built_kernel(case):
+    """The same CUDA text, every line: the ring dimensions, ReverseAwait ~(S - 1), the expect-tx Arrive, the
+    wgmma_async_smem Await, the wgmma commit group (N = 1), the multicast release and the final drain."""
+    args = SM90_CASES[case]
+    piped, hand = h.scheduled_gemm(*args), h.make_gemm(*args)
+    assert piped.name() == hand.name()
+    _, _, cu_piped, _ = sl.compile_procs_to_strings([piped], "gemm")
+    _, _, cu_hand, _ = sl.compile_procs_to_strings([hand], "gemm")
+    assert _changed_lines(cu_hand, cu_piped) == ([], [])
+
+
+def test_sm90_derived_statements():
+    """What pipeline_loop wrote, as the user reads it (the drain runs in the consumers' warpgroups)."""
+    text = " ".join(str(h.scheduled_gemm("tf32", 256, 4, 2, 1)).split())  # as one line: the printer wraps
+    for line in ["A_s: f32[2, 4, 128, 32]", "B_s: f32[2, 4, 256, 32]", "ReverseAwait(ring[cta], tma_to_smem_async, ~3)",
+                 "Arrive(tma_to_smem_async, 1) >> ring[cta]", "Await(ring[cta], wgmma_async_smem, ~0)",
+                 "Arrive(wgmma_async, 1) >> cg", "Await(cg, cuda_in_order, 1)", "ReverseArrive(cuda_in_order, 1) >> ring[:]",
+                 "A_s[cta, k % 4, 0:128, 0:32]", "B_s[0:2, k % 4, 128 * cta:128 * cta + 128, 0:32]"]:
+        assert line in text, line
+    drain = text[text.index("Await(cg, cuda_in_order, 0)") - 200 : text.index("Await(cg, cuda_in_order, 0)")]
+    assert "cuda_cta_in_cluster" in drain and "CudaWarps(name='consumer')" in drain and "cuda_warpgroup" in drain
+
+
+SM90_SIZES = dict(M=256, N=512, K=256)  # 8 K-blocks through 4 slots: every slot reused
+
+
+def _sm90_check(p):
+    """sl.sync_check of a GEMM at SM90_SIZES. Until the checker models TMA loads (the sync helper's model,
+    landing in this session) it refuses them: the test is then an expected failure, marked so."""
+    try:
+        return sl.sync_check(p, **SM90_SIZES)
+    except sl.SyncError as e:
+        if "does not model" in str(e):
+            pytest.xfail(f"sync_check does not model TMA yet: {str(e)[:120]}")
+        raise
+
+
+def test_sm90_pipelined_passes_sync_check():
+    report = _sm90_check(h.scheduled_gemm("tf32", 256, 4, 2, 1))
+    assert report.ok, "\n".join(map(str, report.hazards))
+
+
+@pytest.mark.parametrize("which", ["ReverseAwait", "Await ring", "Await cg"])
+def test_sm90_off_by_one_counts_are_flagged(which):
+    """Each derived wait, waiting for one arrive too few, is a hazard: the producer refilling a slot one
+    K-block early (lag S), the consumers reading a slot one phase early (lag 1), the release while one more
+    wgmma may still read the slot (N = 2)."""
+    from spork_lab.core.sync_stmts import sync_spec_of
+    from spork_lab.sync.mutants import sync_cursors, with_await_n
+
+    q = h.scheduled_gemm("tf32", 256, 4, 2, 1)
+    kind, _, bar = which.partition(" ")
+    found = [
+        (i, spec) for i, c in enumerate(sync_cursors(q))
+        if (spec := sync_spec_of(c._impl._node)).kind == kind and (not bar or str(c._impl._node.args[0].name) == bar)
+        and spec.N != 0
+    ]  # fmt: skip  (the drain's Await(cg, ..., 0) is not a derived pipeline count)
+    assert len(found) == 1, found
+    i, spec = found[0]
+    loosened = with_await_n(q, i, spec.N + 1 if spec.N >= 0 else ~(~spec.N + 1))
+    assert not _sm90_check(loosened).ok
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["tf32", "f16"])
+def test_sm90_scheduled_gemm_matches_float64(dt):
+    """The stepwise-derived GEMM on the H100 against a float64 NumPy product, on fresh random inputs."""
+    cupy = pytest.importorskip("cupy")
+    import numpy as np
+
+    p = h.scheduled_gemm(dt, 256, 4, 2, 1)
+    built = getattr(sl.build([p], arch=h.ARCH), p.name())
+    args = h.make_args(np.random.default_rng(), n=512, dtype=np.float32 if dt == "tf32" else np.float16)
+    want = h.reference(**args)["C"]
+    dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(dev["C"].get(), want, **h.TOLERANCE)

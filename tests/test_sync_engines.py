@@ -164,6 +164,20 @@ def test_compiled_checker_is_cached_on_disk(tmp_path, monkeypatch):
     assert E._build("sc_test", "int answer(void) { return 42; }", []) == first and first.stat().st_mtime_ns == mtime
 
 
+def test_a_long_run_rebuilds_the_checker_optimized(tmp_path, monkeypatch):
+    """A Program is first built with -O0 (fast to compile); a run past OPTIMIZE_AFTER_S rebuilds it with -O2,
+    which gives the same report; a later Program whose -O2 build is in the cache starts optimized."""
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path))
+    program = program_of(procs_sync.ring_copy._loopir_proc)
+    compiled = E.Compiled(program)
+    assert not compiled.optimized and len(list((tmp_path / "sync").glob("sc_proc-*.so"))) == 1
+    monkeypatch.setattr(E, "OPTIMIZE_AFTER_S", 0.0)
+    first = compiled.run((256,), 50, 100, frozenset())
+    assert compiled.optimized and len(list((tmp_path / "sync").glob("sc_proc-*.so"))) == 2
+    assert compiled.run((256,), 50, 100, frozenset()) == first
+    assert E.Compiled(program).optimized
+
+
 def test_the_program_is_lowered_once_per_proc():
     p = procs_sync.reverse_tiles
     assert program_of(p._loopir_proc) is program_of(p._loopir_proc)

@@ -81,7 +81,6 @@ from exo.core.LoopIR import LoopIR
 from .. import dist
 from ..core.cache import ProcCache
 from ..errors import SporkError, user_facing
-from ..lang.pipeline import register_distributed_dims
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
 
@@ -128,19 +127,18 @@ def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
     return Analysis(str(proc_ir.name), results)
 
 
-def _distributed_dims(proc_ir: LoopIR.proc, alloc: LoopIR.Alloc) -> int:
-    """The leading distributed dimensions the dist pass deduced for an allocation (0 if none). A proc in the
-    middle of its schedule may not analyse yet (CUDA blocks before the device function around them exists):
-    nothing is distributed in it so far."""
+def distributed_dims(proc_ir: LoopIR.proc) -> dict:
+    """Allocation Sym -> the leading distributed dimensions the dist pass deduced (absent: none). Runs the
+    passes dist needs (scopes) only: a proc in the middle of its schedule may not pass the others yet (TMA
+    loads before the Arrive that closes their phase); one that does not even scope (CUDA blocks before the
+    device function around them exists) has nothing distributed so far."""
     try:
-        deduced = analyze(proc_ir).result("dist").get(alloc.name)
+        found = scopes.run(PassContext(proc_ir, MappingProxyType({}), analyze))
+        deduced = dist.run(PassContext(proc_ir, MappingProxyType({"scopes": found}), analyze))
     except SporkError:
-        return 0
-    return deduced.dims if deduced is not None else 0
+        return {}
+    return {sym: d.dims for sym, d in deduced.items() if d is not None}
 
-
-# pipeline_loop (a scheduling op, a layer below) puts a ring dimension after the distributed ones.
-register_distributed_dims(_distributed_dims)
 
 __all__ = [
     "analyze", "Analysis", "StmtInfo", "StmtRef", "IterInfo", "DeviceFunctionInfo", "PASSES", "Pass", "PassContext",

@@ -63,7 +63,9 @@ from exo.rewrite.LoopIR_scheduling import (
 )
 
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..core.ir import walk_stmts
+from ..core.coll import cuda_cta_in_cluster
+from ..core.instrs import instr_info
+from ..core.ir import interval_width, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import (
@@ -71,10 +73,12 @@ from ..core.sync_stmts import (
     BarrierMemory,
     SyncSpec,
     is_barrier_alloc,
+    is_point_interval,
     sync_proc,
     sync_spec_of,
+    trailing_of,
 )
-from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order
+from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order, cuda_in_order_instr, default_usage
 
 # The most shared memory one CTA may use on sm_90 (227 KiB); pass smem_budget= for other targets.
 SMEM_BUDGET = 227 * 1024
@@ -138,6 +142,22 @@ class _OptNameA(ArgumentProcessor):
         return name
 
 
+class _ReleaseWithA(ArgumentProcessor):
+    def __call__(self, mem, all_args):
+        if mem is None:
+            return None
+        if not (isinstance(mem, type) and issubclass(mem, BarrierMemory) and mem.lives_on_device and not mem.pairs_by_lag):
+            self.err(f"expected a commit-group barrier memory (CudaCommitGroup) or None, got {mem!r}")
+        return mem
+
+
+class _CountA(ArgumentProcessor):
+    def __call__(self, n, all_args):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            self.err(f"expected a number >= 0, got {n!r}")
+        return n
+
+
 class _PosIntA(ArgumentProcessor):
     def __call__(self, n, all_args):
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
@@ -150,12 +170,12 @@ class _PosIntA(ArgumentProcessor):
 # ---------------------------------------------------------------------------
 
 # How many leading dimensions of an allocation are distributed (seed 000, distributed memory). The dist
-# analysis knows; it sits above this layer and registers itself here (`register_distributed_dims`).
-_DISTRIBUTED_DIMS: list = [lambda proc_ir, alloc: 0]
+# analysis knows; it sits above this layer, and spork_lab/__init__.py registers it here (`register_distributed_dims`).
+_DISTRIBUTED_DIMS: list = [lambda proc_ir: {}]
 
 
 def register_distributed_dims(fn) -> None:
-    """fn(proc LoopIR, Alloc) -> number of leading distributed dimensions; called by spork_lab.analysis."""
+    """fn(proc LoopIR) -> {allocation Sym: number of leading distributed dimensions}; called by spork_lab."""
     _DISTRIBUTED_DIMS[0] = fn
 
 
@@ -208,6 +228,25 @@ class _Queue:
     consumers: list  # stages that read its buffers (>= producer)
     buffers: set  # Syms written by the producer and read by the consumers
     instr_tl: InstrTl | None  # the producer's asynchronous instr-tl, None if it is synchronous
+    bar: Sym | None = None
+    bar_type: object = BARRIER_CARRIER  # the barrier's type: a scalar, or one barrier per CTA of the cluster
+    inserted_alloc: LoopIR.Alloc | None = None
+    multicast: bool = False  # the producer's loads land in every CTA of the cluster (`>> bar[:]`)
+    read_tl: SyncTl = cuda_in_order  # how the first reading stage reads the buffers (what its Await orders)
+    release: Optional["_Release"] = None
+
+
+@dataclass
+class _Release:
+    """The last reading stage reads the ring asynchronously (wgmma reading shared memory): it commits those
+    reads to a commit group of its own after the `with CudaAsync` block at `path` (body indices from the
+    statement `index` down), waits until at most `in_flight` groups are pending, and only then releases a
+    slot, which the release so frees `in_flight` tiles late; a drain `Await(bar, ..., 0)` follows the loop."""
+
+    index: int
+    path: tuple
+    instr_tl: InstrTl
+    in_flight: int
     bar: Sym | None = None
     inserted_alloc: LoopIR.Alloc | None = None
 
@@ -316,7 +355,7 @@ def _async_tls(s) -> set:
     return {t.loop_mode.ctx.instr_tl for t in walk_stmts([s]) if _is_block(t, CudaAsync)}
 
 
-def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
+def _plan(distributed: dict, stmts: list, by_lag: bool, warp_specialized: bool, allocs: dict) -> tuple:
     """The rings and queues of the pipeline; SchedulingError where pipelining would change the result.
 
     A buffer used by one stage keeps its order and needs nothing, unless the
@@ -370,7 +409,7 @@ def _plan(proc_ir, stmts: list, by_lag: bool, warp_specialized: bool, allocs: di
                     f"({_where(writers[0].node)}) and read by stage {readers[-1].stage} ({_where(readers[-1].node)}): "
                     f"it needs a ring of {depth} copies; stage it through a buffer allocated in the proc"
                 )
-            rings[sym] = _Ring(sym, allocs[sym], p, depth, _DISTRIBUTED_DIMS[0](proc_ir, allocs[sym]))
+            rings[sym] = _Ring(sym, allocs[sym], p, depth, distributed.get(sym, 0))
         if is_async or (by_lag and (depth > 1 or warp_specialized)):
             stages = sorted({u.stage for u in readers})
             # Commit groups: one queue per producing stage (a thread has one queue per instr-tl). mbarriers:
@@ -466,13 +505,14 @@ class _Entry:
 
     `stage` None: the statement runs at every time step (a commit-group Arrive:
     an empty group where the producer has no tile keeps every wait count the same).
+    `inner`: sync statements that go inside the statement, as (path, "before" or "after", node): `path`
+    holds the body indices from the statement down to the statement they go next to.
     """
 
     node: LoopIR.stmt
     stage: int | None
     index: int | None = None
-    inner_before: list = field(default_factory=list)
-    inner_after: list = field(default_factory=list)
+    inner: list = field(default_factory=list)
 
 
 def _block_like(s) -> bool:
@@ -487,25 +527,136 @@ def _block_like(s) -> bool:
     return isinstance(mode, CudaThreads) and one
 
 
+def _innermost_block(s) -> tuple:
+    """(path, block): a block-like statement, or the block-like statement that is the only statement of its
+    body, and so on down (`with CudaWarps(name="producer"): for t in cuda_threads(0, 1): ...`: the loop of
+    the one thread that issues the TMA loads)."""
+    path = ()
+    while len(s.body) == 1 and _block_like(s.body[0]):
+        path, s = path + (0,), s.body[0]
+    return path, s
+
+
+def _nested(stmts: list, prefix: tuple = ()):
+    """(path, statement) of every statement in `stmts` and in the loops and blocks inside them."""
+    for i, t in enumerate(stmts):
+        yield prefix + (i,), t
+        if isinstance(t, LoopIR.For):
+            yield from _nested(t.body, prefix + (i,))
+
+
+def _read_tl(members: list, buffers: set) -> SyncTl:
+    """The smallest sync-tl that covers how `members` read `buffers` (cuda_in_order for in-order reads;
+    wgmma_async_smem for wgmma's shared-memory operands): an Await before them orders exactly that."""
+    pairs: set = set()
+
+    def visit(stmts: list, tl: InstrTl) -> None:
+        for t in stmts:
+            if _is_block(t, CudaAsync):
+                visit(t.body, t.loop_mode.ctx.instr_tl)
+            elif isinstance(t, (LoopIR.For, LoopIR.If)):
+                visit(t.body, tl)
+                visit(getattr(t, "orelse", []), tl)
+            elif isinstance(t, LoopIR.Call) and sync_spec_of(t) is None:
+                info = instr_info(t)
+                f_reads, _ = _callee_effects(t.f)
+                for arg, formal in zip(t.args, t.f.args):
+                    if getattr(arg, "name", None) in buffers and formal.name in f_reads:
+                        usage = info.usage_tls.get(str(formal.name), default_usage) if info else default_usage
+                        pairs.add((tl, usage))
+            elif isinstance(t, (LoopIR.Assign, LoopIR.Reduce)):
+                reads: set = set()
+                _expr_reads(t.rhs, {}, reads)
+                if reads & buffers:
+                    pairs.add((cuda_in_order_instr, default_usage))
+
+    visit([st.node for st in members], cuda_in_order_instr)
+    if pairs <= cuda_in_order.pairs:
+        return cuda_in_order
+    return min((t for t in SYNC_TLS.values() if pairs <= t.pairs), key=lambda t: len(t.pairs))
+
+
 class _Syncs:
     """Builds the sync statements of one pipeline (one barrier per queue)."""
 
-    def __init__(self, mem: type, tls: dict):
-        self.mem, self.tls = mem, tls
+    def __init__(self, mem: type, tls: dict, cta_loop, release_mem: type | None):
+        self.mem, self.tls, self.cta_loop, self.release_mem = mem, tls, cta_loop, release_mem
 
-    def stmt(self, kind: str, q: _Queue, n: int, srcinfo) -> LoopIR.stmt:
-        spec = SyncSpec(kind, **self._fields(kind, q), N=n, barrier_mem=self.mem, barrier_ndim=0)
-        return LoopIR.Call(sync_proc(spec)._loopir_proc, [LoopIR.Read(q.bar, [], BARRIER_CARRIER, srcinfo)], srcinfo)
+    def stmt(self, kind: str, q: _Queue, n: int, srcinfo, multicast: bool = False) -> LoopIR.stmt:
+        """A sync statement on the queue's barrier: `bar`, or in a per-CTA loop the CTA's own `bar[cta]`, or
+        every CTA's `bar[:]` (multicast)."""
+        spec_fields = dict(**self._fields(kind, q), N=n, barrier_mem=self.mem)
+        if not q.bar_type.is_tensor_or_window():
+            spec = SyncSpec(kind, **spec_fields, barrier_ndim=0)
+            return _sync_call(spec, LoopIR.Read(q.bar, [], BARRIER_CARRIER, srcinfo), srcinfo)
+        (ctas,) = q.bar_type.shape()
+        if multicast:
+            idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), ctas, srcinfo)]
+            window_shape = (ctas.val,)
+        else:
+            cta = _read(self.cta_loop.iter, srcinfo)
+            idx = [LoopIR.Interval(cta, _plus(cta, 1, srcinfo), srcinfo)]
+            window_shape = ()
+        spec = SyncSpec(kind, **spec_fields, barrier_ndim=1, window_shape=window_shape)
+        return _sync_call(spec, LoopIR.WindowExpr(q.bar, idx, _window_type(q.bar_type, q.bar, idx), srcinfo), srcinfo)
 
     def _fields(self, kind: str, q: _Queue) -> dict:
         produced = SYNC_TLS[q.instr_tl.sync_tl_name] if q.instr_tl is not None else cuda_in_order
         if kind == "Arrive":
             return {"first_tl": self.tls["arrive"] or produced}
         if kind == "Await":
-            return {"second_tl": self.tls["await_"] or cuda_in_order}
+            return {"second_tl": self.tls["await_"] or q.read_tl}
         if kind == "ReverseArrive":
             return {"first_tl": self.tls["reverse_arrive"] or cuda_in_order}
         return {"second_tl": self.tls["reverse_await"] or produced}
+
+
+def _release_stmt(kind: str, r: _Release, mem: type, n: int, srcinfo) -> LoopIR.stmt:
+    """Arrive (the asynchronous reads' instr-tl) or Await (cuda_in_order) on a release commit group."""
+    tl = {"first_tl": SYNC_TLS[r.instr_tl.sync_tl_name]} if kind == "Arrive" else {"second_tl": cuda_in_order}
+    spec = SyncSpec(kind, **tl, N=n, barrier_mem=mem, barrier_ndim=0)
+    return _sync_call(spec, LoopIR.Read(r.bar, [], BARRIER_CARRIER, srcinfo), srcinfo)
+
+
+def _sync_call(spec: SyncSpec, bar, srcinfo) -> LoopIR.stmt:
+    return LoopIR.Call(sync_proc(spec)._loopir_proc, [bar], srcinfo)
+
+
+def _releases(stmts: list, queues: dict, release_mem, in_flight: int) -> None:
+    """Find, for each mbarrier queue, whether its last reading stage reads its buffers asynchronously (in one
+    `with CudaAsync` block): then its release waits for those reads (`_Release`)."""
+    for key in sorted(queues):
+        q = queues[key]
+        last = q.consumers[-1]
+        found = []
+        for st in stmts:
+            if st.stage != last or not isinstance(st.node, LoopIR.For):
+                continue
+            for path, t in _nested(st.node.body):
+                reads: set = set()
+                if _is_block(t, CudaAsync):
+                    _collect(t.body, {}, reads, set())
+                if reads & q.buffers:
+                    found.append((st, path, t))
+        if not found:
+            continue
+        st, path, block = found[-1]
+        where = f"{_where(block)} (stage {last}) reads {_names(q.buffers)} asynchronously"
+        if len(found) > 1:
+            raise SchedulingError(f"{where}, and so does {_where(found[0][2])}: put the asynchronous reads of a "
+                                  "ring in one `with CudaAsync` block, whose commit group releases the slot")
+        if release_mem is None:
+            raise SchedulingError(
+                f"{where}: a slot may be refilled only once those reads are complete; pass "
+                "release_with=CudaCommitGroup (and reads_in_flight=N to keep N groups of them in flight)"
+            )
+        depth = last - q.producer + 1
+        if not 0 <= in_flight < depth:
+            raise SchedulingError(
+                f"reads_in_flight={in_flight}: {where} from a ring of {depth} slots, so at most {depth - 1} "
+                "groups of them may stay in flight (the producer needs a free slot)"
+            )
+        q.release = _Release(st.index, path, block.loop_mode.ctx.instr_tl, in_flight)
 
 
 def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
@@ -516,7 +667,9 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
     mbarriers also ReverseAwait before the producer's first write and
     ReverseArrive after the consumer's last statement, inside the producer's
     (consumer's) statement when it is one `with CudaWarps` block or
-    `cuda_threads` loop.
+    `cuda_threads` loop (inside the innermost of such blocks nested alone);
+    with a release group (`_Release`) its Arrive and Await right after the
+    asynchronous reads, and the reverse lag shortened by its reads in flight.
     """
     entries = [_Entry(st.node, st.stage, st.index) for st in stmts]
     before: dict = {}  # original index -> entries to insert before it
@@ -525,8 +678,12 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
     def place(group: list, stage: int | None, wait, signal) -> None:
         """`wait` before the group of statements and `signal` after it (inside it: one block on an mbarrier)."""
         if by_lag and len(group) == 1 and _block_like(group[0].node):
-            entries[group[0].index].inner_before.append(wait)
-            entries[group[0].index].inner_after.append(signal)
+            path, block = _innermost_block(group[0].node)
+            inner = entries[group[0].index].inner
+            if wait is not None:
+                inner.append((path + (0,), "before", wait))
+            if signal is not None:
+                inner.append((path + (len(block.body) - 1,), "after", signal))
             return
         if wait is not None:
             before.setdefault(group[0].index, []).append(_Entry(wait, stage))
@@ -541,17 +698,23 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
         def consumer(c: int) -> list:
             return [st for st in stmts if st.stage == c and (c > p or st.index > last_w)]
 
+        q.read_tl = _read_tl(consumer(q.consumers[0]), q.buffers)
         if by_lag:
             first, last = consumer(q.consumers[0]), consumer(q.consumers[-1])
-            depth = q.consumers[-1] - p + 1
-            place(writers, p, syncs.stmt("ReverseAwait", q, ~depth, src), syncs.stmt("Arrive", q, 1, src))
+            lag = q.consumers[-1] - p + 1 - (q.release.in_flight if q.release else 0)
+            place(writers, p, syncs.stmt("ReverseAwait", q, ~lag, src), syncs.stmt("Arrive", q, 1, src))
             wait = syncs.stmt("Await", q, ~0, first[0].node.srcinfo)
-            release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo)
+            release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo, multicast=q.multicast)
             if q.consumers[0] == q.consumers[-1]:  # one reading stage
                 place(first, q.consumers[0], wait, release)
             else:
                 place(first, q.consumers[0], wait, None)
                 place(last, q.consumers[-1], None, release)
+            if q.release:
+                r, rsrc = q.release, stmts[q.release.index].node.srcinfo
+                arrive = _release_stmt("Arrive", r, syncs.release_mem, 1, rsrc)
+                done = _release_stmt("Await", r, syncs.release_mem, r.in_flight, rsrc)
+                entries[r.index].inner += [(r.path, "after", arrive), (r.path, "after", done)]
         else:
             for c in q.consumers:
                 members = consumer(c)
@@ -574,7 +737,7 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
 
 @sched_op([
     ForCursorA, _StagesA, _StageListA, _PipelineBarrierA, BoolA,
-    _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptNameA, _PosIntA,
+    _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptNameA, _PosIntA, _ReleaseWithA, _CountA,
 ])  # fmt: skip
 def pipeline_loop(
     proc: Procedure,
@@ -589,41 +752,62 @@ def pipeline_loop(
     reverse_await_tl: SyncTl | None = None,
     barrier_name: str | None = None,
     smem_budget: int = SMEM_BUDGET,
+    release_with: type | None = None,
+    reads_in_flight: int = 0,
 ) -> Procedure:
     """Software-pipeline a `seq` loop: stage s of the body works s tiles behind stage 0.
 
     `stages`: a stage (int >= 0) per body statement, or a rule {buffer: stage,
-    "*": stage} (a statement gets the stage of the buffers it writes).
+    "*": stage} (a statement gets the stage of the buffers it writes). A body
+    that is one `cuda_threads(0, CL, unit=cuda_cta_in_cluster)` loop of
+    `with CudaWarps` blocks is pipelined in every CTA: the stages are that
+    loop's statements.
     `async_stages`: the stages whose writes are asynchronous (cp.async, TMA).
-    `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per queue, named
-    `barrier_name` or a fresh name), or the name of a scalar barrier the proc
-    allocates before the loop (TMA loads completing on it).
+    `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per queue,
+    named `barrier_name` or a fresh name), or the name of a barrier the proc
+    allocates before the loop (TMA loads completing on it): a scalar, or in a
+    per-CTA loop an array of one barrier per CTA.
     Buffers written by stage p and read by stage c get a ring of depth c - p + 1;
     the sync statements and their counts are derived (see the module
     docstring); `*_tl` override their sync-tls. `keep_loop=True` gives one
     guarded loop instead of prologue, steady state and epilogue. Rings must
     fit in `smem_budget` bytes of shared memory with the device function's
-    other allocations.
+    other allocations. When the last reading stage reads a ring
+    asynchronously (wgmma), `release_with=CudaCommitGroup` gives those reads a
+    commit group that the slot's release waits for, leaving `reads_in_flight`
+    groups in flight.
     """
     if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
         raise SchedulingError(f"{_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
-    proc, loop, stage_of = _lift_allocs(proc, loop, stages)
+    cta_loop = _per_cta_loop(loop._impl._node)
+    if cta_loop is None:
+        proc, loop, stage_of = _lift_allocs(proc, loop, stages)
     ir = proc._loopir_proc
     loop_c = loop._impl
     s = loop_c._node
+    holder = s if cta_loop is None else cta_loop
     allocs = {a.name: a for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
-    stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(s.body)]
+    if cta_loop is not None:
+        names = {a.name: a.name.name() for a in allocs.values()} | {a.name: a.name.name() for a in ir.args}
+        stage_of = _assign_stages(holder.body, stages, names)
+    stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(holder.body)]
     S = max(stage_of)
-    warp_specialized = len(s.body) > 1 and all(_is_block(b, CudaWarps) for b in s.body)
-    mem, bar_alloc = _barrier_memory(ir, s, barrier)
+    warp_specialized = len(holder.body) > 1 and all(_is_block(b, CudaWarps) for b in holder.body)
+    if cta_loop is not None and not warp_specialized:
+        raise SchedulingError(
+            f"{_where(cta_loop)}: in a per-CTA loop pipeline_loop pipelines warp-specialized bodies only (every "
+            "statement a `with CudaWarps` block)"
+        )
+    mem, bar_alloc = _barrier_memory(ir, s, barrier, cta_loop)
     by_lag = mem.pairs_by_lag
     if warp_specialized and not by_lag:
         raise SchedulingError(
-            f"every statement of {_where(s)} is a `with CudaWarps` block: warps hand tiles to other "
+            f"every statement of {_where(holder)} is a `with CudaWarps` block: warps hand tiles to other "
             f"warps through an mbarrier ring, and {mem.name()} queues are per thread; use CudaMbarrier"
         )
     _check_body(stmts)
-    rings, queues = _plan(ir, stmts, by_lag, warp_specialized, allocs)
+    distributed = _DISTRIBUTED_DIMS[0](ir)
+    rings, queues = _plan(distributed, stmts, by_lag, warp_specialized, allocs)
     _check_async(stmts, async_stages, queues, by_lag)
     if not rings and not queues:
         raise SchedulingError(
@@ -631,10 +815,13 @@ def pipeline_loop(
             "later one, and no stage writes asynchronously"
         )
     _check_escapes(ir, s, rings)
-    _check_budget(ir, s, rings, smem_budget)
-    _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name)
+    _check_budget(ir, s, rings, distributed, smem_budget)
+    if by_lag:
+        _releases(stmts, queues, release_with, reads_in_flight)
+    _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name, cta_loop, release_with)
+    _note_multicast(stmts, queues)
     tls = dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl)
-    syncs = _Syncs(mem, tls)
+    syncs = _Syncs(mem, tls, cta_loop, release_with)
     entries = _layout(stmts, queues, by_lag, syncs)
     skew = 0 if warp_specialized else S
     if skew and not keep_loop:
@@ -650,13 +837,15 @@ def pipeline_loop(
     edit = _Edit(ir)
     for ring in rings.values():
         _expand_ring(edit, loop_c, ring, s.iter)
-    _insert_syncs(edit, loop_c, entries)
-    canonical = edit.at(loop_c)._node.body
+    body_c = loop_c if cta_loop is None else loop_c.body()[0]
+    _insert_syncs(edit, body_c, entries)
+    canonical = edit.at(body_c)._node.body
     for e, node in zip(entries, canonical):
         e.node = node
     if skew:
         _skew(edit, loop_c, s, entries, skew, keep_loop)
     new_allocs = [q.inserted_alloc for q in queues.values() if q.inserted_alloc is not None]
+    new_allocs += [q.release.inserted_alloc for q in queues.values() if q.release is not None]
     if new_allocs:
         edit.apply(edit.at(loop_c).before()._insert, new_allocs)
     if skew and not keep_loop:
@@ -664,6 +853,7 @@ def pipeline_loop(
         edit.apply(edit.at(loop_c).after()._insert, [_side_loop(s, entries, skew, "epilogue")])
     drains = [] if by_lag else [_drain(q, entries, syncs) for q in queues.values()]
     drains = [d for d in drains if d is not None]
+    drains += [_release_drain(q, holder, cta_loop, release_with) for q in queues.values() if q.release is not None]
     if drains:
         last = edit.at(loop_c).next() if skew and not keep_loop else edit.at(loop_c)
         edit.apply(last.after()._insert, drains)
@@ -672,12 +862,54 @@ def pipeline_loop(
     return Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
 
 
+def _per_cta_loop(s):
+    """The loop's body as one `cuda_threads(0, CL, unit=cuda_cta_in_cluster)` loop (every CTA of the cluster
+    runs the stages on its own shard): that loop, else None."""
+    if len(s.body) != 1:
+        return None
+    t = s.body[0]
+    if not (isinstance(t, LoopIR.For) and isinstance(t.loop_mode, CudaThreads) and t.loop_mode.unit == cuda_cta_in_cluster):
+        return None
+    if not (isinstance(t.lo, LoopIR.Const) and t.lo.val == 0 and isinstance(t.hi, LoopIR.Const)):
+        raise SchedulingError(f"{_where(t)}: a per-CTA loop pipelined by pipeline_loop runs over cuda_threads(0, CL) "
+                              "with a constant CL")
+    return t
+
+
+def _note_multicast(stmts: list, queues: dict) -> None:
+    """A queue whose producer's loads complete on a slice of the barrier array (`>> bar[:]`, multicast) fills
+    the ring of every CTA of the slice: its consumers release the slot to every CTA's producer."""
+    for q in queues.values():
+        for st in stmts:
+            if st.stage != q.producer:
+                continue
+            for t in walk_stmts([st.node]):
+                trailing = trailing_of(t)
+                if trailing is not None and t.args[trailing[1]].name == q.bar:
+                    q.multicast |= any(not is_point_interval(w) for w in getattr(t.args[trailing[1]], "idx", []))
+
+
+def _release_drain(q: _Queue, holder, cta_loop, mem: type):
+    """After the loop, the last release group's reads and writes complete: `Await(bar, ..., 0)` run by the
+    collective that commits the groups (the blocks and loops around the asynchronous reads)."""
+    r = q.release
+    chain = [holder.body[r.index]]
+    for k in r.path[:-1]:
+        chain.append(chain[-1].body[k])
+    if cta_loop is not None:
+        chain.insert(0, cta_loop)
+    body = [_release_stmt("Await", r, mem, 0, chain[-1].srcinfo)]
+    for t in reversed(chain):
+        body = [LoopIR.For(t.iter, t.lo, t.hi, body, t.loop_mode, t.srcinfo)]
+    return Alpha_Rename(body).result()[0]
+
+
 # ---------------------------------------------------------------------------
 # Checks on the proc around the loop
 # ---------------------------------------------------------------------------
 
 
-def _barrier_memory(ir, loop, barrier) -> tuple:
+def _barrier_memory(ir, loop, barrier, cta_loop) -> tuple:
     """(barrier memory, the existing allocation or None); checks the loop's own use of barriers."""
     inside = list(walk_stmts(loop.body))
     bar_syms = {a.name for a in walk_stmts(ir.body) if is_barrier_alloc(a)}
@@ -701,7 +933,23 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
                               "in a block around it")
     alloc = found[-1]
     if alloc.type.is_tensor_or_window():
-        raise SchedulingError(f"barrier {barrier} is an array; pipeline on a scalar barrier")
+        shape = alloc.type.shape()
+        ctas = None if cta_loop is None else cta_loop.hi.val
+        if not (len(shape) == 1 and isinstance(shape[0], LoopIR.Const) and shape[0].val == ctas):
+            raise SchedulingError(
+                f"barrier {barrier} is an array; pipeline on a scalar barrier, or, in a loop whose body is one "
+                "per-CTA loop `for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster)`, on an array of CL "
+                "barriers indexed by the CTA (`>> bar[cta]`, or `>> bar[:]` for a multicast load)"
+            )
+        for t, sym in trailing:
+            (w,) = t.args[trailing_of(t)[1]].idx
+            at = w.lo if isinstance(w, LoopIR.Interval) else w.pt
+            by_cta = isinstance(at, LoopIR.Read) and at.name == cta_loop.iter
+            every = isinstance(w, LoopIR.Interval) and interval_width(w) == ctas and isinstance(at, LoopIR.Const)
+            if sym == alloc.name and not (by_cta or every):
+                raise SchedulingError(f"{_where(t)} completes on {barrier}[{_expr_text(w)}]: index the barrier "
+                                      f"array by the CTA ({barrier}[{cta_loop.iter}]), or slice all of it for a "
+                                      f"multicast load ({barrier}[:])")
     if not alloc.mem.lives_on_device:
         raise SchedulingError(f"{barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
                               "CudaCommitGroup or CudaMbarrier")
@@ -713,6 +961,13 @@ def _barrier_memory(ir, loop, barrier) -> tuple:
                 "Await statements itself: pipeline the loop without them"
             )
     return alloc.mem, alloc
+
+
+def _expr_text(w) -> str:
+    """A window index as the user writes it (`cta`, `0:2`)."""
+    if isinstance(w, LoopIR.Interval):
+        return f"{w.lo}:{w.hi}"
+    return str(w.pt)
 
 
 def _allocs_in_scope(ir, loop) -> list:
@@ -789,8 +1044,9 @@ def _check_escapes(ir, loop, rings: dict) -> None:
             )
 
 
-def _check_budget(ir, loop, rings: dict, budget: int) -> None:
-    """The device function's shared memory, rings included, must fit in `budget` bytes."""
+def _check_budget(ir, loop, rings: dict, distributed: dict, budget: int) -> None:
+    """The device function's shared memory, rings included, must fit in `budget` bytes (each CTA allocates its
+    shard: the dimensions after the distributed ones)."""
     dfs = [
         t for t in walk_stmts(ir.body)
         if isinstance(t, LoopIR.For) and isinstance(t.loop_mode, WithBlock)
@@ -810,10 +1066,11 @@ def _check_budget(ir, loop, rings: dict, budget: int) -> None:
         ring = by_alloc.get(id(a))
         if ring is not None:
             dims = dims[: ring.position] + [ring.depth] + dims[ring.position :]
-        n = a.mem.smem_bytes(elem_bytes(a.type.basetype()), [str(d) for d in dims], a.srcinfo)
+        shard = dims[distributed.get(a.name, 0) :]
+        n = a.mem.smem_bytes(elem_bytes(a.type.basetype()), [str(d) for d in shard], a.srcinfo)
         total += n
         if ring is not None and n:
-            grown.append(f"{a.name}[{', '.join(map(str, dims))}] ({n} bytes)")
+            grown.append(f"{a.name}[{', '.join(map(str, dims))}] ({n} bytes per CTA)")
     if total > budget:
         raise SchedulingError(
             f"the rings {', '.join(grown)} bring the device function's shared memory to {total} bytes, "
@@ -821,8 +1078,25 @@ def _check_budget(ir, loop, rings: dict, budget: int) -> None:
         )
 
 
-def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: str | None) -> None:
-    """Give each queue its barrier: the existing one, or a new allocation with a fresh name."""
+def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: str | None, cta_loop,
+                   release_mem: type | None) -> None:
+    """Give each queue its barrier: the existing one, or a new allocation with a fresh name (in a per-CTA
+    loop an array of one barrier per CTA); and each release group its commit group."""
+    taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
+    taken |= {a.name.name() for a in ir.args}
+
+    def fresh(stem: str) -> str:
+        name, n = stem, 1
+        while name in taken:
+            n += 1
+            name = f"{stem}_{n}"
+        taken.add(name)
+        return name
+
+    for q in queues.values():
+        if q.release is not None:
+            q.release.bar = Sym(fresh("cg"))
+            q.release.inserted_alloc = LoopIR.Alloc(q.release.bar, BARRIER_CARRIER, release_mem, loop.srcinfo)
     if bar_alloc is not None:
         if len(queues) > 1:
             raise SchedulingError(
@@ -831,23 +1105,17 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: s
                 f"instead of the one barrier {bar_alloc.name}"
             )
         for q in queues.values():
-            q.bar = bar_alloc.name
+            q.bar, q.bar_type = bar_alloc.name, bar_alloc.type
         return
-    taken = {a.name.name() for a in walk_stmts(ir.body) if isinstance(a, LoopIR.Alloc)}
-    taken |= {a.name.name() for a in ir.args}
     if barrier_name is not None and barrier_name in taken:
         raise SchedulingError(f"barrier_name {barrier_name!r} is already a name in {ir.name}")
     base = barrier_name or ("bar" if mem.pairs_by_lag else "cg")
     for k, key in enumerate(sorted(queues)):
-        stem = base if len(queues) == 1 else f"{base}{k}"
-        name, n = stem, 1
-        while name in taken:
-            n += 1
-            name = f"{stem}_{n}"
-        taken.add(name)
         q = queues[key]
-        q.bar = Sym(name)
-        q.inserted_alloc = LoopIR.Alloc(q.bar, BARRIER_CARRIER, mem, loop.srcinfo)
+        q.bar = Sym(fresh(base if len(queues) == 1 else f"{base}{k}"))
+        if cta_loop is not None:
+            q.bar_type = T.Tensor([cta_loop.hi], False, BARRIER_CARRIER)
+        q.inserted_alloc = LoopIR.Alloc(q.bar, q.bar_type, mem, loop.srcinfo)
 
 
 # ---------------------------------------------------------------------------
@@ -945,24 +1213,29 @@ def _expand_ring(edit: _Edit, loop_c, ring: _Ring, it: Sym) -> None:
     edit.rewrite(_replace_writes, edit.at(loop_c), ring.sym, written, True)
 
 
-def _insert_syncs(edit: _Edit, loop_c, entries: list) -> None:
-    """Insert the entries' sync statements into the loop body (and into the blocks they go inside)."""
+def _insert_syncs(edit: _Edit, body_c, entries: list) -> None:
+    """Insert the entries' sync statements into the body held by `body_c` (and into the blocks they go inside)."""
     for e in entries:
-        if e.inner_before:
-            edit.apply(edit.at(loop_c.body()[e.index]).body()[0].before()._insert, e.inner_before)
-        if e.inner_after:
-            edit.apply(edit.at(loop_c.body()[e.index]).body()[-1].after()._insert, e.inner_after)
+        groups: dict = {}
+        for path, side, node in e.inner:
+            groups.setdefault((path, side), []).append(node)
+        for (path, side), nodes in groups.items():
+            c = body_c.body()[e.index]
+            for k in path[:-1]:
+                c = c.body()[k]
+            c = c.body()[path[-1]]
+            edit.apply((edit.at(c).before() if side == "before" else edit.at(c).after())._insert, nodes)
     pending, last = [], None
     for e in entries:
         if e.index is None:
             pending.append(e.node)
             continue
         if pending:
-            edit.apply(edit.at(loop_c.body()[e.index]).before()._insert, pending)
+            edit.apply(edit.at(body_c.body()[e.index]).before()._insert, pending)
             pending = []
         last = e.index
     if pending:
-        edit.apply(edit.at(loop_c.body()[last]).after()._insert, pending)
+        edit.apply(edit.at(body_c.body()[last]).after()._insert, pending)
 
 
 def _guard(stage: int, skew: int, it: Sym, lo, hi, form: str, src):

@@ -1,10 +1,17 @@
 """The compiled engine of `sync_check`: build `_machine.c` and one Program's C (cprint.py) with gcc, run them.
 
 Nothing is built at install time: the runtime and each Program's C are
-compiled on first use with `gcc -O2 -shared` into a cache directory
+compiled on first use with `gcc -shared` into a cache directory
 (`$SPORK_LAB_CACHE/sync`, default `~/.cache/spork_lab/sync`), named by a hash
 of their sources, the compiler's version and the flags, and loaded with
 ctypes. A run returns the same `RawRun` as the reference engine.
+
+The runtime is built with -O2 once. A Program's C is built with -O0 first:
+gcc compiles it about five times faster, so a workbench step (a new proc, a
+small size) sees its check at once. Once a run has taken longer than
+`OPTIMIZE_AFTER_S`, the Program is rebuilt with -O2 (its runs at large sizes
+take about half the time) for the runs that follow; an -O2 build already in
+the cache is used from the start.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -24,7 +32,8 @@ from . import program as P
 from .cprint import c_source
 
 _HERE = Path(__file__).resolve().parent
-_FLAGS = ["-O2", "-shared", "-fPIC", "-std=gnu11"]
+_FLAGS = ["-shared", "-fPIC", "-std=gnu11"]
+OPTIMIZE_AFTER_S = 0.5  # a run this long pays for an -O2 build of its Program
 SC_OK, SC_UNSUPPORTED, SC_ERROR, SC_FULL = 0, 1, 2, 3
 MAXIV, MAXDIM = 16, 8  # _machine.h: SC_MAXIV, SC_MAXDIM
 
@@ -56,12 +65,18 @@ def _gcc() -> tuple:
     return _compiler
 
 
-def _build(name: str, source: str, link: list) -> Path:
-    """The shared library of `source`, compiled once per content into the cache directory."""
-    cc, version = _gcc()
+def _library(name: str, source: str, link: list, opt: str) -> Path:
+    """Where the shared library of `source` built with `opt` lives in the cache (it may not exist yet)."""
+    _, version = _gcc()
     header = (_HERE / "_machine.h").read_text()
-    key = hashlib.sha256("\0".join([source, header, version, *_FLAGS, *map(str, link)]).encode()).hexdigest()[:20]
-    out = cache_dir() / f"{name}-{key}.so"
+    key = hashlib.sha256("\0".join([source, header, version, opt, *_FLAGS, *map(str, link)]).encode()).hexdigest()[:20]
+    return cache_dir() / f"{name}-{key}.so"
+
+
+def _build(name: str, source: str, link: list, opt: str = "-O2") -> Path:
+    """The shared library of `source`, compiled once per content and flags into the cache directory."""
+    cc, _ = _gcc()
+    out = _library(name, source, link, opt)
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +84,7 @@ def _build(name: str, source: str, link: list) -> Path:
         src = Path(tmp) / f"{name}.c"
         src.write_text(source)
         lib = Path(tmp) / f"{name}.so"
-        cmd = [cc, *_FLAGS, f"-I{_HERE}", "-o", str(lib), str(src), *map(str, link)]
+        cmd = [cc, opt, *_FLAGS, f"-I{_HERE}", "-o", str(lib), str(src), *map(str, link)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             raise SporkError(f"compiling the sync checker failed ({' '.join(cmd)}):\n{done.stderr[-4000:]}")
@@ -156,8 +171,12 @@ class Compiled:
         if too_deep is not None:
             raise Unsupported(f"a statement inside more than {MAXIV} loops")
         self.program = program
-        path, _ = runtime()
-        lib = ctypes.CDLL(str(_build("sc_proc", c_source(program), [path])))
+        self._source = c_source(program)
+        self.optimized = _library("sc_proc", self._source, [runtime()[0]], "-O2").exists()
+        self._load("-O2" if self.optimized else "-O0")
+
+    def _load(self, opt: str) -> None:
+        lib = ctypes.CDLL(str(_build("sc_proc", self._source, [runtime()[0]], opt)))
         self._run = lib.sc_run
         self._run.restype = ctypes.c_void_p
         self._run.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int, ctypes.c_int,
@@ -168,7 +187,11 @@ class Compiled:
         values = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
         pairs = sorted(watch)
         flat = (ctypes.c_int64 * max(1, 2 * len(pairs)))(*[x for pair in pairs for x in pair])
+        start = time.perf_counter()
         m = self._run(values, max_hazards, max_events, len(pairs), flat)
+        if not self.optimized and time.perf_counter() - start > OPTIMIZE_AFTER_S:
+            self._load("-O2")
+            self.optimized = True
         try:
             status = lib.sc_status(m)[0]
             if status == SC_UNSUPPORTED:
