@@ -754,7 +754,7 @@ class _Lowering:
                 raise SyncError(f"sync_check: the {'reverse ' if reverse else ''}arrives on {info.name} reach "
                                 "slices of different widths (multicast); it models one width per barrier", s.srcinfo)
             scope = info.queue_rule(reverse).scope
-            threads = ctx.tiling.blockDim * ctx.tiling.clusterDim
+            threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
             if scope and uses and threads > scope and all(self.within_groups(u.stmt, scope, ctx) for u in uses):
                 subs.append(-(-threads // scope))
                 groups.append(scope)
