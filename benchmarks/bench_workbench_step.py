@@ -1,76 +1,173 @@
-"""Latency of one workbench step on the tutorial GEMM: `apply` plus the new picture's state (target < 0.3 s).
+"""Latency of one workbench step of the tutorial GEMMs: `apply` plus the new picture's state (target < 0.3 s).
 
-The GEMM and its steps are notebooks/02_stepwise_gemm.ipynb's (examples/stepwise_gemm.py), checked at the
-notebook's sizes. Two steps are timed, each applied `reps` times (undo, apply again: a new proc, analysed and
-checked again): the last step of "every thread copies its share", after which the checker finds hazards, and the
-second Fence of the next step, after which it finds none. The first tutorial's Fence step is timed as a
-reference measured in the same run. `first_s` is the first application, when the sync checker's C
-translation of the new proc is compiled with gcc (later repetitions of the same step find it in the cache, as
-they would in a notebook that re-runs a cell); `sync_check_alone_s` times `sl.sync_check` alone on the step's
-proc once, to show how much of a step is the checker.
+The GEMMs and their steps are notebooks/02_stepwise_gemm.ipynb's, checked at the notebook's sizes: part 1's
+(examples/stepwise_gemm.py) last step of "every thread copies its share", after which the checker finds
+hazards, and the second Fence of the next step, after which it finds none; part 2's last step (`map_to_gpu` of
+examples/sm80_gemm.py, the step that makes the Sm80 kernel and first checks it). The first tutorial's Fence
+step is timed as a reference in the same run.
 
-Run: SPORK_LAB_CACHE=$(mktemp -d) python benchmarks/bench_workbench_step.py  (writes
-benchmarks/results/workbench_step.json; the fresh cache makes `first_s` include the gcc compile, as a
-notebook's new step does)
+Each step is timed two ways, reported separately:
+- `first`: the first application of the step in this process, as a notebook's new step is: the sync checker
+  translates the new proc to C and compiles it with gcc (engine.py; the C is cached by content, so the cache
+  directory starts empty). Its `breakdown` says where the time went: the scheduling op itself (`apply`),
+  the static analysis, printing the code view, lowering to the checker's program, gcc, the checker's runs,
+  and the rest (hazard cards, timelines, HTML).
+- `again`: the same step undone and applied again `reps` times (a new proc each time, analysed and checked
+  again, its C found in the cache, as when a notebook cell is re-run): median, min, max.
+The checker's runtime (`_machine.c`, compiled once per machine and cache) is built before anything is timed;
+its compile time is reported as `checker_runtime_compile_s`. `proc_c_by_opt_level` compiles each step's C
+with gcc at -O0, -O1 and -O2 and times one check with each: the data for choosing engine.py's flags.
+
+Run: python benchmarks/bench_workbench_step.py  (writes benchmarks/results/workbench_step.json; uses a fresh
+temporary checker cache unless SPORK_LAB_CACHE is set)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
-
-import spork_lab as sl
-from spork_lab.platforms.cuda import *
-from spork_lab.scheduling import *
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "workbench_step.json"
 sys.path[:0] = [str(ROOT / "notebooks"), str(ROOT / "examples")]
+os.environ.setdefault("SPORK_LAB_CACHE", tempfile.mkdtemp(prefix="spork_lab_bench_"))  # before the checker reads it
 
-from make_tutorials import example_steps  # noqa: E402
+import spork_lab as sl  # noqa: E402
+import spork_lab.analysis  # noqa: E402
+import spork_lab.lab._session  # noqa: E402
+from spork_lab.platforms.cuda import *  # noqa: E402,F403
+from spork_lab.scheduling import *  # noqa: E402,F403
+from spork_lab.sync import checker, engine  # noqa: E402
+from spork_lab.sync.cprint import c_source  # noqa: E402
+
+from make_tutorials import SM80_SIZES, example_steps  # noqa: E402
 from stepwise_gemm import gemm  # noqa: E402
 
+# (module, function) timed in a step's breakdown: what each costs, summed over its calls during the step
+STAGES = {
+    "analysis": (spork_lab.analysis, "_run_passes"),
+    "code_view": (spork_lab.lab._session, "printed_text"),
+    "lower": (checker, "lower"),
+    "gcc": (engine, "_build"),
+    "checker_runs": (checker, "_run"),
+}
 
-def gemm_session() -> tuple[sl.Workbench, list[str]]:
-    """A workbench on the tutorial GEMM with every step of the notebook applied, and those steps as Python."""
+
+@contextlib.contextmanager
+def stopwatch():
+    """Time the STAGES' functions while the block runs: yields a dict stage -> seconds, filled as they run."""
+    spent = dict.fromkeys(STAGES, 0.0)
+    saved = {name: getattr(module, attr) for name, (module, attr) in STAGES.items()}
+
+    def timed(name, fn):
+        def run(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return run
+
+    for name, (module, attr) in STAGES.items():
+        setattr(module, attr, timed(name, saved[name]))
+    try:
+        yield spent
+    finally:
+        for name, (module, attr) in STAGES.items():
+            setattr(module, attr, saved[name])
+
+
+def step_time(wb: sl.Workbench, call: str, names: dict) -> tuple[float, float, dict]:
+    """(apply seconds, total seconds, the picture's state) of running `call` then drawing the new step."""
+    t0 = time.perf_counter()
+    exec(call, names)  # noqa: S102 -- the notebook's own cell
+    applied = time.perf_counter()
+    state = wb.state
+    return applied - t0, time.perf_counter() - t0, state
+
+
+def time_step(wb: sl.Workbench, call: str, names: dict, reps: int) -> dict:
+    """The step `call` (applied to the session as it is), first and again; the session keeps it applied."""
+    with stopwatch() as spent:
+        apply_s, first_s, state = step_time(wb, call, names)
+    breakdown = {"apply": apply_s, **spent}
+    breakdown["views_and_rest"] = first_s - sum(breakdown.values())
+    again = []
+    for _ in range(reps):
+        wb.undo()
+        again.append(step_time(wb, call, names)[1])
+    return {
+        "step": call,
+        "hazards": len(state["data"]["hazards"]),
+        "check": state["data"]["check"]["message"],
+        "first": {"total_s": round(first_s, 4), "breakdown_s": {k: round(v, 4) for k, v in breakdown.items()}},
+        "again": {"reps": reps, "median_s": round(statistics.median(again), 4), "min_s": round(min(again), 4),
+                  "max_s": round(max(again), 4)},
+        "proc_c_by_opt_level": by_opt_level(wb),
+    }
+
+
+def by_opt_level(wb: sl.Workbench) -> dict:
+    """gcc seconds for the current proc's checker C at -O0/-O1/-O2 (engine.py's flags but the level, an empty
+    cache), and one check's runs with each build."""
+    program = checker.program_of(wb.proc._loopir_proc)
+    values = checker._size_values(wb.proc._loopir_proc, wb.sizes)
+    out = {"c_lines": c_source(program).count("\n") + 1}
+    flags, cache = list(engine._FLAGS), os.environ["SPORK_LAB_CACHE"]
+    try:
+        for level in ("-O0", "-O1", "-O2"):
+            engine._FLAGS[:] = [level if f.startswith("-O") else f for f in flags]
+            with tempfile.TemporaryDirectory() as tmp:
+                os.environ["SPORK_LAB_CACHE"] = tmp
+                t0 = time.perf_counter()
+                compiled = engine.Compiled(program)
+                gcc_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                checker._run(compiled, values, 50, 10000)
+                out[level] = {"gcc_s": round(gcc_s, 4), "check_run_s": round(time.perf_counter() - t0, 4)}
+    finally:
+        engine._FLAGS[:] = flags
+        os.environ["SPORK_LAB_CACHE"] = cache
+    return out
+
+
+def stepwise_session() -> tuple[sl.Workbench, list[str], dict]:
+    """A workbench on part 1's GEMM with every step of the notebook applied, those steps, and their names."""
     _, sizes, steps, _ = example_steps()
     wb = sl.Workbench(gemm, sizes=sizes)
-    calls = [call for _, _, applies in steps for call in applies]
     names = {**globals(), "wb": wb}
+    calls = [call for _, _, applies in steps for call in applies]
     for call in calls:
         exec(call, names)  # noqa: S102 -- the notebook's own cells
     assert wb.error is None, wb.error
-    return wb, calls
+    return wb, calls, names
 
 
-def time_step(wb: sl.Workbench, calls: list[str], index: int, reps: int) -> dict:
-    """Median of apply(calls[index]) + the new state, on the session cut back to just before that step."""
+def cut_to(wb: sl.Workbench, calls: list[str], index: int) -> None:
+    """Undo the session's steps back to just before calls[index]."""
     for _ in range(len(calls) - index):
         wb.undo()
-    names = {**globals(), "wb": wb}
-    times, hazards = [], None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        exec(calls[index], names)  # noqa: S102
-        state = wb.state
-        times.append(time.perf_counter() - t0)
-        hazards = len(state["data"]["hazards"])
-        wb.undo()
-    exec(calls[index], names)  # noqa: S102 -- leave the step applied
-    t0 = time.perf_counter()
-    sl.sync_check(wb.proc, **wb.sizes)
-    check_s = time.perf_counter() - t0
-    return {"step": calls[index], "hazards": hazards, "reps": reps, "median_s": round(statistics.median(times), 4),
-            "min_s": round(min(times), 4), "max_s": round(max(times), 4), "first_s": round(times[0], 4),
-            "sync_check_alone_s": round(check_s, 4)}
 
 
-def first_tutorial_fence(reps: int) -> dict:
+def sm80_session():
+    """Part 2's workbench after its first nine steps, and the tenth as the notebook's cell writes it."""
+    import sm80_gemm
+
+    cfg = sm80_gemm.CONFIGS["f16"]
+    wb = sl.Workbench(sm80_gemm.naive(cfg), sizes=SM80_SIZES)
+    for step in sm80_gemm.STEPS[:-1]:
+        wb.apply(step, cfg)
+    return wb, "wb.apply(map_to_gpu, cfg)", {**globals(), "wb": wb, "cfg": cfg, "map_to_gpu": sm80_gemm.map_to_gpu}
+
+
+def first_tutorial(reps: int) -> dict:
     """The reference: the first tutorial's Fence step (reverse_tiles at n=512)."""
     import nbformat
 
@@ -83,9 +180,8 @@ def first_tutorial_fence(reps: int) -> dict:
     wb.apply(set_loop_mode, wb.proc.find_loop("tid"), cuda_threads)
     wb.apply(set_loop_mode, wb.proc.find_loop("tid #1"), cuda_threads)
     wb.apply(set_memory, "tile", CudaSmemLinear)
-    calls = ['wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)']
-    exec(calls[0], {**globals(), "wb": wb})  # noqa: S102 -- time_step starts by undoing it
-    return time_step(wb, calls, 0, reps)
+    call = 'wb.apply(insert_fence, wb.proc.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)'
+    return time_step(wb, call, {**globals(), "wb": wb}, reps)
 
 
 def _cpu_model() -> str:
@@ -96,28 +192,38 @@ def _cpu_model() -> str:
 
 
 def main(reps: int = 5) -> dict:
-    wb, calls = gemm_session()
+    t0 = time.perf_counter()
+    engine.runtime()
+    runtime_s = time.perf_counter() - t0
+    wb, calls, names = stepwise_session()
     last_copy_step = next(i for i, c in enumerate(calls) if '"cy", cuda_threads' in c)
+    cut_to(wb, calls, last_copy_step)
+    with_hazards = time_step(wb, calls[last_copy_step], names, reps)
+    wb, calls, names = stepwise_session()
     second_fence = next(i for i, c in enumerate(calls) if 'find_loop("ti").after()' in c)
-    with_hazards = time_step(wb, calls, last_copy_step, reps)
-    wb, calls = gemm_session()
-    without = time_step(wb, calls, second_fence, reps)
+    cut_to(wb, calls, second_fence)
+    without = time_step(wb, calls[second_fence], names, reps)
+    wb80, call80, names80 = sm80_session()
     result = {
-        "benchmark": "one workbench step of the tutorial GEMM (notebooks/02_stepwise_gemm.ipynb) at the notebook's "
+        "benchmark": "one workbench step of the tutorial GEMMs (notebooks/02_stepwise_gemm.ipynb) at the notebook's "
                      "sizes: apply -> the new picture's state (analysis, sync check, cards, timeline, HTML)",
-        "sizes": example_steps()[1],
-        "hazards_found": with_hazards,
-        "no_hazards": without,
-        "reference_first_tutorial_fence": first_tutorial_fence(reps),
         "target_s": 0.3,
-        "checker_cache": os.environ.get("SPORK_LAB_CACHE", "~/.cache/spork_lab (may be warm)"),
+        "part1_sizes": example_steps()[1],
+        "part1_hazards_found": with_hazards,
+        "part1_no_hazards": without,
+        "part2_sizes": SM80_SIZES,
+        "part2_sm80_map_to_gpu": time_step(wb80, call80, names80, reps),
+        "reference_first_tutorial_fence": first_tutorial(reps),
+        "checker_runtime_compile_s": round(runtime_s, 3),
+        "checker_flags": engine._FLAGS,
+        "checker_cache": os.environ["SPORK_LAB_CACHE"],
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                     "system": platform.platform(), "load_avg_1min": round(os.getloadavg()[0], 2)},
     }
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(), indent=2))
+    print(json.dumps(main(), indent=2, ensure_ascii=False))

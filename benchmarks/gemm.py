@@ -35,6 +35,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import shutil
 import statistics
 import sys
 from dataclasses import dataclass
@@ -47,9 +48,18 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]
 TOLERANCE = {"tf32": 2e-3, "f16": 1e-4, "bf16": 1e-4}  # max rel err; f16/bf16 products are exact in f32
+OUT_TOLERANCE = {"f16": 1e-3, "bf16": 8e-3}  # a 16-bit C adds its rounding (half an ulp of the largest element)
+TORCH_DTYPES = {"tf32": "float32", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 SOURCE_EXTS = ("c", "h", "cu", "cuh")  # what compile_procs_to_strings returns, in order
 LAYOUT_KN = "C[M,N] f32 = A[M,K] @ B[K,N], row-major, f32 accumulation"
 LAYOUT_NK = "C[M,N] f32 = A[M,K] @ B[N,K]^T, row-major, f32 accumulation"
+SM90_SIGNATURE_BODY = """
+    for m in seq(0, M):
+        for n in seq(0, N):
+            C[m, n] = 0.0
+            for k in seq(0, K):
+                C[m, n] += A[m, k] * B[n, k]
+"""
 
 
 @dataclass(frozen=True)
@@ -60,12 +70,13 @@ class Kernel:
 
     name: str
     platform: str
-    dtype: str  # tf32 (f32 data), f16 or bf16; C is f32
+    dtype: str  # tf32 (f32 data), f16 or bf16
     layout: str
     b_nk: bool  # B is given as [N, K] (C = A @ B^T) rather than [K, N]
     schedule: Callable
     signature: Optional[str]
     checks: tuple
+    out: str = "f32"  # C's type: f32, or the 16-bit input type (rounded from f32 accumulators)
 
 
 # Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md, run 3, has their times).
@@ -97,12 +108,29 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
 
 
 def sm90_kernels(dtype: str, sweep: bool) -> list:
-    """The Sm90a GEMM (benchmarks/sm90_sweep.py sweeps its variants); not prebuilt."""
-    from sm90_gemm import make_gemm
+    """The Sm90a GEMM: C of the input type (what cuBLAS writes for f16/bf16) and C f32, each compared with cuBLAS
+    asked for the same output type; --sweep adds other raster groups G."""
+    from sm90_gemm import CONFIGS, make_gemm
 
-    p = make_gemm(dtype, BN=256, S=4, CL=2, G=8)
-    checks = ((2048, 768, 256), (2048, 2560, 512))  # M: a multiple of 128 * CL * G
-    return [Kernel(str(p.name()), "sm90", dtype, LAYOUT_NK, True, lambda: p, None, checks)]
+    configs = CONFIGS[dtype] + (SM90_SWEEP[dtype] if sweep else [])
+    kernels = []
+    for cfg in configs:
+        p = make_gemm(dtype, **cfg)
+        header = str(p).split("    A_tm = ")[0]  # parameters and assertions
+        out = cfg.get("out", "f32")
+        m = 128 * 2 * cfg.get("G", 8)  # a multiple of 128 CL G
+        checks = ((m, 768, 256), (m, 2560, 512))
+        layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
+        kernels.append(Kernel(str(p.name()), "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY,
+                              checks, out))
+    return kernels
+
+
+SM90_SWEEP = {  # raster groups tried by --sweep besides examples/sm90_gemm.py's CONFIGS (run 6: G = 8 best)
+    "tf32": [dict(G=16), dict(G=4)],
+    "f16": [dict(G=16, out="f16"), dict(G=4, out="f16")],
+    "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16")],
+}
 
 
 PLATFORMS = {"sm80": sm80_kernels, "sm90": sm90_kernels}
@@ -161,7 +189,7 @@ class Runner:
         M, N, K = shape
         A = torch.randn(M, K, device="cuda").to(self.tdt)
         B = torch.randn(*((N, K) if self.k.b_nk else (K, N)), device="cuda").to(self.tdt)
-        return A, B, torch.full((M, N), float("nan"), device="cuda")
+        return A, B, torch.full((M, N), float("nan"), device="cuda", dtype=getattr(torch, TORCH_DTYPES[self.k.out]))
 
     def launcher(self, A, B, C) -> Callable:
         """A function that runs the kernel on A, B, C; the CuPy views are made once, outside the timed calls."""
@@ -183,7 +211,8 @@ class Runner:
         ref = A.double() @ (B.double().t() if self.k.b_nk else B.double())
         err = float(((C.double() - ref).abs().max() / ref.abs().max()).item())  # NaN (never <= tol) if unwritten
         lib = self.built.module
-        if not err <= TOLERANCE[self.k.dtype] or getattr(lib.lib, f"{lib.lib_name}_last_error")() != 0:
+        tol = TOLERANCE[self.k.dtype] if self.k.out == "f32" else OUT_TOLERANCE[self.k.out]
+        if not err <= tol or getattr(lib.lib, f"{lib.lib_name}_last_error")() != 0:
             raise RuntimeError(f"{self.k.name} wrong at {'x'.join(map(str, shape))}: max rel err {err:.2e}")
         return A, B, C, err
 
@@ -193,7 +222,7 @@ class Runner:
         torch.backends.cuda.matmul.allow_tf32 = self.k.dtype == "tf32"
         A, B, C, err = self.checked(shape)
         Bt = B.t() if self.k.b_nk else B
-        ms, cublas_ms = _time_pair(self.launcher(A, B, C), lambda: torch.matmul(A, Bt), reps, hide_launch)
+        ms, cublas_ms = _time_pair(self.launcher(A, B, C), self.cublas(A, Bt), reps, hide_launch)
         M, N, K = shape
         flops = 2 * M * N * K
         k = self.k
@@ -202,13 +231,33 @@ class Runner:
             "tflops": round(flops / ms / 1e9, 1), "cublas_tflops": round(flops / cublas_ms / 1e9, 1),
             "max_rel_err": err, "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
             "layout": k.layout,
-            "cublas": f"torch.matmul(A, {'B.t()' if k.b_nk else 'B'}) ({k.dtype}{', allow_tf32' if k.dtype == 'tf32' else ''})",
+            "cublas": self.cublas_text(),
         }  # fmt: skip
+
+    def _f32_out(self) -> bool:
+        """cuBLAS is asked for an f32 product of 16-bit inputs (torch.mm's out_dtype), like our f32 C (the Sm90 rows;
+        the Sm80 rows compare with cuBLAS's 16-bit product, as they always did)."""
+        return self.k.platform == "sm90" and self.k.out == "f32" and self.k.dtype != "tf32"
+
+    def cublas(self, A, Bt) -> Callable:
+        """cuBLAS computing what we compute: the same inputs and C's type."""
+        import torch
+
+        if self._f32_out():
+            return lambda: torch.mm(A, Bt, out_dtype=torch.float32)
+        return lambda: torch.matmul(A, Bt)
+
+    def cublas_text(self) -> str:
+        b = "B.t()" if self.k.b_nk else "B"
+        if self._f32_out():
+            return f"torch.mm(A, {b}, out_dtype=torch.float32) ({self.k.dtype} in, f32 out)"
+        return f"torch.matmul(A, {b}) ({self.k.dtype}{', allow_tf32' if self.k.dtype == 'tf32' else ''})"
 
 
 def prebuild(kernels: list, out: Path, arch: str) -> None:
     """Schedule each kernel and write its sources to DIR ({name}.c/.h/.cu/.cuh and index.json); compile each here
-    too, so that a kernel nvcc rejects is found before the GPU run."""
+    too (lib{name}.so, which the GPU machine loads instead of compiling again), so that a kernel nvcc rejects is
+    found before the GPU run."""
     import spork_lab as sl
     from spork_lab.runtime import build_library
 
@@ -223,13 +272,14 @@ def prebuild(kernels: list, out: Path, arch: str) -> None:
         sources = sl.compile_procs_to_strings([k.schedule()], k.name, arch)
         for ext, text in zip(SOURCE_EXTS, sources):
             (out / f"{k.name}.{ext}").write_text(text)
-        build_library(sources, k.name, arch)
+        shutil.copy(build_library(sources, k.name, arch), out / f"lib{k.name}.so")
         index.append({f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.name != "schedule"})
     index_file.write_text(json.dumps({"arch": arch, "kernels": index}, indent=1) + "\n")
 
 
 def load_prebuilt(folder: Path, only: str) -> list:
-    """(Kernel, built proc) for each kernel of a prebuild whose name contains `only`, compiled here in parallel."""
+    """(Kernel, built proc) for each kernel of a prebuild whose name contains `only`: its library from the prebuild,
+    or where that is missing compiled here, in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
     import spork_lab as sl
@@ -240,8 +290,10 @@ def load_prebuilt(folder: Path, only: str) -> list:
     index = json.loads((folder / "index.json").read_text())
     kernels = [Kernel(schedule=None, **entry) for entry in index["kernels"] if only in entry["name"]]
     sources = lambda k: tuple((folder / f"{k.name}.{ext}").read_text() for ext in SOURCE_EXTS)  # noqa: E731
+    built = lambda k: folder / f"lib{k.name}.so"  # noqa: E731
     with ThreadPoolExecutor() as pool:  # nvcc runs in subprocesses
-        libs = list(pool.map(lambda k: build_library(sources(k), k.name, index["arch"]), kernels))
+        libs = list(pool.map(lambda k: built(k) if built(k).exists() else build_library(sources(k), k.name, index["arch"]),
+                             kernels))
     out = []
     for k, lib in zip(kernels, libs):
         spec = proc_spec(sl.parse_source(k.signature)._loopir_proc)

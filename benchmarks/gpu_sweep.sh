@@ -4,11 +4,13 @@
 #
 # Here first (the Sm80 schedule takes minutes; no GPU needed), from the repository root:
 #   python3 benchmarks/gemm.py --platform sm80 --prebuild .carry_final/sm80 --arch sm_90a
-# then: run(command="bash benchmarks/gpu_sweep.sh .carry_final/sm80", carry=[".whl", ".carry_final"]).
-# (The Sm90 GEMMs are written as source, quick to build there.)
+#   python3 benchmarks/gemm.py --platform sm90 --prebuild .carry_final/sm90
+# then: run(command="bash benchmarks/gpu_sweep.sh .carry_final/sm80 .carry_final/sm90", carry=[".whl", ".carry_final"]).
+# (Without the second folder the Sm90 GEMMs are built there, one nvcc after the other: minutes.)
 # Needs the wheels of ../shared/tools/gpu-wheels in .whl/.
 set -uo pipefail
-PREBUILT_SM80=${1:?usage: gpu_sweep.sh SM80_PREBUILD_DIR}
+PREBUILT_SM80=${1:?usage: gpu_sweep.sh SM80_PREBUILD_DIR [SM90_PREBUILD_DIR]}
+PREBUILT_SM90=${2:-}
 OUT=${OUT:-/tmp/gpu_sweep}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -17,7 +19,11 @@ export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1
 timeout 120 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM80" 2>&1 | tee "$OUT/gemm_log.txt"
-timeout 130 python3 benchmarks/gemm.py --platform sm90 --dtypes tf32,f16,bf16 2>&1 | tee -a "$OUT/gemm_log.txt"
+if [[ -n $PREBUILT_SM90 ]]; then
+  timeout 130 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM90" 2>&1 | tee -a "$OUT/gemm_log.txt"
+else
+  timeout 300 python3 benchmarks/gemm.py --platform sm90 --dtypes tf32,f16,bf16 2>&1 | tee -a "$OUT/gemm_log.txt"
+fi
 cp benchmarks/results/gemm.json "$OUT/gemm.json"
 timeout 100 python3 benchmarks/sanitize_examples.py --only index_arithmetic,dist_gemm,sm80_gemm,pipelined_tiles,sm90_gemm,sm90_tma_store \
   --out "$OUT/sanitizer_results.md" > "$OUT/sanitizer_log.txt" 2>&1

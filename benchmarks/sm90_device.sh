@@ -1,48 +1,35 @@
 #!/usr/bin/env bash
-# One device call for the Sm90a GEMM (results under $OUT; copy them into benchmarks/results/ afterwards).
-# Run from the repository root (or a copy of it), with the wheels of exo-lang and its deps in $WHL (default .whl)
-# and a prebuilt benchmarks/sm90_hand/gemm_hand.so in $HAND (default benchmarks/sm90_hand):
-#   1. sm90_sweep.py: generated GEMM (and diagnostic variants) + hand kernel, checked against float64 at
-#      non-square shapes and timed against cuBLAS in the same run (clocks logged meanwhile);
-#   3. compute-sanitizer racecheck + synccheck on the Sm90 examples at small sizes (SANITIZE: which);
-#   2. mutation_test_sm90.py --gpu: every mutant the checker does not kill, built and run (last: least urgent).
-# Knobs: DTYPES (generated dtypes, default tf32), VARIANTS (default base,wg,persist,both), STEPS (default 123),
-# HAND_DTYPES, MUTANTS (survivor numbers to run, default all), MUTANT_TIMEOUT (s per mutant run),
-# SWEEP_S / MUTANT_S / SANITIZE_S (time limits of the steps).
+# One device call for the Sm90a GEMM; results under $OUT (copy them into benchmarks/results/ afterwards).
+# Here first (no GPU needed; nvcc 13.0 builds the libraries, which travel with the call):
+#   python3 benchmarks/gemm.py --platform sm90 [--sweep] --prebuild DIR
+# then, from the repository root with the wheels in .whl:  bash benchmarks/sm90_device.sh DIR
+#   1. gemm.py --prebuilt DIR: every kernel checked against float64 (non-square shapes, then each timed shape)
+#      and timed against cuBLAS asked for the same output type, interleaved (clocks logged meanwhile);
+#   2. the cuBLAS kernels those comparisons run (their names give tile, cluster, schedule; CUBLAS_NAMES=0 skips);
+#   3. ncu (one launch after a warm-up, clocks as found) of each kernel named in PROFILE and of its cuBLAS;
+#   4. compute-sanitizer racecheck + synccheck on the examples in SANITIZE (none by default).
 set -uo pipefail
+PRE=${1:?usage: sm90_device.sh PREBUILT_DIR}
 OUT=${OUT:-/tmp/sm90_device}
-WHL=${WHL:-.whl}
-HAND=${HAND:-benchmarks/sm90_hand}
-DTYPES=${DTYPES:-tf32}
-VARIANTS=${VARIANTS:-base,wg,persist,both}
-STEPS=${STEPS:-123}
-ONLY=${MUTANTS:+--only $MUTANTS}
-SANITIZE=${SANITIZE:-sm90_tma_wgmma,sm90_rmem_a,sm90_gemm,sm90_tma_store}
+PROFILE=${PROFILE:-}
+SANITIZE=${SANITIZE:-}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$WHL"/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "${WHL:-.whl}"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 SPORK_LAB_CACHE=/tmp/spork_cache
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
-# builds in the background while the sweep builds its own (nvcc is single-threaded; the machine has 16 cores)
-[[ $STEPS == *2* ]] && { python3 benchmarks/mutation_test_sm90.py --prebuild $ONLY > "$OUT/prebuild_log.txt" 2>&1 & }
-if [[ $STEPS == *3* ]]; then
-  for ex in ${SANITIZE//,/ }; do
-    python3 -c "import sys; sys.path.insert(0, 'examples'); import spork_lab as sl, $ex as m; sl.build(m.PROCS)" &
-  done
-fi
-if [[ $STEPS == *1* ]]; then
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
-  SMI=$!
-  HAND_ARGS=()  # the hand kernel only where its library was built (nvcc -shared ... benchmarks/sm90_hand/gemm_hand.cu)
-  [[ -f $HAND/gemm_hand.so ]] && HAND_ARGS=(--hand "$HAND" --hand-dtypes "${HAND_DTYPES:-tf32,f16,bf16}")
-  timeout "${SWEEP_S:-200}" python3 benchmarks/sm90_sweep.py --out "$OUT" --dtypes "$DTYPES" --variants "$VARIANTS" "${HAND_ARGS[@]}" 2>&1 | grep -v Warning | tee "$OUT/sweep.txt"
-  kill $SMI
-fi
-wait  # the background builds
-if [[ $STEPS == *3* ]]; then
-  timeout "${SANITIZE_S:-200}" python3 benchmarks/sanitize_examples.py --only "$SANITIZE" --out "$OUT/sanitizer.md" 2>&1 | tail -8
-fi
-if [[ $STEPS == *2* ]]; then
-  timeout "${MUTANT_S:-200}" python3 benchmarks/mutation_test_sm90.py --gpu $ONLY --timeout "${MUTANT_TIMEOUT:-40}" --out "$OUT/mutation_sm90.md" > "$OUT/mutation_log.txt" 2>&1
-  grep -E "Kill rate|proc [0-9]+:" "$OUT/mutation_log.txt"
-fi
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
+SMI=$!
+timeout "${GEMM_S:-150}" python3 benchmarks/gemm.py --prebuilt "$PRE" --out "$OUT/sm90_rows.json" ${SHAPES:+--shapes $SHAPES} 2>&1 \
+  | grep -v Warning | tee "$OUT/gemm_log.txt"
+kill $SMI
+[[ ${CUBLAS_NAMES:-1} == 1 ]] && timeout 60 python3 benchmarks/sm90_prof.py names > "$OUT/cublas_kernels.txt" 2>&1
+for name in ${PROFILE//,/ }; do
+  timeout 90 ncu --kernel-name regex:'gemm|nvjet|xmma|cutlass' --launch-skip 2 --launch-count 2 --clock-control none --section SpeedOfLight \
+    --metrics sm__cycles_elapsed.avg.per_second,sm__cycles_active.avg,dram__bytes.sum,lts__t_bytes.sum \
+    python3 benchmarks/sm90_prof.py run "$PRE" "$name" > "$OUT/ncu_$name.txt" 2>&1
+done
+[[ -n $SANITIZE ]] && timeout "${SANITIZE_S:-150}" python3 benchmarks/sanitize_examples.py --only "$SANITIZE" \
+  --out "$OUT/sanitizer.md" 2>&1 | tail -8
+[[ -f $OUT/cublas_kernels.txt ]] && cat "$OUT/cublas_kernels.txt"
+for f in "$OUT"/ncu_*.txt; do [[ -f $f ]] && grep -E "^  [a-zA-Z_]|Duration|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput|per_second|cycles_active|bytes.sum" "$f"; done
 cat "$OUT/machine.txt"

@@ -1,4 +1,5 @@
-"""Sm90a GEMM C = A @ B^T (f32 C; tf32, f16 or bf16 A and B, f32 accumulation): persistent and warp-specialized.
+"""Sm90a GEMM C = A @ B^T (tf32, f16 or bf16 A and B, f32 accumulation; C f32, or f16/bf16 rounded from the
+f32 accumulators): persistent and warp-specialized.
 
 Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 * a cluster of CL CTAs (CL = 1 or 2) takes one task: CL x 128 rows of C by BN
@@ -45,7 +46,7 @@ WARPS = [
 
 _SOURCE = '''
 def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
-                     C: f32[M, N] @ CudaGmemLinear):
+                     C: {c}[M, N] @ CudaGmemLinear):
     assert M % CM == 0
     assert N % BN == 0
     assert K % BK == 0
@@ -100,32 +101,41 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                Sm90_mma_store_d_row_major_f32(
+                                Sm90_mma_store_d_row_major_{c}(
                                     C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
                                       BN * nt:BN * nt + BN],
                                     D[cta, wg, :, :], N=BN)
 '''
 
 
-def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8) -> tuple:
+def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32") -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
-    S stages, a cluster of CL, groups of G (the mutation test edits the text before parsing it)."""
+    S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
+    as cuBLAS writes a 16-bit product); the mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
-    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
+    suffix = "" if out == "f32" else f"_c{out}"
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
     bk = 128 // (4 if dt == "tf32" else 2)  # one 128-byte swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
               "WARPS": WARPS}
     return src, consts
 
 
-def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G)
+    src, consts = gemm_source(dt, BN, S, CL, G, out)
     return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
 
 
 # The line of `def gemm_sm90_...` in this file: reports (sync_check, errors) name the lines of _SOURCE.
 _FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
+
+
+CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of the input type (as cuBLAS), C f32
+    "tf32": [dict()],
+    "f16": [dict(out="f16"), dict()],
+    "bf16": [dict(out="bf16"), dict()],
+}
 
 
 # ---- The same GEMM by a schedule: its ring derived by pipeline_loop (issue 13), the tutorial's replay ----

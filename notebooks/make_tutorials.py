@@ -1,17 +1,20 @@
 """Write the tutorials 02_stepwise_gemm.ipynb and 03_race_debugging.ipynb, and run them headless.
 
-02's scheduling steps are examples/stepwise_gemm.py's: each `# ## title`
-comment block there becomes a markdown cell, and the `p = op(p, ...)` lines
-under it one code cell of `wb.apply(op, ...)` calls (the last one shows the
-workbench at that step). To follow a new version of the example (or another
-step-by-step script in the same form), change it and run this file again.
-03's catalogue of bugs is written here.
+02's scheduling steps are examples/stepwise_gemm.py's (part 1) and
+examples/sm80_gemm.py's (part 2). In stepwise_gemm.py each `# ## title`
+comment block becomes a markdown cell, and the `p = op(p, ...)` lines under
+it one code cell of `wb.apply(op, ...)` calls (the last one shows the
+workbench at that step); each function of sm80_gemm.py's `STEPS` becomes a
+cell `wb80.apply(step, cfg)` under its docstring. To follow a new version of
+either example, change it and run this file again. Part 3 opens
+examples/sm90_gemm.py's kernel. 03's catalogue of bugs is written here.
 
 Cells tagged "gpu" need a GPU. On a machine without one they print that no
 GPU is present; the stored notebook keeps the outputs they had on the last GPU
 run instead (cell metadata `spork_lab.recorded_on` names the device).
 
-    python notebooks/make_tutorials.py                  # write both and execute them here (GPU cells: outputs kept)
+    python notebooks/make_tutorials.py                  # write both and execute them here (GPU cells: outputs kept),
+                                                        # and execute 01_first_kernel.ipynb (written by hand) again
     python notebooks/make_tutorials.py --check          # exit 1 if the stored cells differ from what this writes
     python notebooks/make_tutorials.py --gpu-run DIR    # on a GPU machine: execute each tutorial's "gpu" cells
                                                         # (after the setup and GPU_PRELUDE) into DIR
@@ -33,6 +36,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "stepwise_gemm.py"
+SM80 = HERE.parent / "examples" / "sm80_gemm.py"
+SM80_SIZES = {"M": 256, "N": 256, "K": 320}  # two CTA tasks of 128 x 256, five K tiles of 64: the 4-slot ring wraps
+SM90_SIZES = {"M": 2048, "N": 256, "K": 128}  # one task (a cluster row group of 8 x 2 x 128 rows)
 GPU = {"tags": ["gpu"]}
 
 SETUP = """\
@@ -95,22 +101,66 @@ def _comment_above(lines: list[str], lineno: int):
     return block[0][3:], " ".join(block[1:])
 
 
+def schedule_steps(path: Path = SM80) -> list[tuple[str, str]]:
+    """(function name, docstring) of each entry of a schedule module's `STEPS` list, in order; read with ast,
+    since importing the example schedules its kernels (tens of seconds)."""
+    tree = ast.parse(path.read_text())
+    docs = {f.name: ast.get_docstring(f) or "" for f in tree.body if isinstance(f, ast.FunctionDef)}
+    steps = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "STEPS")
+    return [(e.id, docs[e.id]) for e in steps.elts]
+
+
+def _step_cell_text(k: int, name: str, doc: str) -> str:
+    """The markdown above Sm80 step `k`: its docstring (less its "k." prefix) and what the views show."""
+    text = " ".join(doc.split())
+    text = re.sub(rf"^{k}\.\s*", "", text)
+    note = SM80_NOTES.get(name, "")
+    return f"### Sm80 step {k} · `{name}`\n\n{text}" + (f"\n\n{note}" if note else "")
+
+
+# What to look at after each step of examples/sm80_gemm.py (its docstrings say what the step does).
+SM80_NOTES = {
+    "tile_output": "Six nested tile loops replace `i` and `j`: **Steps** lists the step as one call "
+                   "(`tile_output(p, cfg)`, ten scheduling operations inside); its diff is the whole loop nest.",
+    "accumulate_in_registers": "The **Code** view's green gutter marks the three new loop nests (zero-fill, "
+                               "sum, store) and `D`, declared once for the whole CTA.",
+    "stage_tiles": "`A_s`/`B_s` (the CTA's shared tiles) and `A_r`/`B_r` (each warp's fragments) appear with "
+                   "their copy loops.",
+    "use_instructions": "The fragment loops collapse into `Sm80_mma_*` calls: the loop nest is much shorter.",
+    "copy_with_cp_async": "The copies become `Sm80_cp_async_f16` inside `with CudaAsync(Sm80_cp_async_instr)`: "
+                          "the analysis now objects to that block, since no kernel runs it yet.",
+    "fence_tiles": "Two `Fence` lines; without them the sync check would report RAW hazards on `A_s`/`B_s` "
+                   "(try `wb80.undo()` after step 10, or see tutorial 03).",
+    "pipeline": "`pipeline_loop` rewrote the K loop into prologue, steady state and epilogue, gave `A_s` and `B_s` "
+                "a ring dimension of S = 4 slots and added the commit group `cg` with its `Arrive`s and `Await`s.",
+    "map_to_gpu": "Now the proc is a kernel, and every view has something to say: the analysis passes, the sync "
+                  "check runs at M = N = 256, K = 320 (two CTA tasks, five K tiles, so every ring slot is reused) "
+                  "and finds no hazard; the **Tiling** view shows the warps of the selected statement; the "
+                  "**Barrier timeline** has a lane per thread collective that arrives on or awaits `cg`; "
+                  "**CUDA** shows the generated kernel.",
+}
+
+
 def stepwise_gemm() -> nbformat.NotebookNode:
     proc_src, sizes, steps, final = example_steps()
     cells = [
         new_markdown_cell(
             "# 02 · A GEMM, step by step\n\n"
-            "We take the naive triple loop `C += A @ B` to a tiled CUDA kernel one scheduling step per cell, with a "
-            "**workbench** that re-runs the analysis and the sync check after each step. Every cell that ends in "
-            "`wb.apply(...)` shows the workbench *at that step* (later steps do not change it; its ◀ ▶ buttons browse "
-            "the others): **Code** (lines the step changed have a green gutter), **Tiling**, **Barrier timeline**, "
-            "**Hazards**, **Steps** and **CUDA** (the generated code, made when the tab is opened).\n\n"
-            "The steps are those of `examples/stepwise_gemm.py` (this notebook is generated from it by "
-            "`notebooks/make_tutorials.py`). The last sections benchmark the result and the fastest GEMM spork_lab "
-            "has, the Sm80 tensor-core kernel, against cuBLAS with `%%spork_bench`; those cells need a GPU and "
-            "show the outputs of a run on an H100."),
+            "We take the naive triple loop `C += A @ B` to the fastest GEMM spork_lab has, one scheduling step per "
+            "cell, with a **workbench** that re-runs the analysis and the sync check after each step. Every cell that "
+            "ends in `wb.apply(...)` shows the workbench *at that step* (later steps do not change it; its ◀ ▶ "
+            "buttons browse the others): **Code** (lines the step changed have a green gutter), **Tiling**, "
+            "**Barrier timeline**, **Hazards**, **Steps** and **CUDA** (the generated code, made when the tab is "
+            "opened).\n\n"
+            "* **Part 1** tiles the loop nest into a CUDA kernel of plain threads with shared-memory staging, one "
+            "scheduling call at a time (the steps of `examples/stepwise_gemm.py`), and meets its hazards;\n"
+            "* **Part 2** replays the ten steps of `examples/sm80_gemm.py` from the same naive loop nest to a "
+            "tensor-core kernel (`mma.sync`, distributed accumulators, a `cp.async` ring built by `pipeline_loop`);\n"
+            "* **Part 3** opens the Hopper kernel of `examples/sm90_gemm.py` (TMA, `wgmma`, warp specialization).\n\n"
+            "`%spork_bench` cells benchmark the kernels against cuBLAS; they need a GPU and show the outputs of a run "
+            "on an H100. This notebook is generated by `notebooks/make_tutorials.py` from those example files."),
         new_code_cell(SETUP),
-        new_markdown_cell("## The naive GEMM\n\nSequential Exo: `C[i, j] += A[i, k] * B[k, j]` over all `i, j, k`. "
+        new_markdown_cell("# Part 1 · Threads and shared memory\n\n## The naive GEMM\n\nSequential Exo: `C[i, j] += A[i, k] * B[k, j]` over all `i, j, k`. "
                           "The matrices live in GPU global memory, but nothing runs on the GPU yet."),
         new_code_cell(proc_src + "\n\ngemm"),
         new_markdown_cell(f"## A workbench\n\nThe sync check runs the program on the abstract machine at "
@@ -138,23 +188,75 @@ def stepwise_gemm() -> nbformat.NotebookNode:
             "zero, so `C += A @ B` and `C = A @ B` agree) and charts TFLOP/s. Without a GPU it still generates and "
             "compiles the CUDA, and says so."),
         new_code_cell("%spork_bench gemm_smem --sizes M=N=K=1024 --sizes M=N=K=2048 --sizes M=N=K=4096", metadata=copy.deepcopy(GPU)),
-        new_markdown_cell(
-            "## The fastest GEMM spork_lab has: Sm80 tensor cores\n\n"
-            "`examples/sm80_mma_gemm.py` computes the same product with warp-cooperative `mma.sync` (tf32, m16n8k8): "
-            "each CTA's four warps own 32 × 32 warp tiles, stage A and B with `cp.async` and order them with "
-            "warp-scope Fences. Its **Tiling** view shows the warp collectives (colour by *unit of wm*). Its steps "
-            "are not yet in step-by-step form; when they are, this notebook takes them from there."),
-        new_code_cell("from sm80_mma_gemm import sm80_mma_gemm\n\n"
-                      "sm80 = sl.Workbench(sm80_mma_gemm, sizes={'M': 64, 'N': 64, 'K': 32})\n"
-                      "sm80.select(\"Sm80_mma_tf32(_)\")"),
-        new_markdown_cell("Both kernels against cuBLAS's FP32 GEMM. On the H100 run stored below, the tiled SIMT "
-                          "kernel reaches about 8 TFLOP/s, the tf32 tensor-core kernel about 36, and cuBLAS about 52 "
-                          "(`benchmarks/results/spork_bench_tutorial_gemm.txt`); with TF32 tensor cores "
-                          "(`CUPY_TF32=1`) cuBLAS goes much further (`benchmarks/sm80_mma_gemm_results.txt`). "
-                          "The tf32 kernel's error against FP32 cuBLAS is about 3e-4 of max |C|."),
-        new_code_cell("%spork_bench gemm_smem sm80_mma_gemm --sizes M=N=K=2048 --sizes M=N=K=4096", metadata=copy.deepcopy(GPU)),
     ]
-    return new_notebook(cells=cells, metadata=_KERNEL)
+    return new_notebook(cells=cells + sm80_part() + sm90_part(), metadata=_KERNEL)
+
+
+def sm80_part() -> list:
+    """Part 2: examples/sm80_gemm.py's STEPS replayed one per cell on the naive loop nest."""
+    steps = schedule_steps()
+    names = ", ".join(name for name, _ in steps)
+    cells = [
+        new_markdown_cell(
+            "# Part 2 · Tensor cores on Sm80, step by step\n\n"
+            "`examples/sm80_gemm.py` schedules the same naive loop nest (f16 `A` and `B`, f32 `C = A @ B`) into "
+            "spork_lab's Ampere-style kernel: 128 × 256 CTA tiles whose accumulators are distributed over eight "
+            "warps (64 × 64 each, `mma.sync` m16n8k16), A and B tiles staged with 16-byte `cp.async` into a 4-slot "
+            "shared-memory ring, one commit group per K tile. Its `STEPS` are ten functions, one scheduling idea "
+            "each (each makes several scheduling calls); each cell below applies one, `wb80.apply(step, cfg)`, so "
+            "**Steps** has one entry per idea and **Code** marks what it changed.\n\n"
+            "Steps 1–9 rewrite sequential code, so the analysis keeps its first objection (the CPU may not touch "
+            "GPU memory) and nothing is checked until step 10 makes the loop nest a kernel."),
+        new_code_cell(f"from sm80_gemm import CONFIGS, naive\nfrom sm80_gemm import {names}\n\n"
+                      f"cfg = CONFIGS[\"f16\"]  # the tiles tuned on the H100\n"
+                      f"wb80 = sl.Workbench(naive(cfg), sizes={SM80_SIZES!r})\nwb80"),
+    ]
+    for k, (name, doc) in enumerate(steps, 1):
+        cells += [new_markdown_cell(_step_cell_text(k, name, doc)), new_code_cell(f"wb80.apply({name}, cfg)")]
+    cells += [
+        new_markdown_cell(
+            "### The mma and its warps\n\nSelecting the `mma.sync` call (what clicking its line does) shows, in "
+            "**Tiling**, the eight warps `(wm, wn)` that each own a 64 × 64 tile of `C`, and below the grid the "
+            "shards of the distributed accumulator `D`: one `D[wm, wn, ...]` per warp."),
+        new_code_cell('wb80.select("Sm80_mma_f16(_)")'),
+        new_markdown_cell(
+            "The kernel for the benchmark at the end: the proc of the last step."),
+        new_code_cell("sm80_gemm_f16 = wb80.proc"),
+    ]
+    return cells
+
+
+def sm90_part() -> list:
+    """Part 3: the Sm90 wgmma/TMA warp-specialized GEMM (examples/sm90_gemm.py), and the benchmark."""
+    return [
+        new_markdown_cell(
+            "# Part 3 · Hopper: TMA, wgmma and warp specialization\n\n"
+            "`examples/sm90_gemm.py` is the fastest GEMM spork_lab has: persistent clusters of two CTAs; in each "
+            "CTA a *producer* warp issues TMA loads into a 4-stage ring of mbarriers (the B tile multicast to both "
+            "CTAs of the cluster) while two *consumer* warpgroups run `wgmma` on 64 × 256 accumulators each and "
+            "release the stages. It computes `C = A @ Bᵀ` (B is stored `[N, K]`). It is written as source today "
+            "(`make_gemm`), not yet as steps from the naive loop, so the workbench opens on the finished kernel.\n\n"
+            "What the workbench shows honestly: the analysis passes (thread collectives, named warps, distributed "
+            "`D`), but the **sync check refuses** the program — it does not model TMA loads completing on an "
+            "mbarrier yet, and a program it cannot judge is refused, never passed — so there are no hazard cards "
+            "and no barrier timeline to show. **Tiling** shows the selected `wgmma`: one collective per consumer "
+            "warpgroup of each CTA of the cluster; **CUDA** the generated kernel."),
+        new_code_cell("from sm90_gemm import make_gemm\n\n"
+                      "gemm_sm90_f16 = make_gemm(\"f16\")  # 256 columns per task, 4 stages, clusters of 2, groups of 8\n"
+                      f"wb90 = sl.Workbench(gemm_sm90_f16, sizes={SM90_SIZES!r})\n"
+                      'wb90.select("Sm90_mma_async_f16(_)")'),
+        new_markdown_cell(
+            "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
+            "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "
+            "timed beside cuBLAS's f16 GEMM of the same layout (`A·B` for Sm80, `A·Bᵀ` for Sm90)."
+            + SM90_RESULT),
+        new_code_cell("%spork_bench sm80_gemm_f16 gemm_sm90_f16 --sizes M=N=K=4096 --sizes M=N=K=8192",
+                      metadata=copy.deepcopy(GPU)),
+    ]
+
+
+# What the stored H100 run of the last cell measured (quoted in the markdown above it; keep true after a new run).
+SM90_RESULT = ""
 
 
 _KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -324,9 +426,11 @@ def race_debugging() -> nbformat.NotebookNode:
 
 
 NOTEBOOKS = {"02_stepwise_gemm.ipynb": stepwise_gemm, "03_race_debugging.ipynb": race_debugging}
+WRITTEN_BY_HAND = ["01_first_kernel.ipynb"]  # executed again as stored (its outputs follow the current views)
 # What a tutorial's "gpu" cells need from the cells before them (the same procs, from the example files), so a
 # GPU machine runs only those cells: device time is scarce, and the rest runs the same anywhere.
-GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_mma_gemm import sm80_mma_gemm"}
+GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_gemm import sm80_gemm_f16\n"
+                                         "from sm90_gemm import make_gemm\n\ngemm_sm90_f16 = make_gemm(\"f16\")"}
 
 
 def gpu_cells(nb, name: str) -> Optional[nbformat.NotebookNode]:
@@ -411,6 +515,12 @@ def main(argv=None) -> int:
             execute(nb, path, keep_gpu=True)
             nbformat.write(nb, path)
         print(f"{name}: {'ok' if args.check else 'written'}")
+    if not (args.check or args.gpu_run or args.take_gpu):
+        for name in WRITTEN_BY_HAND:
+            nb = nbformat.read(HERE / name, as_version=4)
+            execute(nb, HERE / name, keep_gpu=True)
+            nbformat.write(nb, HERE / name)
+            print(f"{name}: executed")
     return 0
 
 

@@ -107,6 +107,18 @@ def test_sub_cta_and_cluster_fences_golden():
     check_golden("warpgroup_fences", text)
 
 
+def test_sm90_gemm_with_16bit_c_golden():
+    """examples/sm90_gemm.py with an f16 C: the accumulators are stored 16 bytes per lane after the quad transpose
+    (4-byte stores where rows are not 16-byte aligned)."""
+    import sm90_gemm
+
+    _, _, cu, _ = sl.compile_procs_to_strings([sm90_gemm.make_gemm("f16", out="f16")], "gemm_f16")
+    text = device_part(cu)
+    assert text.count("spork_quad_transpose(sm90_v);") == 1 and "spork_rot4(v, t);" in cu
+    assert "*reinterpret_cast<uint4 *>(&sm90_p[" in text and "__floats2half2_rn(" in text
+    check_golden("sm90_gemm_f16", text)
+
+
 def test_cluster_kernel_for_sm80_is_a_codegen_error(tmp_path):
     with pytest.raises(sl.CodegenError, match="clusterDim=2, which needs sm_90"):
         sl.compile_procs([warpgroup_fences], tmp_path, "wg", arch="sm_80")

@@ -115,7 +115,7 @@ def test_gemm_shaped_procs_get_cublas_and_flops():
     from vec_add import vec_add
 
     spec = proc_spec(gemm_smem._loopir_proc)
-    assert _bench.gemm_names(spec) == ("A", "B", "C") and _bench.gemm_names(proc_spec(vec_add._loopir_proc)) is None
+    assert _bench.gemm_names(spec) == _bench.Gemm("A", "B", "C") and _bench.gemm_names(proc_spec(vec_add._loopir_proc)) is None
     args = _bench.make_args(spec, {"M": 128, "N": 64, "K": 32}, np.random.default_rng(0))
     assert [a.shape for a in args[3:]] == [(128, 32), (32, 64), (128, 64)] and not args[5].any()  # C starts at zero
     assert _bench.work(spec, args) == (2.0 * 128 * 64 * 32, "TFLOP/s")
@@ -123,8 +123,32 @@ def test_gemm_shaped_procs_get_cublas_and_flops():
         _bench.make_args(spec, {"M": 100, "N": 64, "K": 32}, np.random.default_rng(0))
 
 
+def test_a_gemm_with_b_transposed_is_checked_in_f32_and_timed_at_its_own_type():
+    """The Sm90 GEMM computes C = A @ B^T from f16 A[M, K], B[N, K]: its reference transposes B, checks against
+    the float32 product and times cuBLAS at f16 (NumPy stands in for CuPy: the same calls)."""
+    from sm90_gemm import make_gemm
+
+    spec = proc_spec(make_gemm("f16")._loopir_proc)
+    gemm = _bench.gemm_names(spec)
+    assert gemm == _bench.Gemm("A", "B", "C", b_nk=True) and gemm.product == "A·Bᵀ"
+    sizes = {"M": 2048, "N": 256, "K": 64}
+    args = _bench.make_args(spec, sizes, np.random.default_rng(0))
+    assert [a.shape for a in args[3:]] == [(2048, 64), (256, 64), (2048, 256)] and args[3].dtype == np.float16
+    assert _bench.work(spec, args) == (2.0 * 2048 * 256 * 64, "TFLOP/s")
+    ref = _bench.reference_for(spec, None, np)
+    assert ref.name == "reference (cuBLAS f16 A·Bᵀ)"
+    ref.check(*args)
+    want = args[3].astype(np.float64) @ args[4].astype(np.float64).T
+    assert args[5].dtype == np.float32 and np.abs(args[5] - want).max() < 1e-4 * np.abs(want).max()
+    ref.timed(*args)  # runs at f16, writes nothing of the proc's
+    given = _bench.reference_for(spec, _bench.parse_sizes, np)
+    assert given.name == "reference (parse_sizes)" and given.check is given.timed is _bench.parse_sizes
+
+
 def test_the_report_draws_a_chart_and_a_table():
-    rows = [_bench.Row("gemm_smem", {"M": 1024, "N": 1024, "K": 1024}, 1.0, 0.9, 1.1, 2.15, "TFLOP/s", 1e-6, True),
+    rows = [_bench.Row("gemm_smem", {"M": 1024, "N": 1024, "K": 1024}, 1.0, 0.9, 1.1, 2.15, "TFLOP/s", 1e-6, True,
+                       "reference (cuBLAS)"),
+            _bench.Row("reference (other)", {"M": 1024, "N": 1024, "K": 1024}, 0.01, None, None, 215.0, "TFLOP/s"),
             _bench.Row("reference (cuBLAS)", {"M": 1024, "N": 1024, "K": 1024}, 0.05, None, None, 42.9, "TFLOP/s")]
     bundle = _bench.BenchReport(rows, device="NVIDIA H100 80GB HBM3")._repr_mimebundle_()
     assert bundle["application/vnd.plotly.v1+json"]["data"][0]["y"] == [2.15]

@@ -92,6 +92,27 @@ def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
             assert "TFLOP/s" in html or "no GPU is present" in html or "build failed" in html
 
 
+def test_stepwise_gemm_replays_the_sm80_steps_and_opens_the_sm90_kernel():
+    """Part 2: one cell per function of examples/sm80_gemm.py's STEPS; sequential code is not checked until the
+    last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the Sm90 kernel's
+    check is refused (TMA), and said so, never passed."""
+    from make_tutorials import schedule_steps
+
+    cells = _outputs(executed(next(p for p in NOTEBOOKS if p.name == "02_stepwise_gemm.ipynb")))
+    step = {src: html for src, html in cells if src.startswith("wb80.apply(")}
+    names = [name for name, _ in schedule_steps()]
+    assert list(step) == [f"wb80.apply({name}, cfg)" for name in names] and len(names) == 10
+    assert all("not checked: fix the analysis error first" in step[f"wb80.apply({n}, cfg)"] for n in names[:-1])
+    last = step["wb80.apply(map_to_gpu, cfg)"]
+    assert "no hazards found at M=256, N=256, K=320" in last and "step 10 of 10" in last
+    assert "map_to_gpu(p, Config())" in last  # the tuned f16 tiles are Config's defaults
+    mma = next(html for src, html in cells if src.startswith("wb80.select("))
+    assert "Sm80_mma_f16(D[wm, wn, fi, fj" in mma and "collective unit <b>cuda_warp</b>" in mma
+    sm90 = next(html for src, html in cells if "make_gemm(" in src and "Workbench" in src)
+    assert "sync check failed" in sm90 and "sync_check does not model" in sm90 and "TMA" in sm90
+    assert "collective unit <b>cuda_warpgroup</b>" in sm90 and 'class="sl-hazard"' not in sm90
+
+
 def test_race_debugging_finds_each_bug_and_its_fix_clears_it():
     nb = executed(next(p for p in NOTEBOOKS if p.name == "03_race_debugging.ipynb"))
     pictures = [html for src, html in _outputs(nb) if "Workbench" in html or "sl-wb" in html]

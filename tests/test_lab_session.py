@@ -345,3 +345,41 @@ def test_hazards_mark_the_scheduled_statement_not_every_copy_of_its_source_line(
     assert len(writes) == 2 and min(card["lines"]) == writes[1]  # the second copy only
     hazard = wb.check.value.hazards[0]
     assert hazard.access.stmt.path != hazard.other.stmt.path and hazard.access.stmt.line == hazard.other.stmt.line + 3
+
+
+def test_a_step_that_only_reindents_code_marks_only_what_it_changed():
+    """Wrapping the task loop in a CudaDeviceFunction re-indents every line under it: the Code view's gutter and
+    the step's diff show the `with` line alone."""
+    wb = Workbench(seq_reverse, sizes={"n": 512})
+    wb.apply(wrap_with_context, wb.proc.find_loop("task"), CudaDeviceFunction(blockDim=256))
+    lines = wb.state["data"]["lines"]
+    assert [l["text"].strip() for l in lines if l["changed"]] == ["with CudaDeviceFunction(blockDim=256):"]
+    assert [d for d in wb.steps[0].diff if d[0] in "+-"] == ["+    with CudaDeviceFunction(blockDim=256):"]
+
+
+def test_a_schedule_function_with_a_config_replays_as_a_short_script(tmp_path):
+    """examples/sm80_gemm.py's steps take a Config dataclass: a step records only its fields that differ from the
+    defaults, and the script imports the step and the class."""
+    import sm80_gemm
+
+    cfg = sm80_gemm.Config("f16", BK=32, S=3)
+    wb = Workbench(sm80_gemm.naive(cfg))
+    wb.apply(sm80_gemm.tile_output, cfg)
+    assert wb.steps[0].call == "tile_output(p, Config(BK=32, S=3))"
+    script = wb.script()
+    assert "from sm80_gemm import tile_output" in script and "from sm80_gemm import Config" in script
+    path = tmp_path / "replay.py"
+    path.write_text(script)
+    assert str(runpy.run_path(str(path))["p"]) == str(wb.proc)
+
+
+def test_warp_and_warpgroup_collectives_are_first_coloured_by_their_own_level():
+    """An mma runs on warps and a wgmma on warpgroups: their tiling opens at that level, and select() finds an
+    instr template's call by the name the Code view prints."""
+    import sm90_gemm
+
+    wb = Workbench(sm90_gemm.make_gemm("f16"), sizes={"M": 2048, "N": 256, "K": 128})
+    grid = wb.select("Sm90_mma_async_f16(_)").state["data"]["tiling"]
+    assert grid["level"] == "warpgroup" and grid["collectives"] == 4 and grid["active"] == 512
+    assert "allocating cuda_cluster (the whole cluster)" in wb.state["views"]["tiling"]
+    assert "sync_check does not model" in wb.check.message and wb.check.state == "error"

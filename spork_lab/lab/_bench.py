@@ -49,9 +49,23 @@ def parse_sizes(text: str) -> dict[str, int]:
     return sizes
 
 
-def gemm_names(spec: ProcSpec) -> Optional[tuple[str, str, str]]:
-    """(A, B, C) if the proc is GEMM-shaped, C[M, N] (+)= A[M, K] @ B[K, N] over three size arguments: its
-    float matrices A[M, K], B[K, N] and written C[M, N]; else None."""
+@dataclass(frozen=True)
+class Gemm:
+    """The matrices of a GEMM-shaped proc: C[M, N] (+)= A[M, K] @ B[K, N], or @ B^T with B[N, K] (`b_nk`)."""
+
+    a: str
+    b: str
+    c: str
+    b_nk: bool = False
+
+    @property
+    def product(self) -> str:
+        return "A·Bᵀ" if self.b_nk else "A·B"
+
+
+def gemm_names(spec: ProcSpec) -> Optional[Gemm]:
+    """The proc's GEMM matrices if it is GEMM-shaped over three size arguments: float matrices A[M, K], B[K, N]
+    (or B[N, K], multiplied transposed) and the one written, C[M, N]; else None."""
     ints = [a.name for a in spec.args if a.kind == "int"]
     mats = [a for a in spec.args if a.kind == "cuda" and len(a.shape) == 2 and a.dtype.kind == "f"]
     if len(ints) != 3 or len(mats) != 3:
@@ -62,10 +76,12 @@ def gemm_names(spec: ProcSpec) -> Optional[tuple[str, str, str]]:
         return None
     c = written[0]
     m, n = dims[c]
-    for a in mats:
-        for b in mats:
-            if len({a.name, b.name, c}) == 3 and dims[a.name][0] == m and dims[b.name][1] == n and dims[a.name][1] == dims[b.name][0]:
-                return a.name, b.name, c
+    for b_nk in (False, True):
+        for a in mats:
+            for b in mats:
+                (am, ak), (bk, bn) = dims[a.name], dims[b.name][:: -1 if b_nk else 1]
+                if len({a.name, b.name, c}) == 3 and am == m and bn == n and ak == bk:
+                    return Gemm(a.name, b.name, c, b_nk)
     return None
 
 
@@ -86,7 +102,7 @@ def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator) -
             out.append(False)
         else:
             shape = tuple(evaluate(d, sizes) for d in a.shape)
-            if gemm and a.name == gemm[2] or a.dtype.kind not in "fiu":
+            if gemm and a.name == gemm.c or a.dtype.kind not in "fiu":
                 out.append(np.zeros(shape, dtype=a.dtype))
             elif a.dtype.kind == "f":
                 out.append(rng.standard_normal(shape).astype(a.dtype))
@@ -100,7 +116,7 @@ def work(spec: ProcSpec, args: list) -> tuple[float, str]:
     gemm = gemm_names(spec)
     if gemm:
         by_name = {a.name: v for a, v in zip(spec.args, args)}
-        (m, k), n = by_name[gemm[0]].shape, by_name[gemm[1]].shape[1]
+        (m, k), n = by_name[gemm.a].shape, by_name[gemm.c].shape[1]
         return 2.0 * m * n * k, "TFLOP/s"
     moved = sum(v.nbytes * (2 if a.writes else 1) for a, v in zip(spec.args, args) if isinstance(v, np.ndarray))
     return float(moved), "GB/s"
@@ -119,6 +135,7 @@ class Row:
     unit: str = ""
     error: Optional[float] = None  # max |out - reference| / max |reference| over the written arrays
     ok: Optional[bool] = None
+    reference: str = ""  # the name of the reference row it is compared with
 
 
 @dataclass
@@ -131,10 +148,10 @@ class BenchReport:
 
     def table_html(self) -> str:
         head = "<tr><th>proc</th><th>sizes</th><th>median</th><th>p20–p80</th><th>rate</th><th>vs reference</th><th>max rel. error</th></tr>"
-        ref = {tuple(r.sizes.items()): r for r in self.rows if r.name.startswith("reference")}
+        ref = {(r.name, tuple(r.sizes.items())): r for r in self.rows if r.name.startswith("reference")}
         body = []
         for r in self.rows:
-            base = ref.get(tuple(r.sizes.items()))
+            base = ref.get((r.reference, tuple(r.sizes.items())))
             vs = f"{100 * r.rate / base.rate:.1f}%" if base and r.rate and base.rate and r is not base else ""
             err = "" if r.error is None else f"{r.error:.1e}" + ("" if r.ok else " ✗")
             cells = [r.name, _size_text(r.sizes), _ms(r.median_ms),
@@ -239,6 +256,42 @@ def _max_rel_error(got, want) -> float:
     return float(abs(got - want).max()) / scale
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What a proc is checked and timed against: `check(*args)` writes the expected outputs into the arguments,
+    `timed(*args)` is what the reference's time measures; `name` is its row's."""
+
+    name: str
+    check: Callable
+    timed: Callable
+
+
+def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[Reference]:
+    """The given reference callable, or for a GEMM-shaped proc cuBLAS through CuPy: checked against the float32
+    product (C starts at zero, so `C += A @ B` and `C = A @ B` agree), timed at the inputs' own type (cuBLAS's
+    f16 GEMM for f16 inputs, with B transposed for a B[N, K]); else None."""
+    if given is not None:
+        return Reference(f"reference ({getattr(given, '__name__', 'given')})", given, given)
+    gemm = gemm_names(spec)
+    if gemm is None:
+        return None
+    names = [a.name for a in spec.args]
+    ia, ib, ic = names.index(gemm.a), names.index(gemm.b), names.index(gemm.c)
+
+    def operands(args) -> tuple:
+        return args[ia], args[ib].T if gemm.b_nk else args[ib]
+
+    def check(*args) -> None:
+        a, b = operands(args)
+        cupy.matmul(a.astype(cupy.float32), b.astype(cupy.float32), out=args[ic])
+
+    def timed(*args) -> None:
+        cupy.matmul(*operands(args))
+
+    dtype = spec.args[ia].dtype
+    return Reference(f"reference (cuBLAS {dtype.kind}{8 * dtype.itemsize} {gemm.product})", check, timed)
+
+
 def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Callable], arch: Optional[str],
             flags: Sequence[str], tol: float, reps: int, profile: bool) -> BenchReport:
     """Build, then (with a GPU) check and time every proc at every size set against the reference."""
@@ -261,38 +314,31 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     module = BuiltModule(lib, lib_name(basename), specs)
     rng = np.random.default_rng(0)
     for sizes in size_sets:
-        ref_row: Optional[Row] = None
+        ref_rows: dict[str, Row] = {}  # each reference is timed once per size set
         for p, spec in zip(procs, specs):
             host = make_args(spec, sizes, rng)
             amount, unit = work(spec, host)
+            scale = 1e9 if unit == "TFLOP/s" else 1e6  # flop/ms -> TFLOP/s, bytes/ms -> GB/s
             built = module.procs[spec.name]
-            ref_fn = reference
-            if ref_fn is None and gemm_names(spec):
-                names = [a.name for a in spec.args]
-                ia, ib, ic = (names.index(n) for n in gemm_names(spec))
-
-                def ref_fn(*args, ia=ia, ib=ib, ic=ic):  # cuBLAS through CuPy: C = A @ B (C starts at zero)
-                    cupy.matmul(args[ia], args[ib], out=args[ic])
-
+            ref = reference_for(spec, reference, cupy)
             dev = [cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in host]
             built(*dev)
             row = Row(spec.name, dict(sizes), unit=unit)
-            if ref_fn is not None:
+            if ref is not None:
+                row.reference = ref.name
                 ref_dev = [cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in host]
-                ref_fn(*ref_dev)
+                ref.check(*ref_dev)
                 written = [i for i, a in enumerate(spec.args) if a.kind == "cuda" and a.writes]
                 row.error = max((_max_rel_error(dev[i], ref_dev[i]) for i in written), default=0.0)
                 row.ok = row.error <= tol
-            timed_ref = ref_fn if ref_fn is not None and ref_row is None else None  # the reference is timed once per size
+            timed_ref = ref.timed if ref is not None and ref.name not in ref_rows else None
             t = benchmark(built, dev, reference=timed_ref, reps=reps)
-            scale = 1e9 if unit == "TFLOP/s" else 1e6  # flop/ms -> TFLOP/s, bytes/ms -> GB/s
             row.median_ms, row.p20_ms, row.p80_ms, row.rate = t.median_ms, t.p20_ms, t.p80_ms, amount / t.median_ms / scale
             report.rows.append(row)
             if timed_ref is not None:
-                name = "reference (cuBLAS)" if reference is None else f"reference ({getattr(reference, '__name__', 'given')})"
-                ref_row = Row(name, dict(sizes), t.reference_median_ms, unit=unit, rate=amount / t.reference_median_ms / scale)
-        if ref_row is not None:
-            report.rows.append(ref_row)
+                ref_rows[ref.name] = Row(ref.name, dict(sizes), t.reference_median_ms, unit=unit,
+                                         rate=amount / t.reference_median_ms / scale)
+        report.rows += ref_rows.values()
     if profile:
         report.notes.append(_profile(procs, size_sets[0], arch, flags))
     return report

@@ -11,6 +11,7 @@ unchecked.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -36,12 +37,23 @@ class Outcome:
     error: Optional[dict] = None  # SporkError.to_json() when state == "error"
 
 
+def located(e: SporkError) -> str:
+    """The error's text with its file relative to the working directory (a notebook's folder) when that is
+    near (`../examples/gemm.py:12`), so a stored notebook does not show where it was executed."""
+    text = str(e)
+    if e.filename and os.path.isabs(e.filename):
+        relative = os.path.relpath(e.filename)
+        if not relative.startswith(os.path.join(os.pardir, os.pardir)):
+            text = text.replace(e.filename, relative, 1)
+    return text
+
+
 def analyse(p: Procedure) -> Outcome:
     """`spork_lab.analysis.analyze(p)` as an Outcome."""
     try:
         return Outcome("ok", "analysed", analyze(p))
     except SporkError as e:
-        return Outcome("error", f"analysis failed: {e}", error=e.to_json())
+        return Outcome("error", f"analysis failed: {located(e)}", error=e.to_json())
 
 
 class Interrupted(Exception):
@@ -96,7 +108,7 @@ def check(p: Procedure, sizes: dict, analysis: Outcome, progress: Optional[Calla
         return Outcome("interrupted", f"not checked: the sync check was interrupted after {e.seconds:.1f} s "
                                       "(display the workbench again to re-run it)")
     except SporkError as e:
-        return Outcome("error", f"sync check failed: {e}", error=e.to_json())
+        return Outcome("error", f"sync check failed: {located(e)}", error=e.to_json())
     where = ", ".join(f"{k}={v}" for k, v in sizes.items())
     engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
     if report.ok:

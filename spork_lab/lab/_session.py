@@ -11,7 +11,9 @@ rewrite an earlier cell's picture, and every picture can browse to any step.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import re
 import weakref
 from dataclasses import dataclass
 from html import escape
@@ -25,6 +27,7 @@ from exo.rewrite.LoopIR_scheduling import SchedulingError
 from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
+from ..core.instrs import template_call_of
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..errors import SporkError, SporkSchedulingError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
@@ -55,6 +58,7 @@ class Step:
     kwargs: tuple[tuple[str, str], ...]
     proc: Procedure
     diff: tuple[str, ...]
+    classes: tuple[type, ...] = ()  # of dataclass arguments (a schedule's Config): a script imports them
 
     @property
     def call(self) -> str:
@@ -74,16 +78,29 @@ class Step:
         }
 
 
+def _opcodes(old: str, new: str) -> tuple[list, list, list]:
+    """(old lines, new lines, difflib opcodes) of two printed procs, lines compared without their indentation:
+    a step that wraps code in a block (`CudaDeviceFunction`, a loop) re-indents it without changing it."""
+    a, b = old.split("\n"), new.split("\n")
+    matcher = difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in b], autojunk=False)
+    return a, b, matcher.get_opcodes()
+
+
 def _diff(old: str, new: str) -> tuple[str, ...]:
-    """The unified diff (no context) between two printed procs."""
-    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
-    return tuple(d for d in lines if not d.startswith(("---", "+++")))
+    """The line diff (no context, indentation ignored) between two printed procs: a `@@ -l,n +l,n @@` header,
+    then the removed lines (`-`) and the added ones (`+`) of each change."""
+    a, b, ops = _opcodes(old, new)
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag != "equal":
+            out += [f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@", *(f"-{x}" for x in a[i1:i2]), *(f"+{x}" for x in b[j1:j2])]
+    return tuple(out)
 
 
 def _changed_lines(old: str, new: str) -> frozenset:
-    """0-based lines of the printed proc `new` that a step from `old` added or rewrote."""
-    matcher = difflib.SequenceMatcher(None, old.split("\n"), new.split("\n"), autojunk=False)
-    return frozenset(j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2))
+    """0-based lines of the printed proc `new` that a step from `old` added or rewrote (not only re-indented)."""
+    _, _, ops = _opcodes(old, new)
+    return frozenset(j for tag, _, _, j1, j2 in ops if tag in ("replace", "insert") for j in range(j1, j2))
 
 
 class _Progress:
@@ -161,13 +178,14 @@ class StepResult:
         return self._cuda
 
     def default_selection(self) -> Optional[tuple]:
-        """The first of the most deeply tiled statements that are not loops (the interesting picture), else None."""
+        """The first of the most deeply tiled statements that are not loops or allocations (the interesting
+        picture), else None."""
         if self.analysis.state != "ok":
             return None
         best, depth = None, -1
         for i, s in enumerate(self.view.stmts):
             tiling = self.analysis.value.stmt_info(s).tiling
-            if not isinstance(s, (LoopIR.For, LoopIR.If)) and tiling is not None and len(tiling.iters) > depth:
+            if not isinstance(s, (LoopIR.For, LoopIR.If, LoopIR.Alloc)) and tiling is not None and len(tiling.iters) > depth:
                 best, depth = (self.view.paths[i], type(s)), len(tiling.iters)
         return best
 
@@ -231,7 +249,8 @@ class Workbench:
             return self
         if not isinstance(new, Procedure):
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
-        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new))))
+        classes = tuple(type(a) for a in (*args, *kwargs.values()) if dataclasses.is_dataclass(a) and not isinstance(a, type))
+        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new)), classes))
         self.error = None
         self._steps_changed()
         return self
@@ -249,22 +268,37 @@ class Workbench:
             v.steps_changed()
 
     def select(self, pattern: str) -> "Workbench":
-        """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next."""
+        """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next.
+        `Name(_)` also finds the first call of an instr template as the Code view prints it
+        (`Sm90_mma_async_f16(_)` for the instance `Sm90_mma_async_f16_m64n256`)."""
         r = self.result()
-        node = self.proc.find(pattern)._impl._node
-        index = next(i for i, s in enumerate(r.view.stmts) if s is node)
-        self._selection = (r.view.paths[index], type(node))
+        template = re.fullmatch(r"(\w+)\(_\)", pattern.strip())
+        index = next((i for i, s in enumerate(r.view.stmts) if template and isinstance(s, LoopIR.Call)
+                      and (template_call_of(s.f.name) or (s.f,))[0].name == template[1]), None)
+        if index is None or template_call_of(r.view.stmts[index].f.name) is None:
+            node = self.proc.find(pattern)._impl._node
+            index = next(i for i, s in enumerate(r.view.stmts) if s is node)
+        self._selection = (r.view.paths[index], type(r.view.stmts[index]))
         return self
 
     def script(self) -> str:
         """The session as a runnable Python script that rebuilds `p`, the current proc."""
         lines = ["# Replays a spork_lab workbench session; `p` ends as the session's current proc.", *SCRIPT_IMPORTS]
-        for step in self.steps:
-            if getattr(scheduling, step.op.__name__, None) is not step.op:
-                lines.append(f"from {step.op.__module__} import {step.op.__name__}")
+        imports = dict.fromkeys(f"from {o.__module__} import {o.__name__}" for o in self._script_names())
+        lines += list(imports)
         lines += ["", "", "@proc", str(self.initial), "", "", f"p = {self.initial.name()}"]
         lines += [f"p = {step.call}" for step in self.steps]
         return "\n".join(lines) + "\n"
+
+    def _script_names(self) -> list:
+        """What the script imports besides SCRIPT_IMPORTS: ops not in spork_lab.scheduling, and the classes of
+        dataclass arguments (a schedule's Config)."""
+        names = []
+        for step in self.steps:
+            if getattr(scheduling, step.op.__name__, None) is not step.op:
+                names.append(step.op)
+            names += step.classes
+        return names
 
     def _forward(self, value):
         if isinstance(value, Cursor) and value.proc() is not self.proc:
@@ -390,10 +424,7 @@ class Workbench:
         if info.tiling is None:
             return _tiling.render(lines, None, None, "runs on the CPU: no thread collective"), None
         if not level:
-            count = 1
-            for _, c in info.tiling.iters:
-                count *= c
-            level = f"iter:{stmt.iter.name()}" if isinstance(mode, CudaThreads) else "warp" if count > 32 else "thread"
+            level = f"iter:{stmt.iter.name()}" if isinstance(mode, CudaThreads) else _tiling.default_level(info.tiling)
         ctx: Optional[CudaDeviceFunction] = info.device_function
         warp_names = {}
         for w in (ctx.warp_config or ()) if ctx else ():

@@ -10,6 +10,7 @@ was applied to.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 from exo.API import Procedure
@@ -124,6 +125,10 @@ def value_source(v, var: str = "p") -> str:
         return v.name()
     if isinstance(v, type):
         return v.__name__
+    if dataclasses.is_dataclass(v) and not type(v).__module__.startswith("spork_lab"):
+        # a schedule's own parameters (examples/sm80_gemm.py's Config): the fields not at their default
+        fields = [f for f in dataclasses.fields(v) if f.init and getattr(v, f.name) != f.default]
+        return f"{type(v).__name__}({', '.join(f'{f.name}={value_source(getattr(v, f.name), var)}' for f in fields)})"
     if isinstance(v, CudaThreads):
         return "cuda_threads" if v.unit == cuda_thread else f"cuda_threads(unit={v.unit})"
     if isinstance(v, CudaTasks):

@@ -28,7 +28,8 @@ Instructions (keyword-templated families; `dt` is f32, f16 or bf16):
       rmem_a=True: A in registers (Sm90_RmemMatrixA) instead of swizzled shared memory
     Sm90_mma_load_a_{tf32,f16,bf16}(A_r, A_s)   register A operand from linear shared memory
     Sm90_zero_scale_d_f32(D, M=64, N=n)         D = 0
-    Sm90_mma_store_d_row_major_f32(C[...], D, M=64, N=n)   row-major f32 tile, global or linear shared
+    Sm90_mma_store_d_row_major_{f32,f16,bf16}(C[...], D, M=64, N=n)   row-major tile of that type (f16/bf16
+                                                rounded to nearest), global or linear shared
 """
 
 from __future__ import annotations
@@ -410,12 +411,45 @@ def _make_zero_d():
     return make
 
 
-def _make_store_d():
+_STORE_PAIR = {  # dst type: (C type of two adjacent columns, the conversion of two f32 accumulators to it)
+    "f32": ("float2", "make_float2"),
+    "f16": ("__half2", "__floats2half2_rn"),
+    "bf16": ("__nv_bfloat162", "__floats2bfloat162_rn"),
+}
+
+
+# A 16-bit tile row-block of 8 columns is spread over the 4 lanes of a quad (one 32-bit pair each). The wide store
+# transposes each 4 x 4 block of pairs (4 row-blocks x 4 lanes) within the quad, so that a lane holds one whole
+# row-block and writes it with one 16-byte store: a warp's store then covers 64 contiguous bytes of each of 8 rows
+# (2 full sectors) instead of 4 bytes per lane, 4 times fewer store instructions and L2 requests.
+_QUAD_TRANSPOSE = r"""
+// a[q] <- a[(q + s) & 3], s in 0..3 (selects, not a run-time index: the values stay in registers)
+__device__ __forceinline__ void spork_rot4(unsigned (&a)[4], int s) {
+  const unsigned b0 = s & 1 ? a[1] : a[0], b1 = s & 1 ? a[2] : a[1], b2 = s & 1 ? a[3] : a[2], b3 = s & 1 ? a[0] : a[3];
+  a[0] = s & 2 ? b2 : b0; a[1] = s & 2 ? b3 : b1; a[2] = s & 2 ? b0 : b2; a[3] = s & 2 ? b1 : b3;
+}
+// Lane t of a quad holds v[k] = its pair of row-block k; afterwards v[m] = lane m's pair of row-block t.
+__device__ __forceinline__ void spork_quad_transpose(unsigned (&v)[4]) {
+  const int t = threadIdx.x % 4, base = threadIdx.x % 32 & ~3;
+  spork_rot4(v, t);  // v[q] = own pair of row-block (q + t) & 3, for lane (t - q) & 3
+  unsigned x[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) x[q] = __shfl_sync(0xffffffffu, v[q], base | ((t - q) & 3));
+  spork_rot4(x, t);  // x[q] = pair of lane (-q) & 3
+  v[0] = x[0]; v[1] = x[3]; v[2] = x[2]; v[3] = x[1];
+}
+"""
+
+
+def _make_store_d(dt: str):
+    """D (f32) to a row-major tile of dt: f32 as is, f16/bf16 rounded to nearest (the epilogue cuBLAS runs)."""
+
     def make(M=64, N=None):
+        name = f"Sm90_mma_store_d_row_major_{dt}"
         if M != 64 or not (isinstance(N, int) and 8 <= N <= 256 and N % 8 == 0):
-            raise ValueError(f"Sm90_mma_store_d_row_major_f32: M=64 and N a multiple of 8 in [8, 256], got M={M!r}, N={N!r}")
+            raise ValueError(f"{name}: M=64 and N a multiple of 8 in [8, 256], got M={M!r}, N={N!r}")
         src = (
-            f"def Sm90_mma_store_d_row_major_f32_m64n{N}(dst: [f32][64, {N}] @ CudaMemory, D: [f32][64, {N}] @ Sm90_RmemMatrixD):\n"
+            f"def {name}_m64n{N}(dst: [{dt}][64, {N}] @ CudaMemory, D: [f32][64, {N}] @ Sm90_RmemMatrixD):\n"
             f"    for m in seq(0, 64):\n"
             f"        for n in seq(0, {N}):\n"
             f"            dst[m, n] = D[m, n]\n"
@@ -423,23 +457,45 @@ def _make_store_d():
         ns = _namespace()
         ns["CudaMemory"] = CudaMemory
         p = parse_source(src, filename=__file__, func_globals=ns, instr=("", ""))
+        ctype, pair, cvt = _DTYPES[dt][1], *_STORE_PAIR[dt]
+        wide = dt != "f32" and N % 32 == 0
+
+        def narrow(indent: str) -> str:
+            return (
+                f"{indent}#pragma unroll\n{indent}for (int j = 0; j < {N // 8}; ++j) {{ "
+                f"*reinterpret_cast<{pair} *>(&sm90_p[8 * j]) = {cvt}(sm90_d[4 * j], sm90_d[4 * j + 1]); "
+                f"*reinterpret_cast<{pair} *>(&sm90_p[8 * sm90_ld + 8 * j]) = {cvt}(sm90_d[4 * j + 2], sm90_d[4 * j + 3]); }}"
+            )
 
         def lower(call: LoweredCall) -> str:
             dst = call.args["dst"]
             if dst.mem not in (CudaGmemLinear, CudaSmemLinear):
-                raise CodegenError(f"Sm90_mma_store_d_row_major_f32 stores to CudaGmemLinear or CudaSmemLinear, not "
-                                   f"{dst.mem.name()}", call.srcinfo)
+                raise CodegenError(f"{name} stores to CudaGmemLinear or CudaSmemLinear, not {dst.mem.name()}",
+                                   call.srcinfo)
             # Accumulator layout (PTX ISA, "wgmma D fragment"): warp w of the warpgroup holds rows 16w..16w+15;
             # lane 4g + t holds, for each 8-column block j, (g, 8j + 2t + {0, 1}) and (g + 8, 8j + 2t + {0, 1}).
-            return (
-                f"{{ float *sm90_p = {dst.ptr}; const int sm90_ld = {dst.text}.strides[0]; const float *sm90_d = {call.args['D'].ptr}; "
-                f"{_lane_prologue()} sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n"
-                f"#pragma unroll\nfor (int j = 0; j < {N // 8}; ++j) {{ "
-                f"*reinterpret_cast<float2 *>(&sm90_p[8 * j]) = make_float2(sm90_d[4 * j], sm90_d[4 * j + 1]); "
-                f"*reinterpret_cast<float2 *>(&sm90_p[8 * sm90_ld + 8 * j]) = make_float2(sm90_d[4 * j + 2], sm90_d[4 * j + 3]); }} }}"
+            head = (f"{{ {ctype} *sm90_p = {dst.ptr}; const int sm90_ld = {dst.text}.strides[0]; "
+                    f"const float *sm90_d = {call.args['D'].ptr}; {_lane_prologue()} "
+                    f"sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n")
+            if not wide:
+                return head + narrow("") + " }"
+            # rows 16-byte aligned: lane t writes row-block 4i + t of its two rows whole (else the narrow stores)
+            return head + (
+                f"if (((reinterpret_cast<unsigned long long>(sm90_p - 2 * sm90_t) | 2ull * sm90_ld) & 15) == 0) {{\n"
+                f"  #pragma unroll\n  for (int i = 0; i < {N // 32}; ++i) {{\n"
+                f"    #pragma unroll\n    for (int r = 0; r < 2; ++r) {{\n"
+                f"      unsigned sm90_v[4];\n"
+                f"      #pragma unroll\n      for (int k = 0; k < 4; ++k) {{ const {pair} sm90_h = "
+                f"{cvt}(sm90_d[4 * (4 * i + k) + 2 * r], sm90_d[4 * (4 * i + k) + 2 * r + 1]); "
+                f"sm90_v[k] = *reinterpret_cast<const unsigned *>(&sm90_h); }}\n"
+                f"      spork_quad_transpose(sm90_v);\n"
+                f"      *reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
+                f"make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);\n"
+                f"    }}\n  }}\n}} else {{\n" + narrow("  ") + "\n} }"
             )
 
-        register_instr(p.name(), InstrInfo(cuda_in_order_instr, cuda_warpgroup, lower=lower))
+        register_instr(p.name(), InstrInfo(cuda_in_order_instr, cuda_warpgroup, lower=lower,
+                                           cuda_includes=(_QUAD_TRANSPOSE,) if wide else ()))
         return p
 
     return make
@@ -465,7 +521,9 @@ for _dt in ("f32", "f16", "bf16"):
     _names[f"Sm90_mma_async_{_wt}"] = InstrTemplate(f"Sm90_mma_async_{_wt}", _make_wgmma(_dt), {"M": 64, "N": None, "rmem_a": False})
     _names[f"Sm90_mma_load_a_{_wt}"] = InstrTemplate(f"Sm90_mma_load_a_{_wt}", _make_load_a(_dt), {})
 _names["Sm90_zero_scale_d_f32"] = InstrTemplate("Sm90_zero_scale_d_f32", _make_zero_d(), {"M": 64, "N": None})
-_names["Sm90_mma_store_d_row_major_f32"] = InstrTemplate("Sm90_mma_store_d_row_major_f32", _make_store_d(), {"M": 64, "N": None})
+for _dt in ("f32", "f16", "bf16"):
+    _names[f"Sm90_mma_store_d_row_major_{_dt}"] = InstrTemplate(
+        f"Sm90_mma_store_d_row_major_{_dt}", _make_store_d(_dt), {"M": 64, "N": None})
 globals().update(_names)
 
 __all__ = ["Sm90_SmemSwizzled", "Sm90_RmemMatrixD", "Sm90_RmemMatrixA", "Sm90_tensorMap", *_names]

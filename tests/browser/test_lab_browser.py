@@ -61,6 +61,17 @@ sl.Workbench(ring_missing_release, sizes={"n": 256})"""
 BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
 
 
+RUN_HERE = ["01_first_kernel.ipynb"]  # tutorials the tests run cell by cell
+
+
+def _cleared(nb):
+    """The notebook as never run: no outputs, no execution counts."""
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    return nb
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,6 +90,8 @@ def server(tmp_path_factory):
     nb = new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, FAILED_STEP, DEADLOCK)],
                       metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
     nbformat.write(nb, tmp / "notebooks" / "views.ipynb")
+    for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
+        nbformat.write(_cleared(nbformat.read(ROOT / "notebooks" / name, as_version=4)), tmp / "notebooks" / f"run_{name}")
     settings = tmp / "settings" / "@jupyterlab"
     (settings / "apputils-extension").mkdir(parents=True)
     (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
@@ -139,20 +152,25 @@ def _open(browser, server: str, front_end: str, name: str):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(server + FRONT_ENDS[front_end].format(name) + f"?token={TOKEN}")
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-    stored = ROOT / "notebooks" / name
+    stored = ROOT / "notebooks" / name.removeprefix("run_")
     n = len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 4  # views.ipynb: 4 cells
     expect(cells).to_have_count(n, timeout=90_000)
     return page, cells
 
 
-def _run(page, cell, timeout: int = 180_000) -> None:
-    """Run one cell from command mode and wait until it has finished."""
+def _run(page, cell, timeout: int = 300_000) -> None:
+    """Run one cell from command mode and wait until it has finished: its prompt goes from "[ ]:" (never run:
+    the notebooks run here have no execution counts) to "[n]:", so a queued or running cell is never taken for
+    a finished one."""
+    import re
+
     from playwright.sync_api import expect
 
-    cell.locator(".jp-InputPrompt").click()  # select the cell in command mode (clicks in widgets take focus)
+    prompt = cell.locator(".jp-InputPrompt")
+    expect(prompt).not_to_have_text(re.compile(r"\[\d+\]"))
+    prompt.click()  # select the cell in command mode (clicks in widgets take focus)
     page.keyboard.press("Shift+Enter")
-    expect(cell.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=timeout)
-    expect(cell.locator(".jp-InputPrompt")).to_contain_text("[", timeout=timeout)
+    expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
 
 
 def _tab(widget, name: str):
@@ -230,7 +248,7 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
 def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
     from playwright.sync_api import expect
 
-    page, cells = _open(browser, server, "lab", "01_first_kernel.ipynb")
+    page, cells = _open(browser, server, "lab", "run_01_first_kernel.ipynb")
     expect(page.locator(".jp-StatusBar-TextItem", has_text="Idle").first).to_be_visible(timeout=60_000)
     broken_checked = fixed_checked = False
     for i in range(cells.count()):
@@ -241,7 +259,7 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
         source = cell.locator(".jp-InputArea-editor").inner_text()
         if "set_memory" in source:
             widget = cell.locator(".sl-wb.sl-live")
-            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=150_000)  # the widget may lag on a busy machine
+            expect(widget.locator(".sl-hazard")).to_have_count(2, timeout=60_000)
             tiling = _tab(widget, "tiling")
             expect(tiling.locator(".sl-cg-cell")).to_have_count(256)
             cell.screenshot(path=str(shots / "tutorial01_broken_step_tiling.png"))
@@ -275,6 +293,11 @@ def test_stored_tutorials_show_their_pictures_before_anything_runs(server, brows
     broken = pictures.filter(has=page.locator(".sl-hazard")).first
     broken.locator(".sl-hazard").first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / f"{front_end}_stored_{name[:2]}_hazard.png"))
+    if name.startswith("02"):  # idle threads (the Sm90 producer warp's 31, the unused warps) stay marked
+        idle = pictures.last.locator(".sl-strip .sl-idle").first
+        idle.scroll_into_view_if_needed()
+        assert idle.evaluate("e => getComputedStyle(e).outlineStyle") == "dashed"
+        page.screenshot(path=str(shots / f"{front_end}_stored_02_idle_threads.png"))
     if name.startswith("03"):  # the timeline drawing survives the sanitizer as an image
         deadlock = pictures.filter(has=page.locator(".sl-tl-bad")).first
         image = deadlock.locator(".sl-tl img").first
