@@ -79,14 +79,9 @@ class Kernel:
     out: str = "f32"  # C's type: f32, or the 16-bit input type (rounded from f32 accumulators)
 
 
-# Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md, run 3, has their times).
-SM80_SWEEP = {
-    "f16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
-            dict(BN=128, S=3, blocks_per_sm=2)],
-    "bf16": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3),
-             dict(BN=128, S=3, blocks_per_sm=2)],
-    "tf32": [{}, dict(late_copy=True), dict(BM=256, BN=128), dict(BM=256, BN=128, late_copy=True), dict(S=3)],
-}
+# Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md has their times).
+_SM80_VARIANTS = [{}, dict(fragments_ahead=True), dict(BM=256, BN=128), dict(S=3)]
+SM80_SWEEP = {"f16": _SM80_VARIANTS, "bf16": _SM80_VARIANTS, "tf32": _SM80_VARIANTS}
 
 
 def sm80_kernels(dtype: str, sweep: bool) -> list:
@@ -103,7 +98,7 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
         Kernel(f"{cfg.name}_hand" if not sweep else f"{cfg.name}_{cfg.tiles}_hand", "sm80", dtype, LAYOUT_KN, False,
                lambda c=cfg: g.schedule_by_hand(c), str(g.rename(g.naive(cfg), f"{cfg.name}_hand")),
                ((256, 512, 384), (512, 256, 256)))
-        for cfg in configs
+        for cfg in configs if not cfg.fragments_ahead  # HAND_STEPS build the ring without fragments ahead
     ]  # fmt: skip
 
 

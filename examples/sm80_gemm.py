@@ -12,7 +12,9 @@ replay them one at a time (`schedule(naive(cfg), cfg, upto=k)`).
 
 Step 9 (the software pipeline) is `pipeline_loop`: it gives A_s and B_s their
 ring dimension, builds prologue, steady state and epilogue and derives every
-commit-group count; `sl.sync_check` checks the result. `HAND_STEPS` build the
+commit-group count; `sl.sync_check` checks the result. `Config.fragments_ahead`
+adds a stage for the first k-step's fragment loads (a register ring); measured
+slower on the H100 (benchmarks/sm80_gemm_notes.md), it is off by default. `HAND_STEPS` build the
 same ring by hand, the reference it is compared with: the same CUDA but for
 the epilogue, which waits tile by tile instead of once.
 
@@ -32,6 +34,7 @@ import inspect
 from dataclasses import dataclass
 
 import numpy as np
+from exo.API_cursors import AllocCursor, ForCursor
 
 import spork_lab as sl
 from spork_lab.platforms.cuda import *
@@ -42,8 +45,10 @@ from spork_lab.scheduling import *
 @dataclass(frozen=True)
 class Config:
     """dtype: "tf32" (f32 data), "f16" or "bf16"; CTA tile BM x BN x BK, warp tile WM x WN, S ring slots;
-    blocks_per_sm CTAs resident on each SM (the persistent grid's size); late_copy: each K tile's products are
-    issued before the copies of the tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
+    blocks_per_sm CTAs resident on each SM (the persistent grid's size); fragments_ahead: the first k-step's
+    fragments of each K tile load one pipeline stage before its products (step 9), so the tensor cores have
+    work right after every barrier; late_copy (without fragments_ahead): each K tile's products are issued
+    before the copies of the tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
 
     dtype: str = "f16"
     BM: int = 128
@@ -53,6 +58,7 @@ class Config:
     WN: int = 64
     S: int = 4
     blocks_per_sm: int = 1
+    fragments_ahead: bool = False
     late_copy: bool = False
 
     @property
@@ -78,18 +84,21 @@ class Config:
     @property
     def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
         late = "_late" if self.late_copy else ""
-        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{late}"
+        ahead = "_ahead" if self.fragments_ahead else ""
+        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{ahead}{late}"
 
 
 def naive(cfg: Config):
-    """The loop nest we start from; the assertions say which sizes the tiles divide."""
+    """The loop nest we start from; the assertions say which sizes the tiles divide (with fragments_ahead,
+    an even number of K tiles: the pipelined loop runs two time steps per iteration)."""
+    pairs = f"\n    assert K % {2 * cfg.BK} == 0" if cfg.fragments_ahead else ""
     src = f"""
 def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, B: {cfg.elem}[K, N] @ CudaGmemLinear,
                C: f32[M, N] @ CudaGmemLinear):
     assert M % {cfg.BM} == 0
     assert N % {cfg.BN} == 0
     assert K % {cfg.BK} == 0
-    assert K >= {cfg.BK * (cfg.S - 1)}
+    assert K >= {cfg.BK * (cfg.S - 1)}{pairs}
     for i in seq(0, M):
         for j in seq(0, N):
             C[i, j] = 0.0
@@ -208,15 +217,54 @@ def fence_tiles(p, cfg: Config):
 
 
 def pipeline(p, cfg: Config):
-    """9. Software pipeline (`pipeline_loop`): the copies (stage 0) run S - 1 tiles ahead of the Fence and the
-    products (stage S - 1) through an S-slot ring of A_s and B_s; one commit group per tile, and before the
-    Fence of tile kt each thread waits for its own copies of it (all but the newest S - 2 groups). With
-    late_copy the steady state's products move before its copies (they read another slot: exo lets them swap)."""
+    """9. Software pipeline (`pipeline_loop`): the copies (stage 0) run S - 1 tiles ahead of the products
+    (stage S - 1) through an S-slot ring of A_s and B_s; one commit group per tile, and before the Fence that
+    shows tile kt to every warp each thread waits for its own copies of it. With fragments_ahead the first
+    k-step's fragment loads (and the Fence) are a stage of their own, S - 2: the products of tile kt start
+    right after a barrier on fragments loaded before it, while tile kt + 1's load; their registers become a
+    2-slot ring, two time steps per loop iteration so that each slot is a fixed set of registers. Without it,
+    late_copy moves the steady state's products before its copies (they read another slot: exo lets them swap)."""
+    if cfg.fragments_ahead:
+        if cfg.late_copy:
+            raise ValueError("late_copy is a variant of the pipeline without fragments_ahead")
+        return _pipeline_fragments_ahead(p, cfg)
     p = pipeline_loop(p, "kt", {"A_s": 0, "B_s": 0, "*": cfg.S - 1}, [0], CudaCommitGroup, barrier_name="cg")
     if cfg.late_copy:  # [Await, Fence, copy A, copy B, Arrive, products] -> [Await, Fence, products, copy A, ...]
         for k in (4, 3, 2):
             p = reorder_stmts(p, p.find_loop("kt #1").body()[k : k + 2])
     return simplify(p)
+
+
+def _pipeline_fragments_ahead(p, cfg: Config):
+    """Step 9 with the first k-step's fragment loads (L0) a stage ahead of the rest of the products."""
+    # L0 becomes its own warp loop nest; its registers move to CTA scope, distributed over the warps
+    p = cut_loop(p, p.find_loop("kk"), 1)
+    p = unroll_loop(p, p.find_loop("kk"))
+    for buf in ["A_r", "B_r"]:
+        for it, extent in [("wn", cfg.BN // cfg.WN), ("wm", cfg.BM // cfg.WM)]:
+            p = expand_dim(p, buf, extent, it)
+            p = lift_alloc(p, buf)
+    p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().before(), n_lifts=2)
+    # stages: copies and their buffers 0; Fence, fragment registers and L0 S - 2; the products S - 1
+    def copies(s) -> bool:  # the A_s and B_s allocations and the copying threads' loops (r, c)
+        return s.name() in ("A_s", "B_s") if isinstance(s, AllocCursor) else isinstance(s, ForCursor) and s.name() == "r"
+
+    body = p.find_loop("kt").body()
+    stages = [0 if copies(s) else cfg.S - 1 if k == len(body) - 1 else cfg.S - 2 for k, s in enumerate(body)]
+    p = pipeline_loop(p, "kt", stages, [0], CudaCommitGroup, barrier_name="cg", keep_loop=True)
+    # [Fence, copies, Arrive, L0 of tile t - S + 2, products of t - S + 1]: L0 last, its registers live across
+    # the barrier (exo does not let the guarded products move before the copies: late_copy is not offered here)
+    p = reorder_stmts(p, p.find_loop("kt").body()[3:5])
+    # two time steps per iteration (an odd count of them first peels one) make the ring slots constants
+    if cfg.S % 2 == 0:  # K / BK + S - 1 time steps, K / BK even
+        p = cut_loop(p, p.find_loop("kt"), 1)
+        p = unroll_loop(p, p.find_loop("kt"))
+        p = shift_loop(p, p.find_loop("kt"), 0)
+    p = divide_loop(p, p.find_loop("kt"), 2, ["kt", "kt2"], perfect=True)
+    p = simplify(unroll_loop(p, p.find_loop("kt2")))
+    for buf in ["A_r", "B_r"]:
+        p = unroll_buffer(p, p.find(f"{buf} : _"), 0)
+    return p
 
 
 def map_to_gpu(p, cfg: Config):
@@ -289,6 +337,8 @@ HAND_STEPS = STEPS[:7] + [pipeline_by_hand, synchronize_by_hand, map_to_gpu]
 
 def schedule_by_hand(cfg: Config):
     """The kernel with the ring built by hand, named `<name>_hand`."""
+    if cfg.fragments_ahead:
+        raise ValueError("HAND_STEPS build the ring without fragments_ahead")
     return rename(schedule(naive(cfg), cfg, steps=HAND_STEPS), f"{cfg.name}_hand")
 
 

@@ -23,10 +23,18 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 
 `make_gemm(dt, BN, S, CL, G)` returns the proc; `PROCS` holds the configurations
 the tests and benchmarks/gemm.py build.
+
+By schedule (the tutorial's replay): `scheduled_gemm` derives make_gemm's ring
+with `pipeline_loop` from `unpipelined` (same CUDA), and `schedule(naive(cfg),
+cfg)` runs `STEPS` from the naive loop nest to the same kernel but for
+multicast (each CTA loads its whole B tile); see the section's comment for why
+multicast is not a step.
 """
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +42,7 @@ import numpy as np
 import spork_lab as sl
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm90 import *
-from spork_lab.scheduling import pipeline_loop
+from spork_lab.scheduling import *
 
 DTYPES = {"tf32": ("f32", "tf32", 8), "f16": ("f16", "f16", 16), "bf16": ("bf16", "bf16", 16)}
 
@@ -147,7 +155,7 @@ CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of
 
 _UNPIPELINED = '''
 def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
-                     C: f32[M, N] @ CudaGmemLinear):
+                     C: {c}[M, N] @ CudaGmemLinear):
     assert M % CM == 0
     assert N % BN == 0
     assert K % BK == 0
@@ -190,7 +198,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                Sm90_mma_store_d_row_major_f32(
+                                Sm90_mma_store_d_row_major_{c}(
                                     C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
                                       BN * nt:BN * nt + BN],
                                     D[cta, wg, :, :], N=BN)
@@ -199,11 +207,12 @@ with open(__file__) as _f:  # the line of `_UNPIPELINED = `: the text's statemen
     _UNPIPELINED_LINE = next(n for n, line in enumerate(_f, 1) if line.startswith("_UNPIPELINED = "))
 
 
-def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """The GEMM before its software pipeline (S is the ring depth `pipeline` will give it)."""
     t, w, _ = DTYPES[dt]
-    _, consts = gemm_source(dt, BN, S, CL, G)
-    src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}", t=t, w=w).strip("\n")
+    _, consts = gemm_source(dt, BN, S, CL, G, out)
+    suffix = "" if out == "f32" else f"_c{out}"
+    src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
     return sl.parse_source(src, filename=__file__, func_locals=consts, first_line=_UNPIPELINED_LINE + 1)
 
 
@@ -217,9 +226,173 @@ def pipeline(p, S: int):
     return pipeline_loop(p, "k", [0, S - 1], [0], "ring", release_with=CudaCommitGroup, reads_in_flight=1)
 
 
-def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8):
+def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """make_gemm's kernel, reached by the schedule."""
-    return pipeline(unpipelined(dt, BN, S, CL, G), S)
+    return pipeline(unpipelined(dt, BN, S, CL, G, out), S)
+
+
+# ---- From the naive loop nest, step by step (the tutorial replays `STEPS`) ----
+#
+# `naive(cfg)` is C = A @ B^T as three loops. Each step of `STEPS` is one scheduling idea; the last one is
+# `pipeline` above. The result is make_gemm's kernel but for one step no scheduling op can take: cluster
+# multicast. Here each CTA loads its whole B tile (a TMA box of BN rows) instead of its 1/CL share
+# multicast to the cluster: in the per-CTA loop's sequential meaning, CTA 0's consumers would read the
+# share CTA 1's producer loads after them, so that rewrite changes what the program computes sequentially
+# (tests/test_pipeline_gemms.py pins the difference).
+
+
+@dataclass(frozen=True)
+class Config:
+    """dt: "tf32", "f16" or "bf16"; BN columns per task, S ring slots, clusters of CL CTAs, groups of G."""
+
+    dt: str = "f16"
+    BN: int = 256
+    S: int = 4
+    CL: int = 2
+    G: int = 8
+
+    @property
+    def consts(self) -> dict:
+        return gemm_source(self.dt, self.BN, self.S, self.CL, self.G)[1]
+
+    @property
+    def name(self) -> str:
+        return f"gemm_sm90_{self.dt}_n{self.BN}_s{self.S}_c{self.CL}_g{self.G}"
+
+
+def naive(cfg: Config):
+    """The loop nest we start from; the assertions say which sizes the tiles divide."""
+    t, c = DTYPES[cfg.dt][0], cfg.consts
+    src = f"""
+def {cfg.name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
+               C: f32[M, N] @ CudaGmemLinear):
+    assert M % {c["CM"]} == 0
+    assert N % {cfg.BN} == 0
+    assert K % {c["BK"]} == 0
+    for i in seq(0, M):
+        for j in seq(0, N):
+            C[i, j] = 0.0
+            for k in seq(0, K):
+                C[i, j] += A[i, k] * B[j, k]
+"""
+    first_line = inspect.getsourcelines(naive)[1] + 3  # statements point at the lines of the text above
+    return sl.parse_source(src.strip("\n"), filename=__file__, first_line=first_line)
+
+
+def tile_output(p, cfg: Config):
+    """1. Rows of C per task group (mg: G clusters), cluster (mi), CTA (cta: 128 rows), warpgroup (wg: 64 rows);
+    columns per task (nt: BN). Tasks go mg, nt, mi: the G clusters of a group share B's columns in L2."""
+    c = cfg.consts
+    for it, size, names in [("i", c["CM"], ["mg", "i"]), ("i", 128 * cfg.CL, ["mi", "i"]), ("i", 128, ["cta", "i"]),
+                            ("i", 64, ["wg", "m"]), ("j", cfg.BN, ["nt", "n"])]:  # fmt: skip
+        p = divide_loop(p, it, size, names, perfect=True)
+    for outer in ["m", "wg", "cta", "mi"]:
+        p = reorder_loops(p, f"{outer} nt")
+    return p
+
+
+def accumulate_in_registers(p, cfg: Config):
+    """2. Each warpgroup accumulates its 64 x BN tile in wgmma registers: D[cta, wg, m, n], declared per task and
+    distributed over the CTAs and warpgroups; zero-fill, sum and store become three loop nests."""
+    c = cfg.consts
+    row = f"{c['CM']} * mg + {128 * cfg.CL} * mi + 128 * cta + 64 * wg + m"
+    p = stage_mem(p, p.find("C[_] = 0.0").expand(0, 1), f"C[{row}, {cfg.BN} * nt + n]", "D")
+    for it, extent in [("n", cfg.BN), ("m", 64), ("wg", 2), ("cta", cfg.CL)]:
+        p = expand_dim(p, "D", extent, it)
+        p = lift_alloc(p, "D")
+    p = fission(p, p.find("D[_] = 0.0").after(), n_lifts=4)
+    return fission(p, p.find_loop("k").after(), n_lifts=4)
+
+
+def tile_k(p, cfg: Config):
+    """3. K in blocks of BK (k, outermost in the sum: one shared-memory stage) and steps of KS (kk: one wgmma)."""
+    c = cfg.consts
+    p = divide_loop(p, "k", c["BK"], ["k", "ki"], perfect=True)
+    p = divide_loop(p, "ki", c["KS"], ["kk", "ki"], perfect=True)
+    for outer in ["n", "m", "wg", "cta"]:
+        p = reorder_loops(p, f"{outer} k")
+    for outer in ["n", "m"]:
+        p = reorder_loops(p, f"{outer} kk")
+    return p
+
+
+def stage_tiles(p, cfg: Config):
+    """4. Each CTA stages its 128 x BK tile of A and the BN x BK tile of B in shared memory, per K-block."""
+    c = cfg.consts
+    rows, BK = f"{c['CM']} * mg + {128 * cfg.CL} * mi + 128 * cta", c["BK"]
+    for buf, window in [("A_s", f"A[{rows}:{rows} + 128, {BK} * k:{BK} * k + {BK}]"),
+                        ("B_s", f"B[{cfg.BN} * nt:{cfg.BN} * nt + {cfg.BN}, {BK} * k:{BK} * k + {BK}]")]:  # fmt: skip
+        p = simplify(stage_mem(p, p.find_loop("wg #1"), window, buf))
+        p = expand_dim(p, buf, cfg.CL, "cta")
+        p = lift_alloc(p, buf, n_lifts=2)
+    return simplify(p)
+
+
+def use_instructions(p, cfg: Config):
+    """5. Zero-fill, wgmma (64 x BN x KS per warpgroup) and the accumulator store become instrs; D lives in
+    wgmma registers, A_s and B_s in 128-byte-swizzled shared memory (one swizzle row of K per tile row)."""
+    p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm90_zero_scale_d_f32.instantiate(N=cfg.BN))
+    p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm90_mma_store_d_row_major_f32.instantiate(N=cfg.BN))
+    wgmma = globals()[f"Sm90_mma_async_{DTYPES[cfg.dt][1]}"].instantiate(N=cfg.BN)
+    p = replace(p, p.find("D[_] += _").parent().parent().parent(), wgmma)
+    for buf, mem in [("D", Sm90_RmemMatrixD), ("A_s", Sm90_SmemSwizzled(128)), ("B_s", Sm90_SmemSwizzled(128))]:
+        p = set_memory(p, buf, mem)
+    return p
+
+
+def use_tma(p, cfg: Config):
+    """6. The tile loads become TMA copies from tensor maps of A and B, completing on the CTA's barrier of a
+    new array `ring` (one mbarrier per CTA of the cluster)."""
+    BK, t = cfg.consts["BK"], DTYPES[cfg.dt][0]
+    p = insert_barrier_alloc(p, p.find_loop("k").before(), "ring", [cfg.CL], CudaMbarrier)
+    for buf, rows in [("A_s", 128), ("B_s", cfg.BN)]:
+        copy = globals()[f"Sm90_copy_tensor_to_smem_swizzled_2{t}"].instantiate(box=(rows, BK))
+        p = replace(p, p.find(f"{buf}[_] = _").parent().parent(), copy)
+        p = complete_on(p, p.find(f"{copy.name()}(_)"), "ring[cta]")
+    p = make_tensor_map(p, "A", "A_tm", 128, (128, BK))
+    p = make_tensor_map(p, "B", "B_tm", 128, (cfg.BN, BK))
+    return simplify(p)
+
+
+def warp_specialize(p, cfg: Config):
+    """7. One producer thread issues the loads (asynchronous: TMA); the consumer warpgroups fence their
+    registers and issue the wgmma asynchronously; a CTA Fence after the K loop (the next task's loads)."""
+    p = wrap_with_context(p, p.find_loop("k").body()[0].body()[0:2], CudaAsync(tma_to_smem_async_instr))
+    p = single_thread(p, p.find_loop("k").body()[0].body()[0:1], "t")
+    p = wrap_with_context(p, p.find_loop("t").expand(0, 0), CudaWarps(name="producer"))
+    p = insert_fence(p, p.find_loop("kk").before(), wgmma_fence_1, wgmma_fence_2)
+    p = wrap_with_context(p, p.find_loop("kk").expand(0, 0), CudaAsync(wgmma_async_instr))
+    for wg in p.find_loop("wg", many=True):
+        p = wrap_with_context(p, wg.expand(0, 0), CudaWarps(name="consumer"))
+    return insert_fence(p, p.find_loop("k").after(), cuda_in_order, cuda_in_order)
+
+
+def map_to_gpu(p, cfg: Config):
+    """8. A persistent kernel: task loops (mg, nt, mi), one CTA of the cluster per `cta`, one warpgroup per `wg`,
+    in a device function of clusters of CL with the producer/consumer warps of WARPS."""
+    for it in ["mg", "nt", "mi"]:
+        p = set_loop_mode(p, it, cuda_tasks)
+    for loop in p.find_loop("cta", many=True):
+        p = set_loop_mode(p, loop, cuda_threads(unit=cuda_cta_in_cluster))
+    for loop in p.find_loop("wg", many=True):
+        p = set_loop_mode(p, loop, cuda_threads(unit=cuda_warpgroup))
+    return wrap_with_context(p, p.find_loop("mg").expand(0, 0), CudaDeviceFunction(clusterDim=cfg.CL, warp_config=WARPS))
+
+
+def software_pipeline(p, cfg: Config):
+    """9. The ring (`pipeline` above): S slots, the producer S - 1 K-blocks ahead, every count derived."""
+    return pipeline(p, cfg.S)
+
+
+STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, use_instructions, use_tma, warp_specialize,
+         map_to_gpu, software_pipeline]  # fmt: skip
+
+
+def schedule(p, cfg: Config, upto: int = len(STEPS)):
+    """The naive proc after the first `upto` steps."""
+    for step in STEPS[:upto]:
+        p = step(p, cfg)
+    return p
 
 
 PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs

@@ -39,7 +39,7 @@ def _user_facing(op):
 
 
 _GPU_OPS = ["set_loop_mode", "wrap_with_context", "insert_fence", "insert_barrier_alloc", "insert_arrive",
-            "insert_await", "find_blocks"]  # fmt: skip
+            "insert_await", "find_blocks", "single_thread", "make_tensor_map", "complete_on"]  # fmt: skip
 _EXO_NAMES = [
     name
     for name in dir(_exo_scheduling)

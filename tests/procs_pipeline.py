@@ -252,3 +252,24 @@ def before_device_function(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ 
                 Sm80_cp_async_f32(buf[t : t + 1], src[it * 128 + t : it * 128 + t + 1], size=4)
         for t in seq(0, 128):
             dst[it * 128 + t] = buf[127 - t]
+
+
+# mbarrier rings in every CTA of a cluster: stages inside a per-CTA loop, one barrier per CTA (`bar[cta]`).
+cluster_warps = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
+
+
+@proc
+def cluster_tiles(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 64 == 0
+    with CudaDeviceFunction(clusterDim=2, warp_config=cluster_warps):
+        for task in cuda_tasks(0, 1):
+            buf: f32[2, 32] @ CudaSmemLinear
+            for it in seq(0, n / 64):
+                for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                    with CudaWarps(name="producer"):
+                        for t in cuda_threads(0, 32):
+                            buf[cta, t] = src[it * 64 + cta * 32 + t]
+                    with CudaWarps(name="consumer"):
+                        for t in cuda_threads(0, 32):
+                            dst[it * 64 + cta * 32 + t] = 2.0 * buf[cta, 31 - t]
+            Fence(cuda_in_order, cuda_in_order)

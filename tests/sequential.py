@@ -21,6 +21,7 @@ from exo.core.LoopIR import LoopIR, LoopIR_Rewrite
 from exo.core.memory import DRAM
 
 import spork_lab as sl
+from spork_lab.core.ir import walk_stmts
 from spork_lab.core.memories import CudaMemory
 from spork_lab.core.sync_stmts import is_barrier_alloc, sync_spec_of
 from spork_lab.scheduling import inline, inline_window
@@ -48,8 +49,13 @@ def _device_mem(mem) -> bool:
 
 
 class _Erase(LoopIR_Rewrite):
+    def __init__(self, barriers: set):
+        self.barriers = barriers  # an inlined TMA load's write of its trailing barrier goes with the barrier
+
     def map_s(self, s):
         if sync_spec_of(s) is not None or is_barrier_alloc(s):
+            return []
+        if isinstance(s, LoopIR.Assign) and s.name in self.barriers:
             return []
         if isinstance(s, LoopIR.Alloc) and _device_mem(s.mem):
             return [s.update(mem=DRAM)]
@@ -73,7 +79,8 @@ def sequential(p: Procedure) -> Procedure:
         p = inline_window(p, window)
     ir = p._loopir_proc
     args = [a.update(mem=DRAM) if _device_mem(a.mem) else a for a in ir.args]
-    body = _Erase().map_stmts(ir.body) or ir.body
+    barriers = {s.name for s in walk_stmts(ir.body) if is_barrier_alloc(s)}
+    body = _Erase(barriers).map_stmts(ir.body) or ir.body
     return Procedure(ir.update(args=args, body=body))
 
 

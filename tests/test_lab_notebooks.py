@@ -92,10 +92,11 @@ def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
             assert "TFLOP/s" in html or "no GPU is present" in html or "build failed" in html
 
 
-def test_stepwise_gemm_replays_the_sm80_steps_and_opens_the_sm90_kernel():
+def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     """Part 2: one cell per function of examples/sm80_gemm.py's STEPS; sequential code is not checked until the
-    last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the Sm90 kernel's
-    check is refused (TMA), and said so, never passed."""
+    last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the Sm90 kernel
+    without its ring fails the analysis; once `pipeline` derives the ring, its check is refused (TMA), and
+    said so, never passed."""
     from make_tutorials import schedule_steps
 
     cells = _outputs(executed(next(p for p in NOTEBOOKS if p.name == "02_stepwise_gemm.ipynb")))
@@ -108,9 +109,13 @@ def test_stepwise_gemm_replays_the_sm80_steps_and_opens_the_sm90_kernel():
     assert "map_to_gpu(p, Config())" in last  # the tuned f16 tiles are Config's defaults
     mma = next(html for src, html in cells if src.startswith("wb80.select("))
     assert "Sm80_mma_f16(D[wm, wn, fi, fj" in mma and "collective unit <b>cuda_warp</b>" in mma
-    sm90 = next(html for src, html in cells if "make_gemm(" in src and "Workbench" in src)
+    unpipelined = next(html for src, html in cells if "unpipelined(" in src and "Workbench" in src)
+    assert "analysis failed" in unpipelined and "no Arrive on ring follows it" in unpipelined
+    sm90 = next(html for src, html in cells if src.startswith("wb90.apply(pipeline, 4)"))
+    assert "step 1 of 1" in sm90 and "pipeline(p, 4)" in sm90 and "ReverseAwait(ring[cta]" in sm90
+    assert "collective unit <b>cuda_warpgroup</b>" in sm90 and "Sm90_mma_async_f16(D[cta, wg" in sm90
     assert "sync check failed" in sm90 and "sync_check does not model" in sm90 and "TMA" in sm90
-    assert "collective unit <b>cuda_warpgroup</b>" in sm90 and 'class="sl-hazard"' not in sm90
+    assert 'class="sl-hazard"' not in sm90
 
 
 def test_race_debugging_finds_each_bug_and_its_fix_clears_it():

@@ -10,17 +10,23 @@ racy mutant of it is flagged (tests/test_sm80_gemm.py).
 examples/sm90_gemm.py's cluster ring is derived too: `scheduled_gemm` pipelines
 its `unpipelined` kernel (TMA loads on the CTAs' barrier array, multicast B,
 wgmma consumers; no Arrive, Await or ring dimension) into make_gemm's kernel,
-the same CUDA text. Off-by-one variants of its derived counts must be flagged
-by sl.sync_check, which needs the checker's TMA model (see `_sm90_check`).
+the same CUDA text. Its `STEPS` take the naive loop nest to the same kernel
+but for cluster multicast (each CTA loads its whole B tile), whose sequential
+meaning is the naive one's. Off-by-one variants of the derived counts must be
+flagged by sl.sync_check, which needs the checker's TMA model (`_sm90_check`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import re
 
+import numpy as np
 import pytest
 from conftest import runnable_examples
+from sequential import run_cpu
 
 import spork_lab as sl
 
@@ -69,7 +75,8 @@ def test_sm80_late_copy_passes_sync_check():
 
 # ---- Sm90: the cluster ring (barrier arrays, multicast release, wgmma reads released one K-block late) ----
 
-SM90_CASES = {"tf32_c2_s4": ("tf32", 256, 4, 2, 1), "f16_c2_s3_g8": ("f16", 256, 3, 2, 8), "bf16_n128_s2": ("bf16", 128, 2, 2, 4)}
+SM90_CASES = {"tf32_c2_s4": ("tf32", 256, 4, 2, 1), "f16_c2_s3_g8": ("f16", 256, 3, 2, 8),
+              "bf16_n128_s2_cbf16": ("bf16", 128, 2, 2, 4, "bf16")}
 
 
 # make_gemm's K loop runs every CTA's producer before any CTA's consumers (two per-CTA loops): in the sequential
@@ -106,6 +113,13 @@ def test_sm90_derived_statements():
 
 
 SM90_SIZES = dict(M=256, N=512, K=256)  # 8 K-blocks through 4 slots: every slot reused
+STEPWISE = h.Config("tf32", 256, 4, 2, 1)
+
+
+@functools.cache
+def stepwise_gemm():
+    """examples/sm90_gemm.py's STEPS from the naive loop nest (every step but multicast)."""
+    return h.schedule(h.naive(STEPWISE), STEPWISE)
 
 
 def _sm90_check(p):
@@ -119,9 +133,61 @@ def _sm90_check(p):
         raise
 
 
-@SPLIT_CTA_LOOPS
+def _sm90_flagged(p) -> bool:
+    """Whether sl.sync_check reports a hazard in p (a report that is not ok, or a SyncError naming one)."""
+    try:
+        return not _sm90_check(p).ok
+    except sl.SyncError:
+        return True
+
+
+def _inputs(M: int, N: int, K: int) -> dict:
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((N, K), dtype=np.float32)
+    return dict(M=M, N=N, K=K, A=A, B=B, C=np.zeros((M, N), np.float32))
+
+
+def test_stepwise_gemm_computes_the_naive_loop_nest():
+    """Every step keeps the sequential meaning (exo's checks): the scheduled kernel, run sequentially on the
+    CPU, computes the naive loop nest's C."""
+    args = _inputs(256, 512, 128)
+    want = run_cpu(h.naive(STEPWISE), **args)["C"]
+    np.testing.assert_allclose(run_cpu(stepwise_gemm(), **args)["C"], want, rtol=1e-5, atol=1e-4)
+
+
+def test_stepwise_gemm_is_make_gemm_but_multicast():
+    """The reviewed difference from make_gemm: each CTA loads its whole B tile (a BN-row TMA box, completing
+    on its own barrier) where make_gemm loads a 1/CL share multicast to the cluster (`>> ring[:]`), so the
+    consumers release the slot to their own CTA (`>> ring[cta]`), not to every CTA. The derived pipeline is
+    otherwise the same: the same sync statements with the same counts, in the same places."""
+    derived = " ".join(str(stepwise_gemm()).split())
+    hand = " ".join(str(h.make_gemm("tf32", 256, 4, 2, 1)).split())
+    syncs = lambda text: re.findall(r"(?:Reverse)?A(?:rrive|wait)\([^)]*\)(?: >> \w+\[[^\]]*\])?|Fence\([^)]*\)", text)
+    assert [x.replace("ring[:]", "ring[cta]") for x in syncs(hand)] == syncs(derived)
+    assert "ReverseArrive(cuda_in_order, 1) >> ring[cta]" in derived and "multicast" not in derived
+    assert "box=(256, 32)) >> ring[cta]" in derived and "Sm90_tensorMap(128, 256, 32)" in derived
+
+
+def test_multicast_in_one_per_cta_loop_is_not_sequentially_the_gemm():
+    """A counterexample found while scheduling multicast: in make_gemm the consumers of CTA 0 read the share
+    of B that CTA 1's producer loads later in the same per-CTA loop, so the kernel's sequential meaning is not
+    the GEMM for CTA 0's rows (on the GPU the barrier waits for every CTA's bytes). sl.sync_check promises
+    that a program it passes computes on the GPU what it computes sequentially: it must flag this kernel."""
+    args = _inputs(256, 512, 128)
+    want = args["A"].astype(np.float64) @ args["B"].astype(np.float64).T
+    src, consts = h.gemm_source("tf32", 256, 4, 2, 1)
+    split = '                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):\n                            with CudaWarps(name="consumer"):'
+    assert split in src  # make_gemm now runs every CTA's producer before any CTA's consumers
+    one_loop = sl.parse_source(src.replace(split, '                            with CudaWarps(name="consumer"):'),
+                               filename=h.__file__, func_locals=consts)
+    got = run_cpu(one_loop, **args)["C"]
+    assert not np.allclose(got[0:128], want[0:128], atol=1e-2) and np.allclose(got[128:256], want[128:256], atol=1e-3)
+    assert _sm90_flagged(one_loop)
+    np.testing.assert_allclose(run_cpu(h.make_gemm("tf32", 256, 4, 2, 1), **args)["C"], want, rtol=1e-3, atol=1e-3)
+
+
 def test_sm90_pipelined_passes_sync_check():
-    report = _sm90_check(h.scheduled_gemm("tf32", 256, 4, 2, 1))
+    report = _sm90_check(stepwise_gemm())
     assert report.ok, "\n".join(map(str, report.hazards))
 
 
@@ -133,7 +199,7 @@ def test_sm90_off_by_one_counts_are_flagged(which):
     from spork_lab.core.sync_stmts import sync_spec_of
     from spork_lab.sync.mutants import sync_cursors, with_await_n
 
-    q = h.scheduled_gemm("tf32", 256, 4, 2, 1)
+    q = stepwise_gemm()
     kind, _, bar = which.partition(" ")
     found = [
         (i, spec) for i, c in enumerate(sync_cursors(q))
@@ -143,17 +209,18 @@ def test_sm90_off_by_one_counts_are_flagged(which):
     assert len(found) == 1, found
     i, spec = found[0]
     loosened = with_await_n(q, i, spec.N + 1 if spec.N >= 0 else ~(~spec.N + 1))
-    assert not _sm90_check(loosened).ok
+    assert _sm90_flagged(loosened)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt", ["tf32", "f16"])
-def test_sm90_scheduled_gemm_matches_float64(dt):
-    """The stepwise-derived GEMM on the H100 against a float64 NumPy product, on fresh random inputs."""
+@pytest.mark.parametrize("how", ["stepwise", "multicast"])
+def test_sm90_scheduled_gemm_matches_float64(dt, how):
+    """The GEMM scheduled from the naive loop nest (stepwise) and the multicast one pipelined from
+    `unpipelined`, on the H100, against a float64 NumPy product on fresh random inputs."""
     cupy = pytest.importorskip("cupy")
-    import numpy as np
-
-    p = h.scheduled_gemm(dt, 256, 4, 2, 1)
+    cfg = h.Config(dt, 256, 4, 2, 1)
+    p = h.schedule(h.naive(cfg), cfg) if how == "stepwise" else h.scheduled_gemm(dt, 256, 4, 2, 1)
     built = getattr(sl.build([p], arch=h.ARCH), p.name())
     args = h.make_args(np.random.default_rng(), n=512, dtype=np.float32 if dt == "tf32" else np.float16)
     want = h.reference(**args)["C"]

@@ -73,3 +73,43 @@ def test_successful_ops_are_exos():
     theirs = exo_ops.divide_loop(add_rows, "row", 4, ["ro", "ri"], perfect=True)
     assert ir_equal(ours.INTERNAL_proc().body, theirs.INTERNAL_proc().body)
     assert divide_loop.__name__ == "divide_loop" and "Divide a loop" in (divide_loop.__doc__ or exo_ops.divide_loop.__doc__)
+
+
+def test_make_tensor_map_errors():
+    _raises_here(lambda: make_tensor_map(add_rows, "z", "z_tm", 128, (4, 16)), "no tensor argument named 'z'",
+                 "the proc's tensors are x, y")
+    _raises_here(lambda: make_tensor_map(add_rows, "x", "x_tm", 100, (4, 16)), "swizzle must be one of 0, 32, 64, 128")
+    _raises_here(lambda: make_tensor_map(add_rows, "x", "y", 128, (4, 16)), "'y' is already a name in add_rows")
+    _raises_here(lambda: make_tensor_map(add_rows, "x", "x_tm", 128, (4,)), "x has 2 dimensions, the box [4] has 1")
+
+
+def test_make_tensor_map_renames_the_reads():
+    text = str(make_tensor_map(add_rows, "x", "x_tm", 128, (4, 16)))
+    assert "x_tm = x[0:n, 0:16] @ Sm90_tensorMap(128, 4, 16)" in text and "y[row, col] += x_tm[row, col]" in text
+
+
+from spork_lab.platforms.Sm80 import Sm80_cp_async_f32, Sm80_cp_async_instr  # noqa: E402
+
+
+@proc
+def one_copy(src: f32[4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[4] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            for t in cuda_threads(0, 1):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[0:4], src[0:4], size=16)
+
+
+def test_complete_on_errors():
+    copy = one_copy.find("Sm80_cp_async_f32_16(_)")
+    _raises_here(lambda: complete_on(one_copy, copy, "nope"), "'nope' is not a barrier of this proc")
+    _raises_here(lambda: complete_on(one_copy, copy, "bar[0]"), "barrier 'bar' has 0 indices, got 1")
+    _raises_here(lambda: complete_on(one_copy, copy, "bar"), "does not complete on a barrier",
+                 "only TMA loads (Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) take `>> bar`")
+
+
+def test_single_thread_wraps_in_one_thread_loop():
+    text = str(single_thread(add_rows, add_rows.find_loop("col").expand(0, 0), "t"))
+    assert "for t in cuda_threads(0, 1):\n            for col in seq(0, 16):" in text

@@ -3,6 +3,9 @@ racy mutant of its synchronization is flagged; on a GPU it matches float64 at se
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from conftest import ir_equal, runnable_examples
@@ -51,6 +54,20 @@ def test_racy_mutants_are_flagged(small):
     assert sl.sync_check(small, M=64, N=64, K=128).ok
     survivors = [what for what, m in _mutants(small) if sl.sync_check(m, M=64, N=64, K=128).ok]
     assert not survivors
+
+
+def test_fragments_ahead_is_well_synchronized():
+    """Step 9 with fragments_ahead: the first k-step's fragments become a 2-slot register ring whose slots are
+    fixed registers (A_r_0, A_r_1: constant indices, no `% 2`), sync_check passes, and every racy mutant is
+    flagged. The survivors are not racy: pipeline_loop also puts an Await before the products stage, which the
+    Await before the same tile's first fragment loads, one time step earlier, already covers."""
+    cfg = dataclasses.replace(SMALL, fragments_ahead=True)
+    p = g.schedule(g.naive(cfg), cfg)
+    text = str(p)
+    assert "A_r_0: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in text and not re.search(r"% 2\b", text)
+    assert sl.sync_check(p, M=64, N=64, K=128).ok
+    survivors = [what for what, m in _mutants(p) if sl.sync_check(m, M=64, N=64, K=128).ok]
+    assert survivors == ["drop #3 Await", "#3 Await N 2 -> 3", "drop #7 Await", "#7 Await N 2 -> 3"]
 
 
 @pytest.mark.gpu

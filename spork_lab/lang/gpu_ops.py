@@ -14,27 +14,35 @@ from exo.API import Procedure
 from exo.API_scheduling import (
     ArgumentProcessor,
     BlockCursorA,
+    CallCursorA,
     ForCursorA,
     GapCursorA,
     MemoryA,
+    IntA,
     NameA,
     sched_op,
 )
 from exo.core.LoopIR import LoopIR, T
+from exo.core import internal_cursors as ic
 from exo.core.prelude import Sym
 from exo.frontend.parse_fragment import parse_fragment
-from exo.rewrite.LoopIR_scheduling import SchedulingError
+from exo.rewrite.LoopIR_scheduling import SchedulingError, _compose, _replace_reads
 
 from ..core.blocks import BlockContext
+from ..core.coll import cuda_thread
+from ..core.instrs import instr_info
 from ..core.ir import walk_stmts
-from ..core.loop_modes import WithBlock, to_loop_mode
+from ..core.loop_modes import CudaThreads, WithBlock, to_loop_mode
 from ..core.sync_stmts import (
     BARRIER_CARRIER,
     BarrierMemory,
     SyncSpec,
     is_barrier_alloc,
     sync_proc,
+    trailing_of,
+    trailing_proc,
 )
+from ..core.tensor_maps import Sm90_tensorMap, register_tensor_map
 from ..core.timelines import InstrTl, SyncTl
 
 
@@ -194,6 +202,121 @@ def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Proced
     spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
     srcinfo = gap.anchor()._impl._node.srcinfo
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
+
+
+@sched_op([BlockCursorA, NameA])
+def single_thread(proc: Procedure, block, name: str) -> Procedure:
+    """Wrap a block in `for name in cuda_threads(0, 1)`: one thread of the collective runs it (a TMA load's
+    issuing thread). One iteration: the program computes what it did."""
+    srcinfo = block[0]._impl._node.srcinfo
+    zero, one = (LoopIR.Const(v, T.index, srcinfo) for v in (0, 1))
+
+    def make(body):
+        return LoopIR.For(Sym(name), zero, one, body, CudaThreads(cuda_thread), srcinfo)
+
+    ir, fwd = block._impl._wrap(make, "body")
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+
+
+class _TensorA(ArgumentProcessor):
+    def __call__(self, name, all_args):
+        proc = all_args["proc"]
+        found = [a for a in proc._loopir_proc.args if a.name.name() == name and a.type.is_tensor_or_window()]
+        if not found:
+            tensors = [a.name.name() for a in proc._loopir_proc.args if a.type.is_tensor_or_window()]
+            self.err(f"no tensor argument named {name!r}; the proc's tensors are {', '.join(tensors)}")
+        return found[0]
+
+
+class _BoxA(ArgumentProcessor):
+    def __call__(self, box, all_args):
+        if not isinstance(box, (list, tuple)) or not all(isinstance(b, int) and not isinstance(b, bool) for b in box):
+            self.err(f"expected the box of one copy as a tuple of ints, e.g. (128, 64), got {box!r}")
+        return tuple(box)
+
+
+@sched_op([_TensorA, NameA, IntA, _BoxA])
+def make_tensor_map(proc: Procedure, tensor, name: str, swizzle: int, box: tuple) -> Procedure:
+    """`name = tensor[:, ...] @ Sm90_tensorMap(swizzle, *box)` at the top of the proc, and every read of
+    `tensor` becomes a read of `name` (the same elements): TMA copies read tensor maps."""
+    try:
+        spec = Sm90_tensorMap(swizzle, *box)
+    except ValueError as e:
+        raise SchedulingError(str(e)) from None
+    ir = proc._loopir_proc
+    if name in {a.name.name() for a in ir.args} | {s.name.name() for s in walk_stmts(ir.body) if hasattr(s, "name") and isinstance(s.name, Sym)}:
+        raise SchedulingError(f"{name!r} is already a name in {ir.name}")
+    dims = tensor.type.shape()
+    if len(box) != len(dims):
+        raise SchedulingError(f"{tensor.name} has {len(dims)} dimensions, the box {list(box)} has {len(box)}")
+    srcinfo = ir.body[0].srcinfo
+    sym = Sym(name)
+    idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), d, srcinfo) for d in dims]
+    win_type = T.Window(tensor.type, T.Tensor(list(dims), True, tensor.type.basetype()), tensor.name, idx)
+    window = LoopIR.WindowStmt(sym, LoopIR.WindowExpr(tensor.name, idx, win_type, srcinfo), srcinfo)
+    register_tensor_map(sym, spec)
+    ir, fwd = proc.body()[0]._impl.before()._insert([window])
+
+    def renamed(c):
+        e = c._node
+        if isinstance(e, LoopIR.WindowExpr):
+            typ = T.Window(win_type.as_tensor, e.type.as_tensor, sym, e.idx)
+            return {"name": sym, "type": typ}
+        return {"name": sym}
+
+    for k in range(1, len(ir.body)):
+        ir, f = _replace_reads(ir, lambda c: c, ic.Node(ir, [("body", k)]), tensor.name, renamed, only_replace_attrs=True)
+        fwd = _compose(f, fwd)
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+
+
+class _TrailingBarrierA(ArgumentProcessor):
+    """`bar[i]` (the barrier of one CTA) or `bar[:]` (every CTA's: a multicast load), parsed at the call."""
+
+    def __call__(self, text, all_args):
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[(.*)\])?\s*", text) if isinstance(text, str) else None
+        if not m:
+            self.err(f"expected a barrier 'bar', 'bar[i]' or 'bar[:]', got {text!r}")
+        proc, call = all_args["proc"], all_args["call"]
+        alloc = _barrier_alloc(proc, m.group(1))
+        if alloc is None:
+            self.err(f"'{m.group(1)}' is not a barrier of this proc")
+        ndim = len(alloc.type.shape()) if isinstance(alloc.type, T.Tensor) else 0
+        parts = [x.strip() for x in m.group(2).split(",")] if m.group(2) else []
+        if len(parts) != ndim:
+            self.err(f"barrier '{m.group(1)}' has {ndim} indices, got {len(parts)}")
+        idx = [None if x == ":" else parse_fragment(proc._loopir_proc, x, call._impl._node) for x in parts]
+        return alloc, idx
+
+
+@sched_op([CallCursorA, _TrailingBarrierA])
+def complete_on(proc: Procedure, call, barrier) -> Procedure:
+    """`instr(...)` becomes `instr(...) >> barrier`: a TMA load completes on an mbarrier (its bytes are
+    expected by the next Arrive on it); `bar[:]` for a multicast load, which lands in every CTA."""
+    alloc, idx = barrier
+    node = call._impl._node
+    info = instr_info(node)
+    if info is None or not info.trailing_barrier or trailing_of(node) is not None:
+        raise SchedulingError(f"{node.f.name} does not complete on a barrier (or already does); only TMA loads "
+                              "(Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) take `>> bar`")
+    if not alloc.mem.takes_trailing_loads:
+        raise SchedulingError(f"{node.f.name} completes on a barrier @ CudaMbarrier, not @ {alloc.mem.name()}")
+    srcinfo = node.srcinfo
+    if any(i is None for i in idx):
+        dims = alloc.type.shape()
+        w_idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), d, srcinfo) if i is None else
+                 LoopIR.Interval(i, LoopIR.BinOp("+", i, LoopIR.Const(1, T.int, srcinfo), T.index, srcinfo), srcinfo)
+                 for i, d in zip(idx, dims)]
+        shape = tuple(d.val for i, d in zip(idx, dims) if i is None)
+        as_tensor = T.Tensor([w.hi if i is None else LoopIR.BinOp("-", w.hi, w.lo, T.index, srcinfo)
+                              for i, w in zip(idx, w_idx)], True, BARRIER_CARRIER)
+        bar = LoopIR.WindowExpr(alloc.name, w_idx, T.Window(alloc.type, as_tensor, alloc.name, w_idx), srcinfo)
+    else:
+        shape = (1,) * len(idx)
+        bar = _barrier_arg(alloc, idx, srcinfo)
+    trailing = trailing_proc(Procedure(node.f), alloc.mem, shape)._loopir_proc
+    ir, fwd = call._impl._replace([LoopIR.Call(trailing, [*node.args, bar], srcinfo)])
+    return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
 
 
 def find_blocks(proc: Procedure, ctx_type: Optional[Union[type, tuple]] = None) -> list:
