@@ -1,9 +1,10 @@
-"""Time sync_check on the issue's targets: the mbarrier ring, a CTA-tiled scalar GEMM, the Sm80 mma GEMM.
+"""Time sync_check on the issues' targets: the mbarrier ring, a CTA-tiled scalar GEMM, the Sm80 and Sm90 GEMMs.
 
 Run: python benchmarks/bench_sync_check.py            (the targets; writes bench_sync_check_results.md)
      python benchmarks/bench_sync_check.py [ring N ...] [cpasync N ...] [gemm M N K ...] [sm80 M N K ...]
      [--engine python] [--out FILE]
-With no cases it runs the targets (ring 524288, gemm 768 1024 256, sm80 768 1024 256), each beside the
+With no cases it runs the targets (ring 524288, gemm 768 1024 256, sm80 768 1024 256, sm80gemm 768 1024 256,
+sm90gemm 512 768 256), each beside the
 figure before the unified engines and upstream's C++ checker where one was measured (same machine), and
 a same-run ratio against the reference engine at a size the reference finishes in seconds; it writes
 the lines, with the machine's name, to benchmarks/bench_sync_check_results.md (or --out FILE). Each
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from procs_sync import cp_async_double_buffer  # noqa: E402
 from sm80_gemm import sm80_gemm_f16  # noqa: E402
 from sm80_mma_gemm import sm80_mma_gemm  # noqa: E402
+from sm90_gemm import make_gemm  # noqa: E402
 from sync_ring import ring_copy  # noqa: E402
 
 from spork_lab import proc  # noqa: E402
@@ -83,6 +85,8 @@ CASES = {
     "gemm": (gemm, ("M", "N", "K")),
     "sm80": (sm80_mma_gemm, ("M", "N", "K")),
     "sm80gemm": (sm80_gemm_f16, ("M", "N", "K")),  # the distributed-memory issue's GEMM (examples/sm80_gemm.py)
+    # issue 12's GEMM (examples/sm90_gemm.py: TMA multicast ring, wgmma, cluster of 2), tf32 as its PROCS[0]
+    "sm90gemm": (make_gemm("tf32", CL=2, G=1), ("M", "N", "K")),
 }
 
 # The issue's targets on this machine: (case, sizes, target seconds, before the unified engines,
@@ -92,6 +96,8 @@ TARGETS = [
     ("gemm", {"M": 768, "N": 1024, "K": 256}, 3.0, "14.7 s", None),
     ("sm80", {"M": 768, "N": 1024, "K": 256}, 3.0, "19.8 s (the issue: 10-18 s)", 7.5),
     ("sm80gemm", {"M": 768, "N": 1024, "K": 256}, 3.0, "not measured", 7.5),
+    # issue 12: <= 0.2 s at 512 x 768 x 256; upstream's checker takes 0.35 s on a GEMM of that size
+    ("sm90gemm", {"M": 512, "N": 768, "K": 256}, 0.2, "refused (TMA not modelled)", 0.35),
 ]
 # Same-run ratio: a size the reference engine checks in seconds.
 RATIO = [("gemm", {"M": 64, "N": 64, "K": 32}), ("sm80", {"M": 64, "N": 64, "K": 64})]
@@ -113,7 +119,7 @@ def _cases(argv: list) -> list:
     cases, i = [], 0
     while i < len(argv):
         if argv[i] not in CASES:
-            raise SystemExit(f"unknown case {argv[i]!r}: use ring N, cpasync N, gemm M N K or sm80 M N K")
+            raise SystemExit(f"unknown case {argv[i]!r}: use ring N, cpasync N, or gemm / sm80 / sm80gemm / sm90gemm M N K")
         names = CASES[argv[i]][1]
         cases.append((argv[i], dict(zip(names, map(int, argv[i + 1 : i + 1 + len(names)])))))
         i += 1 + len(names)

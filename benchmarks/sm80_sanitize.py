@@ -94,8 +94,8 @@ def main() -> int:
             bad += run.returncode != 0 or not result.startswith("correct") or not re.search(r"\b0 errors", summary)
             rows.append(f"| {name} | {'x'.join(map(str, SHAPE))} | {tool} | {result} | {summary} |")
             print(rows[-1], flush=True)
-    if a.out:
-        a.out.write_text("# compute-sanitizer on the Sm80 GEMMs (benchmarks/sm80_sanitize.py)\n\n" + "\n".join(rows) + "\n")
+            if a.out:  # after each run: a time limit that stops the script keeps the rows so far
+                a.out.write_text("# compute-sanitizer on the Sm80 GEMMs (benchmarks/sm80_sanitize.py)\n\n" + "\n".join(rows) + "\n")
     return 1 if bad else 0
 
 

@@ -13,7 +13,9 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 * per K-block the producer waits (ReverseAwait) until the consumers of every
   CTA released the stage, loads its CTA's A tile and its 1/CL share of the B
   tile, multicast to the whole cluster (`>> ring[:]`), and arrives with the
-  stage's bytes; the consumers await the stage, run BK / k wgmma per
+  stage's bytes; then (in program order: the sequential program must read
+  what it loaded, so every CTA's loads come before any CTA's consumers, as
+  sl.sync_check checks) the consumers await the stage, run BK / k wgmma per
   warpgroup, and release the previous stage once its wgmma finished (a wgmma
   commit group with N = 1), on the barriers of every CTA of the cluster;
 * after the last K-block a cluster-wide Fence: the producer may then load the
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -86,6 +89,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                                             B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
                                             box=(BNC, BK), ncta=CL) >> ring[:]
                                     Arrive(tma_to_smem_async, 1) >> ring[cta]
+                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="consumer"):
                                 Await(ring[cta], wgmma_async_smem, ~0)
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
@@ -128,7 +132,11 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
     src, consts = gemm_source(dt, BN, S, CL, G, out)
-    return sl.parse_source(src, filename=__file__, func_locals=consts)
+    return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
+
+
+# The line of `def gemm_sm90_...` in this file: reports (sync_check, errors) name the lines of _SOURCE.
+_FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
 
 
 CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of the input type (as cuBLAS), C f32

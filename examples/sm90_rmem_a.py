@@ -5,7 +5,8 @@ Per K-block of 8, the warpgroup copies A's 64 x 8 slice into linear shared memor
 (`Sm90_mma_load_a_tf32`, `Sm90_RmemMatrixA`), and runs one wgmma with B's 64 x 8
 slice from swizzled shared memory, brought by TMA (64 x 32 per four K-blocks).
 
-The abstract machine does not model TMA and wgmma yet: `sl.sync_check` refuses it.
+`sl.sync_check` checks it: the fence after each slice orders the warpgroup's reads before the next
+slice's stores and TMA load (its second sync-tl reaches the async proxy).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def sm90_rmem_a(
                             Sm90_mma_async_tf32(D, A_r, B_s[:, 8 * kk : 8 * kk + 8], N=64, rmem_a=True)
                         Arrive(wgmma_async, 1) >> cg
                         Await(cg, cuda_in_order, 0)
-                        Fence(cuda_in_order, cuda_in_order)  # the next slice overwrites A_s (and, at kk = 3, B_s)
+                        Fence(cuda_in_order, cuda_generic_and_async_proxy)  # the next slice overwrites A_s (and, at kk = 3, B_s: TMA)
                 Sm90_mma_store_d_row_major_f32(C[64 * mt : 64 * mt + 64, 64 * nt : 64 * nt + 64], D, N=64)
 
 

@@ -8,8 +8,8 @@ tensor maps with swizzle 0 for a linear tile); a bulk commit group
 (`Arrive(tma_to_gmem_async, 1) >> cg`, `Await(cg, cuda_in_order, 0)`) keeps the
 next task from overwriting the tile before both have read it.
 
-The abstract machine does not model TMA yet, so `sl.sync_check` refuses this
-proc (a SporkError), rather than pass it unchecked.
+`sl.sync_check` checks it: the stores complete through the bulk commit group, and
+reusing the tile before its Await is a hazard.
 """
 
 from __future__ import annotations

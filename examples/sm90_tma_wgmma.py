@@ -8,8 +8,9 @@ four wgmma on the tiles and waits for them (a wgmma commit group) before the CTA
 barrier lets the next loads overwrite the tiles. A and B are row-major with K
 contiguous (B is N x K: wgmma reads tf32 operands K-major only).
 
-The abstract machine does not model TMA and wgmma yet, so `sl.sync_check`
-refuses this proc (a SporkError), rather than pass it unchecked.
+`sl.sync_check` checks it: the loads' data reaches the wgmma only through `bar`
+(with the bytes its Arrive expects), and the fence after the wait orders the
+wgmma reads before the next loads (its second sync-tl reaches the async proxy).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def sm90_tma_wgmma(
                             Sm90_mma_async_tf32(D, A_s[:, 8 * kk : 8 * kk + 8], B_s[:, 8 * kk : 8 * kk + 8], N=128)
                     Arrive(wgmma_async, 1) >> cg
                     Await(cg, cuda_in_order, 0)
-                    Fence(cuda_in_order, cuda_in_order)  # the next loads overwrite A_s and B_s
+                    Fence(cuda_in_order, cuda_generic_and_async_proxy)  # the next loads (async proxy) overwrite A_s, B_s
                 Sm90_mma_store_d_row_major_f32(C[64 * mt : 64 * mt + 64, 128 * nt : 128 * nt + 128], D, N=128)
 
 

@@ -96,12 +96,16 @@ def tma_load(dst: [f32][8] @ CudaSmemLinear, src: [f32][8] @ CudaGmemLinear):
         dst[i] = src[i]
 
 
-# TMA is not modelled yet (it completes on the mbarrier its load trails): sync_check refuses this.
+# A TMA load that trails no mbarrier (a hand-written instr on the TMA instr-tl, without `>> bar`): nothing ever
+# completes it, not even a Fence naming its sync-tl (the code generator has no wait for it), so the read is RAW.
 @proc
-def uses_tma(src: f32[8] @ CudaGmemLinear):
+def uses_tma(src: f32[8] @ CudaGmemLinear, dst: f32[8] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):
             s: f32[8] @ CudaSmemLinear
             for t in cuda_threads(0, 1):
                 with CudaAsync(tma_to_smem_async_instr):
                     tma_load(s, src)
+                Fence(tma_to_smem_async, cuda_in_order)
+                for i in seq(0, 8):
+                    dst[i] = s[i]

@@ -92,10 +92,12 @@ def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
             assert "TFLOP/s" in html or "no GPU is present" in html or "build failed" in html
 
 
-def test_stepwise_gemm_replays_the_sm80_steps_and_opens_the_sm90_kernel():
+def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     """Part 2: one cell per function of examples/sm80_gemm.py's STEPS; sequential code is not checked until the
-    last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the Sm90 kernel's
-    check is refused (TMA), and said so, never passed."""
+    last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the same for
+    examples/sm90_gemm.py's STEPS; the kernel without its ring fails the analysis, and once the last step
+    derives the ring its check is refused (TMA), and said so, never passed."""
+    import make_tutorials
     from make_tutorials import schedule_steps
 
     cells = _outputs(executed(next(p for p in NOTEBOOKS if p.name == "02_stepwise_gemm.ipynb")))
@@ -108,9 +110,17 @@ def test_stepwise_gemm_replays_the_sm80_steps_and_opens_the_sm90_kernel():
     assert "map_to_gpu(p, Config())" in last  # the tuned f16 tiles are Config's defaults
     mma = next(html for src, html in cells if src.startswith("wb80.select("))
     assert "Sm80_mma_f16(D[wm, wn, fi, fj" in mma and "collective unit <b>cuda_warp</b>" in mma
-    sm90 = next(html for src, html in cells if "make_gemm(" in src and "Workbench" in src)
-    assert "sync check failed" in sm90 and "sync_check does not model" in sm90 and "TMA" in sm90
-    assert "collective unit <b>cuda_warpgroup</b>" in sm90 and 'class="sl-hazard"' not in sm90
+    sm90 = {src: html for src, html in cells if src.startswith("wb90.apply(")}
+    names90 = [name for name, _ in schedule_steps(make_tutorials.SM90)]
+    assert list(sm90) == [f"wb90.apply(sm90.{name}, cfg90)" for name in names90] and len(names90) == 9
+    assert all("not checked: fix the analysis error first" in sm90[f"wb90.apply(sm90.{n}, cfg90)"] for n in names90[:-1])
+    assert "no Arrive on ring follows it" in sm90["wb90.apply(sm90.map_to_gpu, cfg90)"]
+    last90 = sm90["wb90.apply(sm90.software_pipeline, cfg90)"]
+    assert "step 9 of 9" in last90 and "ReverseAwait(ring[cta]" in last90
+    assert "sync check failed" in last90 and "sync_check does not model" in last90 and "TMA" in last90
+    wgmma = next(html for src, html in cells if src.startswith("wb90.select("))
+    assert "collective unit <b>cuda_warpgroup</b>" in wgmma and "Sm90_mma_async_f16(D[cta, wg" in wgmma
+    assert 'class="sl-hazard"' not in last90
 
 
 def test_race_debugging_finds_each_bug_and_its_fix_clears_it():

@@ -115,11 +115,6 @@ def test_setmaxnreg_budget_must_fit_the_register_file():
         check_device_function(CudaDeviceFunction(warp_config=warps), None)
 
 
-def test_sync_check_refuses_what_it_does_not_model():
-    with pytest.raises(sl.SyncError, match=r"does not model `Sm90_copy_tensor_to_smem_swizzled_2f32\(\.\.\.\) >> bar`.*refuses it"):
-        sl.sync_check(sm90_tma_wgmma, M=64, N=128, K=32)
-
-
 def _producer_wait(cu: str) -> str:
     """The producer's ReverseAwait on the ring and what follows it up to its first TMA load."""
     at = cu.index("spork_mbar_wait(&ring_r")

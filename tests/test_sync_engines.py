@@ -44,7 +44,10 @@ def _programs() -> list:
     for f in sorted(Path(__file__).parent.glob("procs_*.py")):
         found.update({f"{f.stem}.{name}": p for name, p in _kernels(importlib.import_module(f.stem)).items()})
     for f in sorted(EXAMPLES_DIR.glob("*.py")):
-        for name, p in _kernels(importlib.import_module(f.stem)).items():
+        module = importlib.import_module(f.stem)
+        built = [p for p in getattr(module, "PROCS", ()) if "CudaDeviceFunction" in str(p)]  # made by functions
+        procs = {**_kernels(module), **{p.name(): p for p in built}}
+        for name, p in procs.items():
             found[name] = p
             for i in range(len(sync_cursors(p))):
                 found[f"{name}_without_sync{i}"] = without_syncs(p, [i])
@@ -89,7 +92,7 @@ def test_the_programs_cover_every_verdict_and_hazard_kind():
         verdicts.add(outcome.ok)
         kinds |= {h.kind for h in outcome.hazards}
     assert verdicts == {True, False} and errors > 0
-    assert kinds >= {"RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT"}, kinds
+    assert kinds >= {"RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT", "TX"}, kinds
 
 
 def test_every_op_type_has_a_meaning_in_both_engines():
@@ -182,8 +185,9 @@ def test_the_program_is_lowered_once_per_proc():
 
 def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
     """The lowering moves loop-invariant leading reads in front of their loop (and, in loops that only
-    read, every loop-invariant read and read nest), and leaves out the accesses of registers only their
-    owners touch in order; without them every program gets the same hazards (kind, buffer, statements),
+    read, every loop-invariant read and read nest), leaves out the accesses of registers only their
+    owners touch in order, and accesses one element per tile of buffers only ever touched a whole tile
+    at a time (wgmma accumulators); without them every program gets the same hazards (kind, buffer, statements),
     so they are only optimisations."""
     import spork_lab.sync.checker as C
     from spork_lab.sync import lower
@@ -205,6 +209,7 @@ def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
     monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
     monkeypatch.setattr(lower._Lowering, "private_accesses", lambda self: set())
     monkeypatch.setattr(lower._Lowering, "hoist_read_nests", lambda self, ops: ops)
+    monkeypatch.setattr(lower._Lowering, "tiles_accessed_whole", lambda self, proc_ir: frozenset())
     monkeypatch.setattr(C, "_programs", type(C._programs)())
     for name, p in PROGRAMS:
         plain = _outcome(p, check_sizes(p), "compiled")

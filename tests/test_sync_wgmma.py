@@ -10,10 +10,10 @@ without a fence. Each missing piece is reported at the wgmma (or the read of its
 from __future__ import annotations
 
 import procs_wgmma as W
+from procs_sync import line_of
 import pytest
 
 from spork_lab.core import timelines as tl
-from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
 
 ENGINES = ("compiled", "python")
@@ -65,10 +65,11 @@ def test_wgmma_fence_orders_registers_only():
     assert tl.needs_proxy_fence(tl.cuda_in_order, tl.wgmma_async_smem)
 
 
-def test_tma_is_refused_until_modelled():
-    """TMA completes on the mbarrier its load trails, which the machine does not model yet: a SyncError
-    at the user's line, never a pass."""
+def test_a_tma_load_without_a_trailing_barrier_never_completes():
+    """TMA completes only through the mbarrier its load trails (`>> bar`): without one, not even a Fence on
+    its sync-tl makes the data visible, and the read is RAW at the user's line."""
     for engine in ENGINES:
-        with pytest.raises(SyncError, match="does not model tma_load on tma_to_smem_async_instr") as e:
-            sync_check(W.uses_tma, engine=engine)
-        assert e.value.lineno is not None and "procs_wgmma.py" in str(e.value.filename)
+        hazards = sync_check(W.uses_tma, engine=engine).hazards
+        assert [(h.kind, h.buffer) for h in hazards][0] == ("RAW", "s")
+        assert hazards[0].access.stmt.line == line_of(W.uses_tma, "dst[i] = s[i]")
+        assert "procs_wgmma.py" in hazards[0].access.stmt.file and "tma_load(s, src)" in hazards[0].other.stmt.text

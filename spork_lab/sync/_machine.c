@@ -25,10 +25,10 @@
 #include <string.h>
 
 #define NP 10     /* (instr-tl, usage-tl) pairs: timelines.ALL_PAIRS */
-#define MAXMARK 8 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
+#define MAXMARK 16 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
 #define NCACHE 65536 /* read-set nodes remembered for sharing */
 
-enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT };
+enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT, K_TX };
 enum { P_IN_ORDER = 1 }; /* timelines.pair_bit(cuda_in_order_instr) */
 
 /* What elements point to: a record id. A canonical record has a value slot; a record merged into
@@ -58,7 +58,9 @@ typedef struct {
     int64_t narr, awaits, upto;
     int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet) */
     Acc *arrives;                 /* who made each arrive of this scope (for DEADLOCK and COUNT reports) */
+    int64_t *txe;                 /* per arrive: the TMA bytes its phase expects */
     int64_t caparr;
+    int64_t *txd, captxd, ntxd;   /* TMA bytes delivered per phase (txd[n], n <= ntxd: the last phase reached) */
 } Queue;
 
 /* The access history of a watched element (second run): the last write and the reads since. */
@@ -336,10 +338,9 @@ static int32_t rec_alloc(Machine *M) {
 
 /* The record of a new access by threads `mask` on pair p (interned; refs not taken).
    `unordered`: visible to no thread yet (V_S empty), as sync/access.py explains. */
-static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
-    Fresh *c = &M->fresh[((int64_t)unordered * NP + p) * M->nmasks + mask];
-    const int32_t po = unordered ? 0 : M->po[p];
-    if (c->rec && c->task == M->task && M->ref[c->rec].slot >= 0 && R(M, c->rec)->stamp == c->stamp) return c->rec;
+/* The interned record of a new access by threads `mask` on pair p with V_S pairs `po`, or 0 if there is
+   none (the scratch record 0 holds its value). */
+static int32_t find_fresh(Machine *M, int mask, int p, int32_t po) {
     const uint64_t *tm = mask_bits(M, mask);
     memset(VA(M, 0, 0), 0, sizeof(uint64_t) * M->rw);
     memcpy(VA(M, 0, p), tm, sizeof(uint64_t) * M->nw);
@@ -351,7 +352,14 @@ static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
     s->vamask = 1u << p;
     s->vsmask = (uint32_t)po;
     s->hash = rec_hash(M, 0);
-    int32_t r = rtable_find(M, 0);
+    return rtable_find(M, 0);
+}
+
+static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
+    Fresh *c = &M->fresh[((int64_t)unordered * NP + p) * M->nmasks + mask];
+    const int32_t po = unordered ? 0 : M->po[p];
+    if (c->rec && c->task == M->task && M->ref[c->rec].slot >= 0 && R(M, c->rec)->stamp == c->stamp) return c->rec;
+    int32_t r = find_fresh(M, mask, p, po);
     if (!r) {
         r = rec_alloc(M);
         memcpy(VA(M, r, 0), VA(M, 0, 0), sizeof(uint64_t) * M->rw);
@@ -629,7 +637,7 @@ static void fail(Machine *M, int code, int queue, const Acc *acc) {
 
 /* ---- the interface ---- */
 
-enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS };
+enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA };
 
 Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));
@@ -679,7 +687,11 @@ void sc_delete(Machine *M) {
         free(M->st.bufs[i].el);
         free(M->st.bufs[i].shard_owner);
     }
-    for (int i = 0; i < M->nq; i++) free(M->qs[i].arrives);
+    for (int i = 0; i < M->nq; i++) {
+        free(M->qs[i].arrives);
+        free(M->qs[i].txe);
+        free(M->qs[i].txd);
+    }
     for (int i = 0; i < M->nwatch; i++) {
         free(M->hist[i].rrec);
         free(M->hist[i].reads);
@@ -801,9 +813,10 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
 }
 
 /* One read or write of element x (number e of slot's buffer) by the threads of `mask` on pair bit
- * `pair`: check its records, then record the access (its record `rec`). */
+ * `pair`: check its records, then record the access (its record `rec`), unless `record` is 0 (the read of
+ * an update, which its write replaces: an instruction's own read never conflicts with its write). */
 static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int pair, int write, int32_t rec,
-                        int site, const int64_t *iv) {
+                        int site, const int64_t *iv, int record) {
     Buf *b = &M->st.bufs[slot];
     const uint64_t *tm = mask_bits(M, mask);
     uint32_t w0 = x->w;
@@ -830,6 +843,7 @@ static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int 
                 break;
             }
         }
+    if (!record) return;
     if (M->nwatch) {
         History *hi = history(M, b->ordinal, e);
         if (hi) {
@@ -896,8 +910,8 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
         *x = out;
     } else {
         int32_t rec = fresh_record(M, mask, pair, unordered);
-        if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv);
-        if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv);
+        if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv, mode == 1);
+        if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv, 1);
         if (M->nwatch) return;
         if (M->st.epoch == epoch) /* else an id of `in` may be free now, and reused later */
             *t = (Transition){in, sc_elem_word(x), epoch, mask};
@@ -958,6 +972,24 @@ static int mark_index(Machine *M, int32_t r, int q) {
     return -1;
 }
 
+/* Insert a mark on queue q at arrive n into r, which has none on q (after begin_update). */
+static int insert_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *threads) {
+    Rec *x = R(M, r);
+    if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return 0; }
+    int at = x->nmarks;
+    while (at > 0 && x->mq[at - 1] > q) {
+        x->mq[at] = x->mq[at - 1];
+        x->mn[at] = x->mn[at - 1];
+        memcpy(MT(M, r, at), MT(M, r, at - 1), sizeof(uint64_t) * M->nw);
+        at--;
+    }
+    x->mq[at] = q;
+    x->mn[at] = n;
+    memcpy(MT(M, r, at), threads, sizeof(uint64_t) * M->nw);
+    x->nmarks++;
+    return 1;
+}
+
 /* Mark r pending on arrive n of queue q (keeping the earliest arrive and every marked thread). */
 static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *threads) {
     Rec *x = R(M, r);
@@ -972,17 +1004,7 @@ static void add_mark(Machine *M, int32_t r, int q, int64_t n, const uint64_t *th
     }
     if (x->nmarks == MAXMARK) { M->st.status = SC_UNSUPPORTED; return; }
     begin_update(M, r);
-    int at = x->nmarks;
-    while (at > 0 && x->mq[at - 1] > q) {
-        x->mq[at] = x->mq[at - 1];
-        x->mn[at] = x->mn[at - 1];
-        memcpy(MT(M, r, at), MT(M, r, at - 1), sizeof(uint64_t) * M->nw);
-        at--;
-    }
-    x->mq[at] = q;
-    x->mn[at] = n;
-    memcpy(MT(M, r, at), threads, sizeof(uint64_t) * M->nw);
-    x->nmarks++;
+    insert_mark(M, r, q, n, threads);
 }
 
 static void remove_mark(Machine *M, int32_t r, int i) {
@@ -1005,7 +1027,7 @@ static int same_threads(Machine *M, int q, int32_t *first, int mask, int code, c
     return 0;
 }
 
-void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv) {
+void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv, int64_t tx) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     int q = (int)q64;
     const QueueParams *P = &M->qp[q];
@@ -1016,9 +1038,11 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
     if (Q->narr == Q->caparr) {
         Q->caparr = Q->caparr ? 2 * Q->caparr : 16;
         Q->arrives = realloc(Q->arrives, sizeof(Acc) * Q->caparr);
-        if (!Q->arrives) abort();
+        Q->txe = realloc(Q->txe, sizeof(int64_t) * Q->caparr);
+        if (!Q->arrives || !Q->txe) abort();
     }
     Q->arrives[Q->narr] = a;
+    Q->txe[Q->narr] = tx;
     int64_t n = ++Q->narr, slot = -1, parity = -1;
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
@@ -1043,6 +1067,43 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
                     for (int i = 0; i < M->nw; i++) mt[i] |= VA(M, r, p)[i] & tm[i];
         add_mark(M, r, q, n, mt);
     }
+    settle(M);
+}
+
+/* Phase n of queue q must receive exactly the TMA bytes its arrive expects (else a TX hazard). */
+static void check_tx(Machine *M, int q, int64_t n, int site, const Acc *acc) {
+    Queue *Q = &M->qs[q];
+    const int64_t expected = n <= Q->narr ? Q->txe[n - 1] : 0, delivered = n <= Q->ntxd ? Q->txd[n] : 0;
+    if (expected != delivered) {
+        const int64_t params[3] = {n, expected, delivered};
+        queue_hazard(M, K_TX, site, q, acc, n <= Q->narr ? &Q->arrives[n - 1] : NULL, 3, params);
+    }
+}
+
+/* A TMA load by `mask` completes on the phase the issuer's next arrive on queue `own` closes, on each of the
+   nq queues `qs`, delivering tx bytes to each (program.Trail): its fresh record becomes pending there. */
+void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t *qs, int64_t tx) {
+    if (M->st.status) return; /* a run that is full or failed does nothing more */
+    const int64_t n = M->qs[own].narr + 1;
+    for (int i = 0; i < nq; i++) {
+        Queue *Q = &M->qs[qs[i]];
+        if (n >= Q->captxd) {
+            int64_t cap = Q->captxd ? Q->captxd : 16;
+            while (cap <= n) cap *= 2;
+            Q->txd = realloc(Q->txd, sizeof(int64_t) * cap);
+            if (!Q->txd) abort();
+            memset(Q->txd + Q->captxd, 0, sizeof(int64_t) * (cap - Q->captxd));
+            Q->captxd = cap;
+        }
+        Q->txd[n] += tx;
+        if (n > Q->ntxd) Q->ntxd = n;
+    }
+    int32_t r = find_fresh(M, mask, pair, 0);
+    if (!r) return;
+    memset(M->tmp, 0, sizeof(uint64_t) * M->nw);
+    begin_update(M, r); /* every mark at once: the fresh record has none */
+    for (int i = 0; i < nq; i++)
+        if (mark_index(M, r, (int)qs[i]) < 0 && !insert_mark(M, r, (int)qs[i], n, M->tmp)) break;
     settle(M);
 }
 
@@ -1079,6 +1140,7 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
         return;
     }
     if (k < 1) return;
+    check_tx(M, q, k, site, &a);
     if (k > Q->upto) Q->upto = k;
     if (!mask) return;
     const uint64_t *tm = mask_bits(M, mask);
@@ -1115,7 +1177,6 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
 void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
-    (void)iv;
     for (int q = q0; q < q0 + nq; q++) {
         const QueueParams *P = &M->qp[q];
         Queue *Q = &M->qs[q];
@@ -1124,6 +1185,10 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
             const int64_t params[2] = {Q->narr - Q->upto, slack};
             queue_hazard(M, K_COUNT, site, q, &Q->arrives[Q->upto], NULL, 2, params);
         }
+        Acc a; /* phases no await checked (a ring's last lag; loads no arrive closes) */
+        fill_acc(M, &a, site, 0, M->task, iv);
+        for (int64_t n = Q->upto + 1, last = Q->narr > Q->ntxd ? Q->narr : Q->ntxd; n <= last; n++)
+            check_tx(M, q, n, site, &a);
         for (int32_t r = M->live_head, nx; r; r = nx) {
             nx = R(M, r)->next;
             int i = mark_index(M, r, q);
@@ -1131,7 +1196,8 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
             begin_update(M, r);
             remove_mark(M, r, i);
         }
-        Q->narr = Q->awaits = Q->upto = 0;
+        if (Q->txd) memset(Q->txd, 0, sizeof(int64_t) * (Q->ntxd + 1));
+        Q->narr = Q->awaits = Q->upto = Q->ntxd = 0;
         Q->arr_mask = Q->await_mask = -1;
     }
     settle(M);

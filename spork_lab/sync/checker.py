@@ -18,17 +18,12 @@ the reference engine runs it and the report says so (`engine`,
 
 from __future__ import annotations
 
-from exo.core.LoopIR import LoopIR
-
 from ..analysis import analyze
 from ..core.cache import ProcCache
-from ..core.instrs import instr_info, template_call_of
-from ..core.ir import walk_stmts
-from ..core.sync_stmts import sync_spec_of, trailing_of
 from ..errors import SporkError, SyncError, user_facing
 from . import program as P
 from .engine import Compiled, Unsupported
-from .lower import UNMODELLED_INSTR_TLS, index_expr, lower
+from .lower import index_expr, lower
 from .reference import Reference, expr_source
 from .report import SyncReport, build_report
 
@@ -77,7 +72,6 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
-    reject_unmodelled(ir)
     values = _size_values(ir, sizes)
     entry = _engines(ir)
     program, runner, note = entry[0], entry[1], ""
@@ -93,38 +87,6 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         engine, note = "python", f"the compiled engine cannot run this program: {e}"
         run = _run(entry[1], values, max_hazards, max_events)
     return build_report(program, sizes, analysis.barriers, run, engine, note)
-
-
-def reject_unmodelled(ir) -> None:
-    """Raise SyncError at the first construct the abstract machine does not model yet.
-
-    Soundness first: a program the machine cannot judge is refused, never
-    passed. Not modelled yet: instructions on the TMA timelines, loads
-    completing on an mbarrier (`>> bar`), multicast arrives. (wgmma and its
-    fences are modelled: core/timelines.py, tests/test_sync_wgmma.py.) The
-    lowering refuses the same instr-tls in callees too (`lower.refuse_unmodelled`).
-    """
-    for s in walk_stmts(ir.body):
-        what = None
-        spec = sync_spec_of(s)
-        info = instr_info(s) if isinstance(s, LoopIR.Call) and spec is None else None
-        if trailing_of(s) is not None:
-            what = f"`{_user_name(trailing_of(s)[0])}(...) >> bar`: loads completing on an mbarrier (TMA)"
-        elif info is not None and info.instr_tl in UNMODELLED_INSTR_TLS:
-            what = f"{_user_name(s.f.name)} on {info.instr_tl.name} (TMA)"
-        elif spec is not None and spec.window_shape:
-            what = f"the multicast arrive {spec.kind}(...) >> {s.args[0].name}[...] (slices over CTAs)"
-        if what is not None:
-            raise SyncError(
-                f"sync_check does not model {what} yet, so it cannot tell whether this program is correctly "
-                "synchronized; it refuses it rather than pass it unchecked",
-                s.srcinfo,
-            )
-
-
-def _user_name(proc_name: str) -> str:
-    template = template_call_of(proc_name)
-    return template[0].name if template else proc_name
 
 
 def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:

@@ -105,7 +105,13 @@ class _Printer:
         self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u);")
 
     def arrive(self, op: P.Arrive) -> None:
-        self.line(f"sc_arrive(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m1}u, {op.site}, {self.iv(op.site)});")
+        self.line(f"sc_arrive(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m1}u, {op.site}, {self.iv(op.site)}, "
+                  f"INT64_C({op.tx}));")
+
+    def trail(self, op: P.Trail) -> None:
+        queues = ", ".join(c_expr(q) for q in op.queues)
+        self.line(f"sc_trail(M, {c_expr(op.mask)}, {op.pair}, {c_expr(op.own)}, {len(op.queues)}, "
+                  f"(const int64_t[]){{{queues}}}, INT64_C({op.tx}));")
 
     def await_(self, op: P.Await) -> None:
         self.line(f"sc_await(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m2a}u, {op.m2s}u, INT64_C({op.n}), "
@@ -132,6 +138,7 @@ class _Printer:
         P.Access: access,
         P.Fence: fence,
         P.Arrive: arrive,
+        P.Trail: trail,
         P.Await: await_,
         P.EndBarrier: end_barrier,
         P.Check: check,

@@ -195,7 +195,7 @@ class Compiled:
         try:
             status = lib.sc_status(m)[0]
             if status == SC_UNSUPPORTED:
-                raise Unsupported("a record pending on more than 8 barrier queues at once")
+                raise Unsupported("a record pending on more than 16 barrier queues at once")
             error = None
             if status == SC_ERROR:
                 e = lib.sc_error(m)[0]

@@ -15,6 +15,7 @@ both engines alike.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -24,9 +25,9 @@ from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
-from ..core.ir import numeric_reads
+from ..core.ir import interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.sync_stmts import BarrierMemory, barrier_window_indices, is_barrier_alloc, sync_spec_of
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
 from . import program as P
 from .access import distributed_shared, is_shared_memory, unordered_access
@@ -45,10 +46,23 @@ class _View:
 
 @dataclass(frozen=True)
 class _Barrier:
-    """A barrier allocation: its queues are q0 + 2 * flat position + reverse."""
+    """A barrier allocation. Every position (CTA dimensions included: each CTA keeps its own barriers) has
+    `subs[0]` forward then `subs[1]` reverse queues, from q0 + flat position * (subs[0] + subs[1]). A
+    direction whose arrives are multicast (`>> bar[lo:lo + W]`, W > 1) has W queues per position, one per
+    arriving CTA (queue `source`): a phase completes once every CTA of the slice arrived, so an await
+    awaits all W. A commit-group barrier whose hardware queue is per group of `groups[d]` threads (per thread
+    for cp.async, per warpgroup for wgmma), used by collectives that each lie within one group, has one
+    queue per group: wait_group N counts the awaiting group's own commits, not its neighbours'."""
 
     q0: int
     dims: tuple
+    subs: tuple  # (forward, reverse) queues per position
+    groups: tuple  # (forward, reverse): threads per group of a per-group queue, 0 if none
+    tx: dict  # id(Arrive statement) -> the TMA bytes its phase expects (analysis.barriers.BarrierUse.tx_bytes)
+
+    def queue(self, flat: P.Expr, reverse: bool, sub: P.Expr) -> P.Expr:
+        off = self.subs[0] if reverse else 0
+        return P.add(P.add(P.Const(self.q0 + off), P.mul(flat, P.Const(self.subs[0] + self.subs[1]))), sub)
 
 
 @dataclass(frozen=True)
@@ -67,18 +81,9 @@ class _Ctx:
 
 REGISTER_PAIR = tl.pair_bit(tl.cuda_in_order_instr, tl.register_usage)
 
-# Instr-tls whose completion the abstract machine does not model yet: TMA completes on the mbarrier its
-# load trails (`copy(...) >> bar`) or on bulk commit groups, not through its threads' Arrive.
-UNMODELLED_INSTR_TLS = frozenset({tl.tma_to_smem_async_instr, tl.tma_to_gmem_async_instr})
-
-
-def refuse_unmodelled(instr_tl: tl.InstrTl, s) -> None:
-    """A SyncError at statement s if it runs on an instr-tl the machine does not model (soundness first:
-    a program the machine cannot judge is refused, never passed)."""
-    if instr_tl in UNMODELLED_INSTR_TLS:
-        raise SyncError(f"sync_check does not model {instr_tl} (TMA completing on its mbarrier) yet, so it cannot "
-                        "tell whether this program is correctly synchronized; it refuses it rather than pass it "
-                        "unchecked", s.srcinfo)
+# TMA loads complete only through the mbarriers they trail (`copy(...) >> bar[...]`, a `Trail` op): no Arrive
+# or Fence orders them, so their pair is dropped from every first sync-tl (program.Trail).
+TMA_LOAD_BIT = 1 << tl.pair_bit(tl.tma_to_smem_async_instr)
 
 
 def lower(proc_ir: LoopIR.proc) -> P.Program:
@@ -95,7 +100,7 @@ def index_expr(e, env: dict) -> P.Expr:
         return P.Const(int(e.val))
     if isinstance(e, LoopIR.Read):
         v = env.get(e.name)
-        if e.idx or not isinstance(v, P.Var):
+        if e.idx or not isinstance(v, (P.Var, P.Const)):
             raise SyncError(f"sync_check cannot evaluate {e} (only integer index expressions)", e.srcinfo)
         return v
     if isinstance(e, LoopIR.USub):
@@ -138,6 +143,11 @@ class _Lowering:
         self.stmt_ids: dict = {}
         self.max_threads = 1
         self.by_owner: set = set()  # indices of Access ops made by the collective that owns the buffer (registers)
+        self.rank_tables: dict = {}  # group size -> id of the table giving each mask's group (-1: several groups)
+        self.multicast_dst = {s.args[0].name for s in walk_stmts(proc_ir.body)
+                              if trailing_of(s) is not None and instr_info(s).multicast}
+        self.whole_tiles = self.tiles_accessed_whole(proc_ir)
+        self.slot_syms: list = []  # the Sym of each slot
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -152,6 +162,8 @@ class _Lowering:
             if a.type.is_numeric():
                 env[a.name] = self.buffer(a, ctx, env)
         self.block(self.ir.body, ctx, env)
+        for size, table in self.rank_tables.items():
+            self.tables[table] = tuple(_rank(m, size) for m in self.masks)
         ops = self.hoist_read_nests(_without(self.ops, self.private_accesses()))
         return P.Program(
             proc=str(self.ir.name),
@@ -286,7 +298,9 @@ class _Lowering:
         shape = [index_expr(d, env) for d in decl.type.shape()] if decl.type.is_tensor_or_window() else []
         name = str(decl.name)
         slot = len(self.slots)
-        self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem)))
+        self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem),
+                                 decl.name in self.multicast_dst))
+        self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
         strides, size = [], P.Const(1)
         for d in reversed(shape):
@@ -298,8 +312,8 @@ class _Lowering:
 
     def shards(self, decl, shape: list, ctx: _Ctx) -> tuple:
         """(elements per shard, each shard's owner mask) of distributed shared memory, else (0, ())."""
-        if ctx.dev is None or not distributed_shared(ctx.analysis, decl.name):
-            return 0, ()
+        if ctx.dev is None or not distributed_shared(ctx.analysis, decl.name) or decl.name in self.multicast_dst:
+            return 0, ()  # a multicast destination is written by every CTA of the slice: reused after all of them
         dist = ctx.analysis.dist[decl.name]
         counts = [d.value for d in shape[: dist.dims]]
         size = 1
@@ -329,7 +343,6 @@ class _Lowering:
         return _View(view.slot, self.let(base), tuple(strides), view.usage, view.unordered)
 
     def assign(self, s, ctx: _Ctx, env: dict) -> None:
-        refuse_unmodelled(ctx.instr_tl, s)
         mask, site = self.mask(ctx), self.site(ctx.in_instr or s, ctx)
         for sym, idx, mode in statement_accesses(s):
             view = env[sym]
@@ -506,8 +519,10 @@ class _Lowering:
         info = instr_info(s)
         if s.f.instr is not None and ctx.dev is None:
             return  # a CPU instr: nothing the abstract machine records
+        trailing = trailing_of(s)
+        n_args = trailing[1] if trailing else len(s.args)
         callee = dict(env)
-        for a, formal in zip(s.args, s.f.args):
+        for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if not formal.type.is_numeric():
                 callee[formal.name] = self.let(index_expr(a, env))
                 continue
@@ -522,9 +537,11 @@ class _Lowering:
                 and unordered_access(str(s.f.name), ctx.tiling.thread_count, self.slot_mem(a, env))
             )
             callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
+        if trailing:
+            self.trailing_call(s, info, replace(ctx, instr_tl=info.instr_tl, in_instr=ctx.in_instr or s), env, callee)
+            return
         if s.f.instr is not None and ctx.dev is not None:
             inner = replace(ctx, instr_tl=info.instr_tl if info else ctx.instr_tl, in_instr=ctx.in_instr or s)
-            refuse_unmodelled(inner.instr_tl, s)
             accesses = instr_accesses(s.f.body)
             if accesses is not None:
                 self.instr_call(accesses, inner, callee)
@@ -538,20 +555,103 @@ class _Lowering:
     def instr_call(self, accesses: list, ctx: _Ctx, env: dict) -> None:
         """An instr is one instruction of its collective: each element it touches is read once and written
         once, all reads before all writes (see `instr_accesses`)."""
+        for access in accesses:
+            self.instr_access(access, ctx, env)
+
+    def instr_access(self, access: tuple, ctx: _Ctx, env: dict, after=None) -> None:
+        """One access of an instr (see `instr_accesses`): a nest of its body loops around an Access op.
+        `after(loop var)`, if given, emits ops at the end of each iteration of the outermost loop."""
+        sym, idx, mode, loops = access
         mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
-        for sym, idx, mode, loops in accesses:
-            inner = dict(env)
-            starts = []
-            for loop in loops:
-                v = self.var()
-                starts.append((self.emit(None), v, loop))
-                inner[loop.iter] = P.Var(v)
-            view = env[sym]
-            pair = self.pair(ctx, view)
-            self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
-            for start, v, loop in reversed(starts):
-                end = self.emit(P.EndFor(start))
-                self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
+        inner = dict(env)
+        starts = []
+        if self.slot_syms[env[sym].slot] in self.whole_tiles:  # one element stands for its tile
+            inner.update({loop.iter: P.Const(0) for loop in loops})
+            loops = ()
+        for loop in loops:
+            v = self.var()
+            starts.append((self.emit(None), v, loop))
+            inner[loop.iter] = P.Var(v)
+        view = env[sym]
+        pair = self.pair(ctx, view)
+        self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
+        for k, (start, v, loop) in reversed(list(enumerate(starts))):
+            if k == 0 and after is not None:
+                after(P.Var(v))
+            end = self.emit(P.EndFor(start))
+            self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
+
+    def tiles_accessed_whole(self, proc_ir) -> frozenset:
+        """Allocations every access of which is an instr touching whole trailing tiles (e.g. wgmma
+        accumulators: zeroed, accumulated into and stored [64, N] at a time).
+
+        Each statement that touches such a buffer touches every element of a tile, by the same threads
+        on the same pair, so the elements of a tile always have the same records: the lowering accesses
+        only a tile's first element (which is also the element a report names first) and the machine does
+        1 / (tile size) of the work. Only an instr call whose argument is the whole buffer or a window
+        `x[i, .., 0:d, ..]` (points, then full trailing dimensions) qualifies, and only if its body reads or
+        writes each element of that parameter once, through a nest of full-range loops."""
+        uses: dict = {}  # Sym -> whether every use so far qualifies
+        allocs = {s.name: s for s in walk_stmts(proc_ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)}
+        for s in walk_stmts(proc_ir.body):
+            for name, whole in _buffer_uses(s, allocs):
+                uses[name] = uses.get(name, True) and whole
+        return frozenset(name for name, ok in uses.items() if ok and name in allocs)
+
+    def trailing_call(self, s, info, ctx: _Ctx, env: dict, callee: dict) -> None:
+        """`copy(...) >> bar[...]`: a TMA load whose completion only its mbarriers signal (program.Trail).
+
+        Its accesses (asynchronous, on its instr-tl) are followed by a Trail: pending on the barrier's
+        phase closed by the issuing threads' next Arrive on their own barrier, with the load's bytes. A
+        multicast load (`dst[lo:lo + W, ...]`, `>> bar[lo:lo + W]`) writes the shard of each CTA of the
+        slice and signals that CTA's barrier: its global reads complete with any of them (they are pending
+        on all), and the writes of shard q complete with barrier q only.
+        """
+        n_args = trailing_of(s)[1]
+        accesses = instr_accesses(s.f.body[:-1])  # the trailing proc's body: the instr's, then a barrier write
+        if accesses is None:
+            raise SyncError(f"sync_check cannot interpret the body of {s.f.name}", s.srcinfo)
+        arg = s.args[n_args]
+        bar = env[arg.name]
+        site = self.site(s, ctx)
+        mask = self.mask(ctx)
+        point, sliced = self.barrier_indices(arg, bar, env, site)
+        width = 1 if sliced is None else sliced[1]
+        dests = [self.flat(bar, point, sliced, P.Const(j)) for j in range(width)]
+        if sliced is None:
+            own = dests[0]
+        else:
+            rank = self.cta_rank(mask, ctx, site)
+            offset = P.add(rank, P.Neg(sliced[0]))
+            self.emit(P.Check(P.Bin("and", P.Bin("<=", P.Const(0), offset), P.Bin("<", offset, P.Const(width))),
+                              P.ERR_CTA, site))
+            own = self.flat(bar, point, sliced, offset)
+        if bar.subs[0] != 1:
+            raise SyncError(f"sync_check does not model TMA loads completing on {arg.name}, whose Arrives are "
+                            "multicast", s.srcinfo)
+        pair = tl.pair_bit(info.instr_tl)
+        zero = P.Const(0)
+        queues = tuple(self.let(bar.queue(d, False, zero)) for d in dests)
+        own_q = self.let(bar.queue(own, False, zero))
+        if not info.multicast:
+            for access in accesses:
+                self.instr_access(access, ctx, callee)
+            self.emit(P.Trail(mask, pair, queues, own_q, info.tx_bytes, site))
+            return
+        reads = [a for a in accesses if a[2] == P.READ]
+        writes = [a for a in accesses if a[2] != P.READ]
+        if len(writes) != 1 or not writes[0][3] or writes[0][3][0].hi.val != width:
+            raise SyncError(f"sync_check: the multicast {s.f.name} must write one slice over the {width} CTAs of "
+                            f"its barrier slice {arg.name}[...]", s.srcinfo)
+        for access in reads:
+            self.instr_access(access, ctx, callee)
+        self.emit(P.Trail(mask, pair, queues, own_q, 0, site))
+
+        def signal(q: P.Expr) -> None:  # the end of shard q's writes
+            self.emit(P.Trail(mask, pair, (bar.queue(self.flat(bar, point, sliced, q), False, zero),), own_q,
+                              info.tx_bytes, site))
+
+        self.instr_access(writes[0], ctx, callee, after=signal)
 
     def slot_mem(self, arg, env: dict):
         return self.mems[env[arg.name].slot]
@@ -563,38 +663,196 @@ class _Lowering:
         if spec.kind == "Fence":
             if ctx.dev is not None:
                 m2 = spec.second_tl.mask
-                self.emit(P.Fence(mask, spec.first_tl.mask, m2, tl.program_order_closure(m2)))
+                self.emit(P.Fence(mask, spec.first_tl.mask & ~TMA_LOAD_BIT, m2, tl.program_order_closure(m2)))
             return
-        bar = env[s.args[0].name]
+        arg = s.args[0]
+        bar = env[arg.name]
         site = self.site(s, ctx)
-        flat: P.Expr = P.Const(0)
-        for i, d in zip(barrier_window_indices(s.args[0]), bar.dims):
-            p = index_expr(i, env)
-            inside = P.Bin("and", P.Bin("<=", P.Const(0), p), P.Bin("<", p, P.Const(d)))
-            if not (isinstance(p, P.Const) and 0 <= p.value < d):
-                self.emit(P.Check(inside, P.ERR_BARRIER_INDEX, site))
-            flat = P.add(P.mul(flat, P.Const(d)), p)
-        queue = P.add(P.Const(bar.q0 + int(spec.is_reverse)), P.mul(P.Const(2), flat))
+        point, sliced = self.barrier_indices(arg, bar, env, site)
+        reverse = spec.is_reverse
+        subs, group = bar.subs[int(reverse)], bar.groups[int(reverse)]
+        if group:  # one queue per group of threads (see _Barrier)
+            queue = self.let(bar.queue(self.flat(bar, point, None, P.Const(0)), reverse, self.group_of(mask, group)))
+            if spec.is_arrive:
+                self.emit(P.Arrive(queue, mask, spec.first_tl.mask & ~TMA_LOAD_BIT, site, bar.tx.get(id(s), 0)))
+            else:
+                m2 = spec.second_tl.mask
+                self.emit(P.Await(queue, mask, m2, tl.program_order_closure(m2), spec.N, site))
+            return
         if spec.is_arrive:
-            self.emit(P.Arrive(queue, mask, spec.first_tl.mask, site))
-        else:
-            m2 = spec.second_tl.mask
-            self.emit(P.Await(queue, mask, m2, tl.program_order_closure(m2), spec.N, site))
+            if sliced is None:
+                targets, sub = [self.flat(bar, point, None, P.Const(0))], P.Const(0)
+            else:
+                width = sliced[1]
+                targets = [self.flat(bar, point, sliced, P.Const(j)) for j in range(width)]
+                sub = self.let(P.add(self.cta_rank(mask, ctx, site), P.Neg(sliced[0])))
+                self.emit(P.Check(P.Bin("and", P.Bin("<=", P.Const(0), sub), P.Bin("<", sub, P.Const(width))),
+                                  P.ERR_CTA, site))
+            m1 = spec.first_tl.mask & ~TMA_LOAD_BIT
+            tx = bar.tx.get(id(s), 0)
+            for flat in targets:
+                self.emit(P.Arrive(self.let(bar.queue(flat, reverse, sub)), mask, m1, site, tx))
+            return
+        if sliced is not None:
+            raise SyncError(f"{spec.kind} on a slice of {arg.name}: await one barrier", s.srcinfo)
+        m2 = spec.second_tl.mask
+        flat = self.let(self.flat(bar, point, None, P.Const(0)))
+        for sub in range(subs):
+            self.emit(P.Await(bar.queue(flat, reverse, P.Const(sub)), mask, m2, tl.program_order_closure(m2), spec.N,
+                              site))
+
+    def barrier_indices(self, arg, bar: _Barrier, env: dict, site: int) -> tuple:
+        """(index Expr per dimension (None for the sliced one), (slice start Expr, width) or None) of a barrier
+        argument `bar[i, ...]` / `bar[lo:hi, ...]`; point indices are checked against the dimensions."""
+        point, sliced = [], None
+        idx = arg.idx if isinstance(arg, LoopIR.WindowExpr) else []
+        for w, d in zip(idx, bar.dims):
+            if is_point_interval(w):
+                p = index_expr(w.lo if isinstance(w, LoopIR.Interval) else w.pt, env)
+                inside = P.Bin("and", P.Bin("<=", P.Const(0), p), P.Bin("<", p, P.Const(d)))
+                if not (isinstance(p, P.Const) and 0 <= p.value < d):
+                    self.emit(P.Check(inside, P.ERR_BARRIER_INDEX, site))
+                point.append(p)
+                continue
+            width = interval_width(w)
+            if sliced is not None or width is None:
+                raise SyncError(f"sync_check models slices of one barrier dimension, of constant width: {arg}",
+                                arg.srcinfo)
+            sliced = (index_expr(w.lo, env), width)
+            point.append(None)
+        return point, sliced
+
+    @staticmethod
+    def flat(bar: _Barrier, point: list, sliced, offset: P.Expr) -> P.Expr:
+        """The flat position of a barrier index, the sliced dimension at slice start + offset."""
+        flat: P.Expr = P.Const(0)
+        for p, d in zip(point, bar.dims):
+            flat = P.add(P.mul(flat, P.Const(d)), p if p is not None else P.add(sliced[0], offset))
+        return flat
+
+    def cta_rank(self, mask: P.Expr, ctx: _Ctx, site: int) -> P.Expr:
+        """The rank in the cluster of the CTA whose threads `mask` holds (-1 for threads of several CTAs,
+        which the checks that use it reject with ERR_CTA)."""
+        return self.group_of(mask, ctx.tiling.blockDim)
+
+    def group_of(self, mask: P.Expr, size: int) -> P.Expr:
+        """The index of the aligned group of `size` threads that holds the threads of `mask` (-1 if several)."""
+        table = self.rank_tables.get(size)
+        if table is None:
+            table = self.rank_tables[size] = len(self.tables)
+            self.tables.append(())  # filled once every mask is known (`program`)
+        return self.let(P.Table(table, mask))
 
     def barrier_alloc(self, s, ctx: _Ctx, env: dict) -> P.EndBarrier:
-        """Queues for every position of a barrier (forward, reverse); their scope ends with the block."""
+        """Queues for every position of a barrier (see `_Barrier`); their scope ends with the block."""
         info = ctx.analysis.barriers[s.name]
+        subs, groups = [], []
+        for reverse in (False, True):
+            uses = info.queue_uses(reverse)
+            widths = {math.prod(u.spec.window_shape) for u in uses if u.spec.is_arrive}
+            if len(widths) > 1:
+                raise SyncError(f"sync_check: the {'reverse ' if reverse else ''}arrives on {info.name} reach "
+                                "slices of different widths (multicast); it models one width per barrier", s.srcinfo)
+            scope = info.queue_rule(reverse).scope
+            threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
+            if scope and uses and threads > scope and all(self.within_groups(u.stmt, scope, ctx) for u in uses):
+                subs.append(-(-threads // scope))
+                groups.append(scope)
+            else:
+                subs.append(max(widths | {1}))
+                groups.append(0)
         q0 = len(self.queues)
-        for flat in range(info.positions):
+        positions = math.prod(info.dims)
+        for flat in range(positions):
             pos, rest = [], flat
             for d in reversed(info.dims):
                 pos.append(rest % d)
                 rest //= d
             for reverse in (False, True):
                 prefix = "Reverse" if reverse else ""
-                self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, info.queue_rule(reverse), prefix))
-        env[s.name] = _Barrier(q0, info.dims)
-        return P.EndBarrier(q0, 2 * info.positions, self.site(s, ctx))
+                n = subs[int(reverse)]
+                for sub in range(n):
+                    self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, info.queue_rule(reverse), prefix,
+                                               sub if n > 1 else -1, groups[int(reverse)]))
+        tx = {id(u.stmt): u.tx_bytes for u in info.uses if u.tx_bytes}
+        env[s.name] = _Barrier(q0, info.dims, tuple(subs), tuple(groups), tx)
+        return P.EndBarrier(q0, positions * (subs[0] + subs[1]), self.site(s, ctx))
+
+    def within_groups(self, stmt, size: int, ctx: _Ctx) -> bool:
+        """Does every collective that runs `stmt` lie within one aligned group of `size` threads?"""
+        tiling = ctx.analysis.stmt_info(stmt).tiling
+        if tiling is None:
+            return False
+        masks = self.tiling_masks.get(id(tiling))
+        if masks is None:
+            masks = self.tiling_masks[id(tiling)] = self.collectives(tiling)
+            self.tilings.append(tiling)
+        return all(_rank(self.masks[m], size) >= 0 for m in masks)
+
+
+def _buffer_uses(s, allocs: dict) -> list:
+    """(buffer Sym, does this use touch whole trailing tiles) for each buffer statement s names (see
+    `_Lowering.tiles_accessed_whole`)."""
+    out = []
+    if isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
+        info = instr_info(s)
+        n_args = trailing_of(s)[1] if trailing_of(s) else len(s.args)
+        body = s.f.body[:-1] if trailing_of(s) else s.f.body
+        accesses = instr_accesses(body) if s.f.instr is not None and info is not None else None
+        for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
+            if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and formal.type.is_numeric() and a.name in allocs:
+                out.append((a.name, accesses is not None and _whole_tile(a, allocs[a.name], formal, accesses)))
+        return out
+    names: list = []
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        names.append(s.name)
+        reads: list = []
+        numeric_reads(s.rhs, reads)
+        names += [r.name for r in reads]
+    elif isinstance(s, LoopIR.WindowStmt):
+        names.append(s.rhs.name)
+    elif isinstance(s, LoopIR.Call):
+        names += [a.name for a in s.args if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr))]
+    return [(n, False) for n in names]
+
+
+def _whole_tile(arg, alloc, formal, accesses: list) -> bool:
+    """Is `arg` the whole buffer or points then full trailing dimensions, and does the instr touch every
+    element of `formal` once, through full-range loops?"""
+    shape = alloc.type.shape() if alloc.type.is_tensor_or_window() else []
+    if isinstance(arg, LoopIR.WindowExpr):
+        seen_interval = False
+        for w, d in zip(arg.idx, shape):
+            if isinstance(w, LoopIR.Interval):
+                full = (isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and isinstance(w.hi, LoopIR.Const)
+                        and isinstance(d, LoopIR.Const) and w.hi.val == d.val)
+                if not full:
+                    return False
+                seen_interval = True
+            elif seen_interval:
+                return False
+    elif arg.idx:
+        return False
+    mine = [a for a in accesses if a[0] == formal.name]
+    if len(mine) != 1:
+        return False
+    _, idx, _, loops = mine[0]
+    dims = formal.type.shape() if formal.type.is_tensor_or_window() else []
+    if len(idx) != len(dims) or len(loops) != len(dims):
+        return False
+    by_iter = {lp.iter: lp for lp in loops}
+    for i, d in zip(idx, dims):
+        lp = by_iter.pop(i.name, None) if isinstance(i, LoopIR.Read) and not i.idx else None
+        if lp is None or not (isinstance(lp.lo, LoopIR.Const) and lp.lo.val == 0 and isinstance(lp.hi, LoopIR.Const)
+                              and isinstance(d, LoopIR.Const) and lp.hi.val == d.val):
+            return False
+    return True
+
+
+def _rank(intervals: tuple, block_dim: int) -> int:
+    """The CTA rank of a thread set within its cluster, -1 if it is empty or spans several CTAs."""
+    ranks = {t // block_dim for lo, hi in intervals for t in (lo, hi - 1)}
+    return ranks.pop() if len(ranks) == 1 else -1
 
 
 def statement_accesses(s) -> list:

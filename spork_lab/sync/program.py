@@ -233,11 +233,32 @@ class Fence:
 
 @dataclass(frozen=True)
 class Arrive:
-    """Arrive on queue `queue`: the records meeting m1 x C become pending on this arrive."""
+    """Arrive on queue `queue`: the records meeting m1 x C become pending on this arrive. `tx`: the bytes
+    of TMA loads its phase expects (mbarrier.arrive.expect_tx; 0 for a plain arrive): the await that pairs
+    with it checks them against the bytes delivered to the phase (see `Trail`)."""
 
     queue: Expr
     mask: Expr
     m1: int
+    site: int
+    tx: int = 0
+
+
+@dataclass(frozen=True)
+class Trail:
+    """A TMA load by the threads of `mask` completes on mbarriers (`copy(...) >> bar[...]`): the record its
+    accesses just made (V_A = pair x C, V_S empty, no pending marks: the fresh record of an asynchronous
+    access) becomes pending on each queue of `queues` at arrive n = (arrives so far on queue `own`) + 1,
+    the phase that the issuing threads' next Arrive closes (the code generator picks the mbarrier slot
+    from the issuer's own arrive count), and `tx` bytes are delivered to phase n of each of `queues`.
+    Nothing else completes a TMA load: arrives and fences never order the TMA-load pair (lower.py drops it
+    from their first sync-tl)."""
+
+    mask: Expr
+    pair: int
+    queues: tuple  # of Expr
+    own: Expr
+    tx: int
     site: int
 
 
@@ -274,14 +295,14 @@ class Check:
 
 
 OPS = (Let, For, EndFor, If, Else, EndIf, TaskBegin, TaskEnd, DeviceBoundary, Alloc, Free, Access, Fence, Arrive,
-       Await, EndBarrier, Check)  # fmt: skip
+       Trail, Await, EndBarrier, Check)  # fmt: skip
 
 # Run errors (a SyncError at the site's statement; sync/report.py words them).
-ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS = range(1, 7)
+ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA = range(1, 8)
 
 # Hazard kinds, in the order of the report's names.
-HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT")
-RAW, WAR, WAW, FREE, DEADLOCK, COUNT = range(6)
+HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT", "TX")
+RAW, WAR, WAW, FREE, DEADLOCK, COUNT, TX = range(7)
 
 # V_S pairs of a new ordered access per pair bit (0 for asynchronous instr-tls, but wgmma's accumulator).
 PROGRAM_ORDER = tuple(tl.program_order_mask(i, u) for i, u in tl.ALL_PAIRS)
@@ -311,6 +332,7 @@ class Slot:
     name: str
     name_id: int  # hazards are reported once per (kind, name id, statement)
     shared: bool  # its memory is used by several collectives (freed memory is reused by others)
+    remote: bool = False  # other CTAs of the cluster write it (a multicast destination): its free waits for them
 
 
 @dataclass(frozen=True)
@@ -322,6 +344,10 @@ class Queue:
     reverse: bool
     rule: QueueRule
     kind_prefix: str  # "Reverse" or ""
+    source: int = -1  # multicast arrives (`>> bar[:]`): the CTA (its rank in the slice) whose arrives this
+    #   queue counts, a phase of the barrier completing once every source made its arrive; with `group`: the
+    #   group of threads whose own queue this is (-1: neither)
+    group: int = 0  # a commit group's queue per group of this many threads (per thread, per warpgroup), or 0
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,8 @@ class _QueueState:
         self.pending: set = set()  # records carrying a pending mark on this queue
         self.arrive_mask: Optional[int] = None  # pairing by lag: the threads of every arrive / await
         self.await_mask: Optional[int] = None
+        self.tx_expected: list = []  # per arrive: the TMA bytes its phase expects
+        self.tx_delivered: dict = {}  # phase (arrive number) -> TMA bytes delivered to it
 
 
 # Expressions as Python source over `V` (variables) and `T` (tables); Python's // and % are floor division.
@@ -279,13 +281,15 @@ class _Run:
         if key is None:
             ordered = P.PROGRAM_ORDER[op.pair] if not op.unordered else 0
             key = self.fresh[fresh] = (ss.product(threads, 1 << op.pair), ss.product(threads, ordered))
-        if op.mode & P.READ:
-            self.step(op, buf, e, mask, threads, key, False)
+        if op.mode & P.READ:  # an update's own read never conflicts with its write: it is only checked
+            self.step(op, buf, e, mask, threads, key, False, record=op.mode == P.READ)
         if op.mode & P.WRITE:
             self.step(op, buf, e, mask, threads, key, True)
 
-    def step(self, op: P.Access, buf: _Buffer, e: int, mask: int, threads: tuple, key: tuple, write: bool) -> None:
-        """One read or write: check the element's records, then record the access."""
+    def step(self, op: P.Access, buf: _Buffer, e: int, mask: int, threads: tuple, key: tuple, write: bool,
+             record: bool = True) -> None:
+        """One read or write: check the element's records, then record the access (unless `record` is False:
+        the read of an update, which its write replaces)."""
         bit = 1 << op.pair
         w = buf.w[e]
         if w is not None:
@@ -298,6 +302,8 @@ class _Run:
                 if not _covers(r, threads, bit):
                     self.hazard(P.WAR, buf, e, op.site, mask, r, "r")
                     break
+        if not record:
+            return
         rec = self.intern(key[0], key[1], ())
         if write:
             buf.w[e], buf.r[e] = rec, ()
@@ -424,6 +430,7 @@ class _Run:
         acc = self.access(op.site, mask)
         self.same_threads(qid, "arrive_mask", mask, P.ERR_ARRIVE_THREADS, acc)
         q.arrives.append(acc)
+        q.tx_expected.append(op.tx)
         n = len(q.arrives)
         slot = parity = -1
         if rule.depth:
@@ -458,6 +465,7 @@ class _Run:
             return
         if k < 1:
             return
+        self.check_tx(qid, k, op.site, acc)
         q.upto = max(q.upto, k)
         if not mask:
             return
@@ -480,6 +488,33 @@ class _Run:
             self.update(rec, va, vs, pending)
         self.settle()
 
+    def check_tx(self, qid: int, n: int, site: int, acc: P.RawAccess) -> None:
+        """Phase n of a queue must receive exactly the TMA bytes its arrive expects (else a TX hazard)."""
+        q = self.queues[qid]
+        expected = q.tx_expected[n - 1] if n <= len(q.arrives) else 0
+        delivered = q.tx_delivered.get(n, 0)
+        if expected != delivered:
+            self.sync_hazard(P.TX, site, acc, q.arrives[n - 1] if n <= len(q.arrives) else None, qid,
+                             (n, expected, delivered))
+
+    def trail(self, op: P.Trail) -> None:
+        """A TMA load completes on the phase its issuer's next arrive closes (program.Trail)."""
+        mask = self.ev(op.mask)
+        n = len(self.queues[self.ev(op.own)].arrives) + 1
+        qids = [self.ev(q) for q in op.queues]
+        for qid in qids:
+            got = self.queues[qid].tx_delivered
+            got[n] = got.get(n, 0) + op.tx
+        threads = self.threads(mask)
+        rec = self.table.get((ss.product(threads, 1 << op.pair), ss.product(threads, 0), ()))
+        if rec is None:
+            return
+        pending = rec.pending
+        for qid in qids:
+            pending = _add_mark(pending, qid, n, ())
+        self.update(rec, rec.va, rec.vs, pending)
+        self.settle()
+
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1
         if len(self.events) < self.max_events:
@@ -493,6 +528,9 @@ class _Run:
             unawaited = len(q.arrives) - q.upto
             if unawaited > slack:
                 self.sync_hazard(P.COUNT, op.site, q.arrives[q.upto], None, qid, (unawaited, slack))
+            last = max([len(q.arrives), *q.tx_delivered])
+            for n in range(q.upto + 1, last + 1):  # phases no await checked (a ring's last lag; loads no arrive closes)
+                self.check_tx(qid, n, op.site, self.access(op.site, 0))
             for rec in list(q.pending):
                 rec = _find(rec)
                 if _mark_of(rec.pending, qid) is not None:
@@ -509,6 +547,7 @@ class _Run:
         P.Check: check,
         P.Fence: fence,
         P.Arrive: arrive,
+        P.Trail: trail,
         P.Await: await_,
         P.EndBarrier: end_barrier,
     }

@@ -162,7 +162,11 @@ def _access(program: P.Program, acc: P.RawAccess) -> Access:
 
 
 def _queue_text(q: P.Queue) -> str:
-    return f"{q.barrier}{list(q.position) if q.position else ''}"
+    if q.group:
+        source = f" (the queue of threads {q.source * q.group}..{(q.source + 1) * q.group - 1} of each task)"
+    else:
+        source = f" (the arrives of CTA {q.source} of the slice)" if q.source >= 0 else ""
+    return f"{q.barrier}{list(q.position) if q.position else ''}{source}"
 
 
 def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
@@ -174,6 +178,9 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
         if h.kind == P.FREE:
             message = (f"{name} is freed at the end of its scope (line {acc.stmt.line}) while the last access to this "
                        f"element is not visible to every owning thread: fence before the scope ends")
+            if program.slots[h.slot].remote:
+                message += (f" (other CTAs of its cluster write {name} (multicast): a CTA that exits or reuses it must "
+                            "first sync with them, e.g. a cluster-wide Fence)")
         else:
             verb = {"RAW": "read after write", "WAR": "write after read", "WAW": "write after write"}[kind]
             instr_tl = program.sites[h.access.site].instr_tl
@@ -184,6 +191,11 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
         unawaited, slack = h.params
         message = (f"{unawaited} {q.kind_prefix}Arrive(s) on {_queue_text(q)} never awaited (allowed: {slack}); "
                    f"the first is line {acc.stmt.line}")
+    elif h.kind == P.TX:
+        n, expected, delivered = h.params
+        message = (f"phase #{n} of {_queue_text(q)} expects {expected} bytes of TMA loads (the expect-tx of its Arrive), "
+                   f"but the loads completing on it deliver {delivered} bytes by this point: a wrong tx count, so the "
+                   "phase never completes (the GPU waits forever) or completes before the data lands")
     elif h.params[0] == 0:
         _, n, slot, depth, reuse = h.params
         message = (f"arrive #{n} on {q.barrier} reuses ring slot {slot} (depth {depth}) before arrive #{reuse} "
@@ -221,6 +233,8 @@ _ERRORS = {
     P.ERR_BARRIER_INDEX: "sync_check: a barrier index outside the barrier's dimensions",
     P.ERR_DIVISION: "sync_check: an index expression divides by zero",
     P.ERR_SHAPE: "sync_check: a buffer with a negative dimension",
+    P.ERR_CTA: "sync_check: a multicast arrive or TMA load on a slice of barriers must be issued by threads of one CTA "
+               "of that slice (the barrier it counts on is its own CTA's)",
 }
 
 

@@ -1,0 +1,131 @@
+"""The abstract machine on TMA (issue 12 item 5): loads complete only through the mbarriers they trail, with
+expect-tx accounting; multicast loads and arrives across a cluster; TMA stores on bulk commit groups; the
+free of shared memory that peer CTAs write. Every Sm90 example passes; each error is reported at the user's
+line, by both engines (tests/test_sync_engines.py compares them on every proc here and every example)."""
+
+from __future__ import annotations
+
+import sys
+
+import procs_tma as T
+import pytest
+from conftest import EXAMPLES_DIR
+from procs_sync import line_of
+
+import spork_lab as sl
+from spork_lab.sync.checker import ENGINES
+from spork_lab.sync.mutants import sync_cursors, without_syncs
+
+sys.path.insert(0, str(EXAMPLES_DIR))
+
+import sm90_gemm  # noqa: E402
+import sm90_rmem_a  # noqa: E402
+import sm90_tma_store  # noqa: E402
+import sm90_tma_wgmma  # noqa: E402
+
+GEMM_SIZES = dict(M=512, N=768, K=256)
+
+
+def _gemm_line(text: str) -> int:
+    """The line of examples/sm90_gemm.py holding `text` (once)."""
+    lines = (EXAMPLES_DIR / "sm90_gemm.py").read_text().splitlines()
+    (line,) = [i + 1 for i, s in enumerate(lines) if text in s]
+    return line
+
+
+@pytest.mark.parametrize("p, sizes", [
+    (sm90_tma_wgmma.sm90_tma_wgmma, dict(M=128, N=256, K=64)),
+    (sm90_rmem_a.sm90_rmem_a, dict(M=128, N=128, K=64)),
+    (sm90_tma_store.sm90_tma_store, dict(M=128, N=64)),
+    (sm90_gemm.PROCS[0], GEMM_SIZES),
+    (sm90_gemm.make_gemm("f16", CL=2, G=1), GEMM_SIZES),
+    (sm90_gemm.make_gemm("f16", G=8, out="f16"), dict(M=2048, N=256, K=128)),
+    (sm90_gemm.make_gemm("bf16", BN=128, S=5, CL=2, G=1), GEMM_SIZES),
+    (T.tma_tile_copy, dict(n=16)),
+    (T.tma_multicast_halves, {}),
+    (T.tma_store_waits, {}),
+], ids=lambda v: v.name() if hasattr(v, "name") else "")  # fmt: skip
+def test_sm90_programs_pass(p, sizes):
+    report = sl.sync_check(p, **sizes)
+    assert report.ok and report.engine == "compiled", report
+
+
+def _only(report, kind: str):
+    kinds = [h.kind for h in report.hazards]
+    assert kind in kinds, report
+    return report.hazards[kinds.index(kind)]
+
+
+def test_a_wrong_tx_count_is_reported_at_the_await():
+    """Only CTA 0 multicasts: its barrier's phase expects its 8 KiB tile twice (once per CTA of the slice) plus
+    its own rows, and gets it once; CTA 1's phase expects its rows only and also gets CTA 0's tile."""
+    for engine in ENGINES:
+        h = _only(sl.sync_check(T.tma_multicast_one_cta, engine=engine), "TX")
+        assert h.access.stmt.line == line_of(T.tma_multicast_one_cta, "Await(ring[cta], wgmma_async_smem, ~0)")
+        assert "procs_tma.py" in h.access.stmt.file and "Arrive(tma_to_smem_async, 1)" in h.other.stmt.text
+        assert "expects 17408 bytes" in h.message and "deliver 9216 bytes" in h.message
+
+
+def test_data_arrives_only_through_the_barrier_its_load_trails():
+    for engine in ENGINES:
+        h = sl.sync_check(T.tma_wrong_barrier, engine=engine).hazards[0]
+        assert (h.kind, h.buffer, h.index) == ("RAW", "tile", (8, 0))
+        assert h.access.stmt.line == line_of(T.tma_wrong_barrier, "dst[i, j] = tile[i, j]")
+        assert "tile[8:16, :]" in h.other.stmt.text and ">> bar[1]" in h.other.stmt.text
+
+
+def test_a_cta_may_not_release_shared_memory_its_peer_still_writes():
+    """The multicast destination is written by both CTAs: ending the task with a per-CTA Fence lets a CTA
+    exit (or reuse the tile) while its peer's multicast may still land in it: a FREE hazard at the tile."""
+    for engine in ENGINES:
+        (h,) = sl.sync_check(T.tma_multicast_no_cluster_sync, engine=engine).hazards
+        assert (h.kind, h.buffer) == ("FREE", "tile")
+        assert h.access.stmt.line == line_of(T.tma_multicast_no_cluster_sync, "tile: f32[2, 64, 32]")
+        assert "other CTAs of its cluster" in h.message
+
+
+def test_a_tma_store_reads_its_tile_until_the_bulk_wait():
+    for engine in ENGINES:
+        (h,) = sl.sync_check(T.tma_store_reuse, engine=engine).hazards
+        assert (h.kind, h.buffer) == ("WAR", "t_s")
+        assert h.access.stmt.line == line_of(T.tma_store_reuse, "t_s[i, j] = src[i, j]")
+        assert "Sm90_copy_tensor_to_gmem_linear_2f32" in h.other.stmt.text
+
+
+def test_gemm_consumers_must_come_after_every_ctas_loads():
+    """In the sequential program, CTA 0's consumers reading stage k before CTA 1 multicast its half of B read
+    data that has not landed: their Await would complete before the bytes the phase expects (a TX hazard),
+    and the peer's load overwrites what they read (WAR)."""
+    src, consts = sm90_gemm.gemm_source("tf32", CL=2, G=1)
+    split = "                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):\n                            with CudaWarps(name=\"consumer\"):"
+    assert split in src
+    joined = src.replace(split, "                            with CudaWarps(name=\"consumer\"):")
+    p = sl.parse_source(joined, filename=sm90_gemm.__file__, first_line=sm90_gemm._FIRST_LINE, func_locals=consts)
+    report = sl.sync_check(p, **GEMM_SIZES)
+    h = _only(report, "TX")
+    assert "ring[0]" in h.message and h.access.stmt.file == sm90_gemm.__file__
+    assert "B_s" in {x.buffer for x in report.hazards if x.kind == "WAR"}
+
+
+def test_gemm_without_its_wgmma_fence_is_reported_at_the_gemms_line():
+    p = sm90_gemm.PROCS[0]
+    (i,) = [k for k, c in enumerate(sync_cursors(p)) if "wgmma_fence_1" in str(c._impl._node.f.name)]
+    h = sl.sync_check(without_syncs(p, [i]), **GEMM_SIZES).hazards[0]
+    assert h.buffer == "D" and h.access.stmt.file == sm90_gemm.__file__
+    assert h.access.stmt.line == _gemm_line("Sm90_mma_async_{w}(D[cta, wg, :, :]")
+
+
+def test_the_gemm_mutation_script_kills_all_but_the_safe_survivors(monkeypatch):
+    """benchmarks/mutation_test_sm90.py: nothing is refused any more, and the only mutants the checker passes
+    are the two that wait more than needed (the script's results file says why each is safe)."""
+    sys.path.insert(0, str(EXAMPLES_DIR.parent / "benchmarks"))
+    import mutation_test_sm90 as M
+
+    monkeypatch.setattr(M, "SIZES", dict(M=256, N=256, K=256))  # one task, 8 K-blocks: every ring slot reused
+    mutants = M.all_mutants()
+    for m in mutants:
+        M.check(m)
+    survivors = sorted(m.description for m in mutants if m.verdict not in ("static error", "hazard"))
+    assert survivors == ["N -4 -> -3 in sync #0 `ReverseAwait(ring[cta], tma_to_smem_async, ~3)`",
+                         "N 1 -> 0 in sync #5 `Await(cg, cuda_in_order, 1)`"], survivors
+    assert len(mutants) - len(survivors) == 20
