@@ -243,10 +243,9 @@ SM90_NOTES = {
                          "producer's `ReverseAwait` and `Arrive` around its loads, the consumers' `Await` before "
                          "their `wgmma`, and their release of the slot one K-block late, once the `wgmma` that read "
                          "it has finished (a commit group with one group in flight). **Code** marks the new lines. "
-                         "The analysis passes, but the **sync check refuses** the program: it does not model TMA "
-                         "loads completing on an mbarrier yet, and a program it cannot judge is refused, never "
-                         "passed; so no hazard cards and no barrier timeline here (the Sm80 kernel above is the one "
-                         "the checker covers end to end).",
+                         "The analysis passes, and the sync check, which models TMA (a load completes only through "
+                         "its mbarrier, whose Arrive expects its bytes), finds no hazard; **Barrier timeline** shows "
+                         "the `ring` barriers, forward and reverse, and the commit group `cg`.",
 }
 
 
@@ -278,9 +277,10 @@ def sm90_part() -> list:
         new_markdown_cell(
             "The schedule reaches `make_gemm`'s kernel but for one step no scheduling operation takes yet: "
             "*multicast*, where each CTA loads half of the B tile and sends it to both CTAs of the cluster (here each "
-            "CTA loads its whole B tile). The benchmark takes the multicast kernel, `scheduled_gemm`: `make_gemm`'s "
-            "source without its ring (`unpipelined`) and the same `pipeline` step as the last one above."),
-        new_code_cell("gemm_sm90_f16 = sm90.scheduled_gemm(\"f16\")  # make_gemm's kernel: B multicast to the cluster"),
+            "CTA loads its whole B tile). The benchmark takes the multicast kernel, written as source "
+            "(`make_gemm`); the sync check passes it too."),
+        new_code_cell("gemm_sm90_f16 = sm90.make_gemm(\"f16\")  # B multicast to the cluster\n"
+                      f"sl.sync_check(gemm_sm90_f16, **{SM90_SIZES!r}).ok"),
         new_markdown_cell(
             "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
             "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "
@@ -471,7 +471,7 @@ WRITTEN_BY_HAND = ["01_first_kernel.ipynb"]  # executed again as stored (its out
 # What a tutorial's "gpu" cells need from the cells before them (the same procs, from the example files), so a
 # GPU machine runs only those cells: device time is scarce, and the rest runs the same anywhere.
 GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_gemm import sm80_gemm_f16\n"
-                                         "from sm90_gemm import scheduled_gemm\n\ngemm_sm90_f16 = scheduled_gemm(\"f16\")"}
+                                         "from sm90_gemm import make_gemm\n\ngemm_sm90_f16 = make_gemm(\"f16\")"}
 
 
 def gpu_cells(nb, name: str) -> Optional[nbformat.NotebookNode]:

@@ -383,3 +383,16 @@ def test_warp_and_warpgroup_collectives_are_first_coloured_by_their_own_level():
     assert grid["level"] == "warpgroup" and grid["collectives"] == 4 and grid["active"] == 512
     assert "allocating cuda_cluster (the whole cluster)" in wb.state["views"]["tiling"]
     assert "sync_check does not model" in wb.check.message and wb.check.state == "error"
+
+
+def test_an_error_marks_the_statement_it_quotes_not_every_copy_of_its_source_line():
+    """Statements a step inserts carry their anchor's source line (the Fences here share the second tid loop's):
+    an error on that line marks the printed lines showing the code it quotes, or all of them if none does."""
+    r = to_kernel(Workbench(seq_reverse, sizes={"n": 512})).result()
+    line = seq_reverse.find_loop("tid #1")._impl._node.srcinfo.lineno
+    assert len(r.view.lines_of_source_line(line)) == 3  # Fence, the loop, Fence
+    fences = r._error_lines({"line": line, "message": "`Fence(cuda_in_order, cuda_in_order)`: a made-up error"})
+    assert [r.view.lines[n].text.strip() for n in fences] == ["Fence(cuda_in_order, cuda_in_order)"] * 2
+    loop = r._error_lines({"line": line, "message": "`for tid in cuda_threads(0, 256):` has no Fence(...)"})
+    assert [r.view.lines[n].text.strip() for n in loop] == ["for tid in cuda_threads(0, 256):"]
+    assert len(r._error_lines({"line": line, "message": "no quoted code"})) == 3

@@ -146,12 +146,21 @@ class StepResult:
         self.marks: dict[int, list[dict]] = {}
         for outcome in (self.analysis, self.check):
             if outcome.error and outcome.error.get("line") is not None:
-                for n in self.view.lines_of_source_line(outcome.error["line"]):
+                for n in self._error_lines(outcome.error):
                     self._mark(n, "error", "error", outcome.error["message"])
         for card in self.hazards:
             for n in sorted(set(card["lines"])):
                 self._mark(n, "hazard", card["kind"], f"{card['kind']} hazard: {card['message']}")
         self._cuda: Optional[tuple] = None
+
+    def _error_lines(self, error: dict) -> list[int]:
+        """The printed lines an error is about. Errors name a source line, which scheduling may have copied into
+        many statements (every sync statement a step inserts carries its anchor's line): of those, the lines
+        showing the code the message quotes (`...`, up to a `(...)`), else all of them."""
+        lines = self.view.lines_of_source_line(error["line"])
+        quoted = [q.split("(...)")[0] + ("(" if "(...)" in q else "") for q in re.findall(r"`([^`]+)`", error["message"])]
+        named = [n for n in lines if any(q and q in self.view.lines[n].text for q in quoted)]
+        return named or lines
 
     def _mark(self, line: int, kind: str, label: str, text: str) -> None:
         self.marks.setdefault(line, []).append({"kind": kind, "label": label, "text": text})
