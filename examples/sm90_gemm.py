@@ -149,7 +149,8 @@ CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of
 # ---- The same GEMM by a schedule: its ring derived by pipeline_loop (issue 13), the tutorial's replay ----
 #
 # `unpipelined` is the kernel without its ring: one slot of A_s and B_s per CTA, the TMA loads completing on
-# the CTA's barrier (A) and on every CTA's (B, multicast), the consumers' wgmma; no Arrive, Await, ring
+# the CTA's barrier (A) and on every CTA's (B, multicast), then (second per-CTA loop) the consumers' wgmma;
+# no Arrive, Await, ring
 # dimension or lag count. `pipeline` derives them (tests/test_pipeline_gemms.py pins that the result is
 # make_gemm's kernel, the same CUDA text).
 
@@ -187,6 +188,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                                             B_s[:, BNC * cta:BNC * cta + BNC, :],
                                             B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],
                                             box=(BNC, BK), ncta=CL) >> ring[:]
+                        for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="consumer"):
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
                                     Fence(wgmma_fence_1, wgmma_fence_2)

@@ -532,7 +532,7 @@ def _innermost_block(s) -> tuple:
     body, and so on down (`with CudaWarps(name="producer"): for t in cuda_threads(0, 1): ...`: the loop of
     the one thread that issues the TMA loads)."""
     path = ()
-    while len(s.body) == 1 and _block_like(s.body[0]):
+    while len(s.body) == 1 and (_block_like(s.body[0]) or _is_cta_loop(s.body[0])):
         path, s = path + (0,), s.body[0]
     return path, s
 
@@ -580,11 +580,16 @@ class _Syncs:
     """Builds the sync statements of one pipeline (one barrier per queue)."""
 
     def __init__(self, mem: type, tls: dict, cta_loop, release_mem: type | None):
-        self.mem, self.tls, self.cta_loop, self.release_mem = mem, tls, cta_loop, release_mem
+        self.mem, self.tls, self.release_mem = mem, tls, release_mem
+        self.cta = None if cta_loop is None else cta_loop.iter  # the per-CTA loop around the whole body
 
-    def stmt(self, kind: str, q: _Queue, n: int, srcinfo, multicast: bool = False) -> LoopIR.stmt:
-        """A sync statement on the queue's barrier: `bar`, or in a per-CTA loop the CTA's own `bar[cta]`, or
-        every CTA's `bar[:]` (multicast)."""
+    def cta_of(self, st: _Stmt):
+        """The CTA iterator a statement's barrier statements index by: its own per-CTA loop's, or the body's."""
+        return st.node.iter if _is_cta_loop(st.node) else self.cta
+
+    def stmt(self, kind: str, q: _Queue, n: int, srcinfo, cta=None, multicast: bool = False) -> LoopIR.stmt:
+        """A sync statement on the queue's barrier: `bar`, or in a per-CTA loop (iterator `cta`) the CTA's own
+        `bar[cta]`, or every CTA's `bar[:]` (multicast)."""
         spec_fields = dict(**self._fields(kind, q), N=n, barrier_mem=self.mem)
         if not q.bar_type.is_tensor_or_window():
             spec = SyncSpec(kind, **spec_fields, barrier_ndim=0)
@@ -594,8 +599,8 @@ class _Syncs:
             idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), ctas, srcinfo)]
             window_shape = (ctas.val,)
         else:
-            cta = _read(self.cta_loop.iter, srcinfo)
-            idx = [LoopIR.Interval(cta, _plus(cta, 1, srcinfo), srcinfo)]
+            at = _read(cta, srcinfo)
+            idx = [LoopIR.Interval(at, _plus(at, 1, srcinfo), srcinfo)]
             window_shape = ()
         spec = SyncSpec(kind, **spec_fields, barrier_ndim=1, window_shape=window_shape)
         return _sync_call(spec, LoopIR.WindowExpr(q.bar, idx, _window_type(q.bar_type, q.bar, idx), srcinfo), srcinfo)
@@ -677,7 +682,7 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
 
     def place(group: list, stage: int | None, wait, signal) -> None:
         """`wait` before the group of statements and `signal` after it (inside it: one block on an mbarrier)."""
-        if by_lag and len(group) == 1 and _block_like(group[0].node):
+        if by_lag and len(group) == 1 and (_block_like(group[0].node) or _is_cta_loop(group[0].node)):
             path, block = _innermost_block(group[0].node)
             inner = entries[group[0].index].inner
             if wait is not None:
@@ -702,9 +707,10 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
         if by_lag:
             first, last = consumer(q.consumers[0]), consumer(q.consumers[-1])
             lag = q.consumers[-1] - p + 1 - (q.release.in_flight if q.release else 0)
-            place(writers, p, syncs.stmt("ReverseAwait", q, ~lag, src), syncs.stmt("Arrive", q, 1, src))
-            wait = syncs.stmt("Await", q, ~0, first[0].node.srcinfo)
-            release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo, multicast=q.multicast)
+            wcta, fcta, lcta = syncs.cta_of(writers[0]), syncs.cta_of(first[0]), syncs.cta_of(last[-1])
+            place(writers, p, syncs.stmt("ReverseAwait", q, ~lag, src, wcta), syncs.stmt("Arrive", q, 1, src, wcta))
+            wait = syncs.stmt("Await", q, ~0, first[0].node.srcinfo, fcta)
+            release = syncs.stmt("ReverseArrive", q, 1, last[-1].node.srcinfo, lcta, multicast=q.multicast)
             if q.consumers[0] == q.consumers[-1]:  # one reading stage
                 place(first, q.consumers[0], wait, release)
             else:
@@ -761,7 +767,7 @@ def pipeline_loop(
     "*": stage} (a statement gets the stage of the buffers it writes). A body
     that is one `cuda_threads(0, CL, unit=cuda_cta_in_cluster)` loop of
     `with CudaWarps` blocks is pipelined in every CTA: the stages are that
-    loop's statements.
+    loop's statements; so is a body of such per-CTA loops (one stage each).
     `async_stages`: the stages whose writes are asynchronous (cp.async, TMA).
     `barrier`: CudaCommitGroup or CudaMbarrier (a new barrier per queue,
     named `barrier_name` or a fresh name), or the name of a barrier the proc
@@ -792,13 +798,19 @@ def pipeline_loop(
         stage_of = _assign_stages(holder.body, stages, names)
     stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(holder.body)]
     S = max(stage_of)
-    warp_specialized = len(holder.body) > 1 and all(_is_block(b, CudaWarps) for b in holder.body)
+    warp_specialized = len(holder.body) > 1 and all(_warp_block(b) for b in holder.body)
     if cta_loop is not None and not warp_specialized:
         raise SchedulingError(
             f"{_where(cta_loop)}: in a per-CTA loop pipeline_loop pipelines warp-specialized bodies only (every "
             "statement a `with CudaWarps` block)"
         )
-    mem, bar_alloc = _barrier_memory(ir, s, barrier, cta_loop)
+    cta_loops = [cta_loop] if cta_loop is not None else [b for b in s.body if _is_cta_loop(b)]
+    if cta_loop is None and cta_loops and not warp_specialized:
+        raise SchedulingError(
+            f"{_where(cta_loops[0])}: pipeline_loop pipelines per-CTA loops in warp-specialized bodies only (every "
+            "statement a `with CudaWarps` block, or a per-CTA loop of them)"
+        )
+    mem, bar_alloc = _barrier_memory(ir, s, barrier, cta_loops)
     by_lag = mem.pairs_by_lag
     if warp_specialized and not by_lag:
         raise SchedulingError(
@@ -818,7 +830,7 @@ def pipeline_loop(
     _check_budget(ir, s, rings, distributed, smem_budget)
     if by_lag:
         _releases(stmts, queues, release_with, reads_in_flight)
-    _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name, cta_loop, release_with)
+    _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name, cta_loops, release_with)
     _note_multicast(stmts, queues)
     tls = dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl)
     syncs = _Syncs(mem, tls, cta_loop, release_with)
@@ -862,13 +874,24 @@ def pipeline_loop(
     return Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
 
 
+def _is_cta_loop(t) -> bool:
+    """A `cuda_threads(..., unit=cuda_cta_in_cluster)` loop: each CTA of the cluster runs its iteration."""
+    return isinstance(t, LoopIR.For) and isinstance(t.loop_mode, CudaThreads) and t.loop_mode.unit == cuda_cta_in_cluster
+
+
+def _warp_block(t) -> bool:
+    """A `with CudaWarps` block, or a per-CTA loop of such blocks (every CTA's producers, then every CTA's
+    consumers: the sequential program reads what every CTA loaded, multicast included)."""
+    return _is_block(t, CudaWarps) or (_is_cta_loop(t) and all(_is_block(b, CudaWarps) for b in t.body))
+
+
 def _per_cta_loop(s):
     """The loop's body as one `cuda_threads(0, CL, unit=cuda_cta_in_cluster)` loop (every CTA of the cluster
     runs the stages on its own shard): that loop, else None."""
     if len(s.body) != 1:
         return None
     t = s.body[0]
-    if not (isinstance(t, LoopIR.For) and isinstance(t.loop_mode, CudaThreads) and t.loop_mode.unit == cuda_cta_in_cluster):
+    if not _is_cta_loop(t):
         return None
     if not (isinstance(t.lo, LoopIR.Const) and t.lo.val == 0 and isinstance(t.hi, LoopIR.Const)):
         raise SchedulingError(f"{_where(t)}: a per-CTA loop pipelined by pipeline_loop runs over cuda_threads(0, CL) "
@@ -909,7 +932,7 @@ def _release_drain(q: _Queue, holder, cta_loop, mem: type):
 # ---------------------------------------------------------------------------
 
 
-def _barrier_memory(ir, loop, barrier, cta_loop) -> tuple:
+def _barrier_memory(ir, loop, barrier, cta_loops: list) -> tuple:
     """(barrier memory, the existing allocation or None); checks the loop's own use of barriers."""
     inside = list(walk_stmts(loop.body))
     bar_syms = {a.name for a in walk_stmts(ir.body) if is_barrier_alloc(a)}
@@ -934,21 +957,23 @@ def _barrier_memory(ir, loop, barrier, cta_loop) -> tuple:
     alloc = found[-1]
     if alloc.type.is_tensor_or_window():
         shape = alloc.type.shape()
-        ctas = None if cta_loop is None else cta_loop.hi.val
+        ctas = cta_loops[0].hi.val if cta_loops else None
+        iters = {c.iter for c in cta_loops}
         if not (len(shape) == 1 and isinstance(shape[0], LoopIR.Const) and shape[0].val == ctas):
             raise SchedulingError(
                 f"barrier {barrier} is an array; pipeline on a scalar barrier, or, in a loop whose body is one "
-                "per-CTA loop `for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster)`, on an array of CL "
-                "barriers indexed by the CTA (`>> bar[cta]`, or `>> bar[:]` for a multicast load)"
+                "per-CTA loop `for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster)` (or is made of such "
+                "loops), on an array of CL barriers indexed by the CTA (`>> bar[cta]`, or `>> bar[:]` for a "
+                "multicast load)"
             )
         for t, sym in trailing:
             (w,) = t.args[trailing_of(t)[1]].idx
             at = w.lo if isinstance(w, LoopIR.Interval) else w.pt
-            by_cta = isinstance(at, LoopIR.Read) and at.name == cta_loop.iter
+            by_cta = isinstance(at, LoopIR.Read) and at.name in iters
             every = isinstance(w, LoopIR.Interval) and interval_width(w) == ctas and isinstance(at, LoopIR.Const)
             if sym == alloc.name and not (by_cta or every):
                 raise SchedulingError(f"{_where(t)} completes on {barrier}[{_expr_text(w)}]: index the barrier "
-                                      f"array by the CTA ({barrier}[{cta_loop.iter}]), or slice all of it for a "
+                                      f"array by the CTA ({barrier}[{cta_loops[0].iter}]), or slice all of it for a "
                                       f"multicast load ({barrier}[:])")
     if not alloc.mem.lives_on_device:
         raise SchedulingError(f"{barrier} @ {alloc.mem.name()} lives in CPU code; pipeline on a "
@@ -1078,7 +1103,7 @@ def _check_budget(ir, loop, rings: dict, distributed: dict, budget: int) -> None
         )
 
 
-def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: str | None, cta_loop,
+def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: str | None, cta_loops: list,
                    release_mem: type | None) -> None:
     """Give each queue its barrier: the existing one, or a new allocation with a fresh name (in a per-CTA
     loop an array of one barrier per CTA); and each release group its commit group."""
@@ -1113,8 +1138,8 @@ def _name_barriers(ir, loop, queues: dict, mem: type, bar_alloc, barrier_name: s
     for k, key in enumerate(sorted(queues)):
         q = queues[key]
         q.bar = Sym(fresh(base if len(queues) == 1 else f"{base}{k}"))
-        if cta_loop is not None:
-            q.bar_type = T.Tensor([cta_loop.hi], False, BARRIER_CARRIER)
+        if cta_loops:
+            q.bar_type = T.Tensor([cta_loops[0].hi], False, BARRIER_CARRIER)
         q.inserted_alloc = LoopIR.Alloc(q.bar, q.bar_type, mem, loop.srcinfo)
 
 
