@@ -177,8 +177,9 @@ def test_multicast_in_one_per_cta_loop_is_not_sequentially_the_gemm():
     assert _sm90_flagged(p)
 
 
-def test_sm90_pipelined_passes_sync_check():
-    report = _sm90_check(stepwise_gemm())
+@pytest.mark.parametrize("which", ["stepwise", "multicast"])
+def test_sm90_pipelined_passes_sync_check(which):
+    report = _sm90_check(stepwise_gemm() if which == "stepwise" else h.scheduled_gemm("tf32", 256, 4, 2, 1))
     assert report.ok, "\n".join(map(str, report.hazards))
 
 
