@@ -112,7 +112,7 @@ def test_gemm_without_its_wgmma_fence_is_reported_at_the_gemms_line():
     (i,) = [k for k, c in enumerate(sync_cursors(p)) if "wgmma_fence_1" in str(c._impl._node.f.name)]
     h = sl.sync_check(without_syncs(p, [i]), **GEMM_SIZES).hazards[0]
     assert h.buffer == "D" and h.access.stmt.file == sm90_gemm.__file__
-    assert h.access.stmt.line == _gemm_line("Sm90_mma_async_{w}(D[cta, wg, :, :]")
+    assert h.access.stmt.line == _gemm_line("Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S")
 
 
 def test_the_gemm_mutation_script_kills_all_but_the_safe_survivors(monkeypatch):
