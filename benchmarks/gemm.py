@@ -81,8 +81,7 @@ class Kernel:
 
 # Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md has their times).
 _SM80_VARIANTS = [{}, dict(BM=256, BN=128), dict(S=3)]
-SM80_SWEEP = {"f16": _SM80_VARIANTS + [dict(fragments_ahead=False)], "bf16": _SM80_VARIANTS + [dict(fragments_ahead=False)],
-              "tf32": _SM80_VARIANTS + [dict(fragments_ahead=True)]}  # the defaults' other pipeline
+SM80_SWEEP = {d: _SM80_VARIANTS + [dict(fragments_ahead=d == "tf32")] for d in ("tf32", "f16", "bf16")}  # other pipeline
 
 
 def sm80_kernels(dtype: str, sweep: bool) -> list:

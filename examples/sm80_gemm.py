@@ -228,8 +228,8 @@ def pipeline(p, cfg: Config):
     k-step's fragment loads (and the Fence) are a stage of their own, S - 2, and a time step runs (`order=`)
     the copies, the oldest tile's products up to its last fragment loads, the wait and the Fence, the next
     tile's first fragments, then the oldest tile's last products: the tensor cores have work on both sides of
-    the barrier, and the copies run S - 2 tiles ahead of the wait. Without it, late_copy moves the steady
-    state's products before its copies (they read another slot: exo lets them swap)."""
+    the barrier, and each wait leaves S - 2 copy groups in flight, as the hand kernel's. Without it, late_copy
+    moves the steady state's products before its copies (they read another slot: exo lets them swap)."""
     if cfg.fragments_ahead:
         if cfg.late_copy:
             raise ValueError("late_copy is a variant of the pipeline without fragments_ahead")

@@ -162,8 +162,8 @@ class _OrderA(ArgumentProcessor):
     def __call__(self, order, all_args):
         if order is None:
             return None
-        if not isinstance(order, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in order):
-            self.err(f"expected the body's statement numbers in the order a time step runs them (or None), got {order!r}")
+        if not isinstance(order, (list, tuple)) or not all(map(_is_stage, order)):
+            self.err(f"expected the body's statement numbers in the order a time step runs them, got {order!r}")
         return list(order)
 
 
