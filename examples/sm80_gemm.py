@@ -24,7 +24,7 @@ once.
 
 D is one shard of WM x WN accumulators per warp once the distributed-memory
 lowering (issue 11, items 1-5) is in: the generated kernel then declares
-`float D[128]` per thread (ptxas for sm_90a: f16/bf16 240 registers with
+`float D[128]` per thread (ptxas for sm_90a: f16/bf16 250 registers with
 fragments ahead, 226 without, no spills); without it, every thread
 would declare the whole CTA tile.
 
@@ -243,8 +243,9 @@ def pipeline(p, cfg: Config):
 
 def _pipeline_fragments_ahead(p, cfg: Config):
     """Step 9 with the first k-step's fragment loads (L0) a stage ahead of the rest of the products, in the
-    hand kernel's order: each time step copies, multiplies up to the last k-step's fragment loads (the last
-    reads of the slot), waits and fences, loads the next tile's L0, then issues the last k-step's products."""
+    hand DB kernel's order: each time step copies, multiplies up to the last k-step's fragment loads (the last
+    reads of the slot; each k-step's loads come before the products of the k-step before), waits and fences,
+    loads the next tile's L0, then issues the last k-step's products."""
     if cfg.BK < 2 * cfg.KS:
         raise ValueError(f"fragments_ahead needs two k-steps per K tile or more (BK >= {2 * cfg.KS})")
     # the first k-step and the last out of the kk loop; their fragment registers move to CTA scope, distributed
@@ -264,6 +265,16 @@ def _pipeline_fragments_ahead(p, cfg: Config):
     # K tile body: [Fence, A_s, copy A, B_s, copy B, L0, products up to the last k-step's loads, the last products]
     p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().before(), n_lifts=2)
     p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)", many=True)[-1].parent().parent().before(), n_lifts=2)
+    # in the products before the barrier each k-step's fragment loads move above the k-step before's products
+    # (their latency overlaps those mma): [M0, (A_r, LA, B_r, LB, M) x (KK - 2), LA_last, LB_last] becomes
+    # [A_r, LA, B_r, LB, M0, ..., LA_last, LB_last, M_(KK-2)]
+    KK = cfg.BK // cfg.KS
+    if KK > 2:
+        p = unroll_loop(p, p.find_loop("kk"))
+    warp = p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().parent()  # the wn loop of those products
+    for k in range(KK - 1):
+        for j in range(4 if k < KK - 2 else 2):
+            p = reorder_stmts(p, p.forward(warp).body()[5 * k + j : 5 * k + j + 2])
     # stages: copies 0; Fence and L0 S - 2; the products S - 1. A time step runs the copies, the products of its
     # oldest tile up to the last loads of its slot, then the Fence (after the wait for the next tile) and
     # that tile's L0, then the oldest tile's last products: L0's registers are read (by the first products)

@@ -66,16 +66,17 @@ def test_racy_mutants_are_flagged(ahead):
 
 def test_fragments_ahead_is_the_hand_db_order():
     """Step 9 with fragments_ahead (the default) in the steady state: copies and their commit group, the
-    products up to the last k-step's fragment loads, then the wait for the next tile (S - 2 groups in flight)
-    and the barrier, that tile's first fragments, the last k-step's products; no guards, and the first
-    fragments' registers are one set (read before they are refilled in the time step: no ring)."""
+    products up to the last k-step's fragment loads (each k-step's loads before the k-step before's products),
+    then the wait for the next tile (S - 2 groups in flight) and the barrier, that tile's first fragments, the
+    last k-step's products; no guards, and the first fragments' registers are one set (read before they are
+    refilled in the time step: no ring)."""
     p = g.schedule(g.naive(SMALL), SMALL)
     assert "A_r: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in str(p) and not re.search(r"% 2\b", str(p))
     _, _, cu, _ = sl.compile_procs_to_strings([p], "gemm")
     start = cu.index("for (int kt = 0; kt < K / 32 - 2; kt++)")
     steady = cu[start : cu.index("for (int kt = K / 32 - 2;", start)]
-    marks = ["cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group 2", "mma.sync",
-             "ldmatrix", "cp.async.wait_group 1", "__syncthreads", "ldmatrix", "mma.sync"]
+    marks = ["cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group 2", "ldmatrix",
+             "mma.sync", "cp.async.wait_group 1", "__syncthreads", "ldmatrix", "mma.sync"]
     at = 0
     for mark in marks:
         at = steady.index(mark, at) + 1
