@@ -17,7 +17,7 @@ from exo.core.LoopIR import LoopIR
 from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
-from ..core.instrs import instr_info, template_call_of
+from ..core.instrs import instr_info, user_name
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory
@@ -59,7 +59,7 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
     """TMA: loads complete on an mbarrier (`>> bar`), and tensor maps are what TMA's global operand takes."""
     gpu = instr_info(s)
     trailing = trailing_of(s)
-    name = _instr_name(s) if trailing is None else _template_name(trailing[0])
+    name = _instr_name(s) if trailing is None else user_name(trailing[0])
     if gpu is not None and gpu.trailing_barrier and trailing is None:
         raise SyncError(f"{name} completes on an mbarrier: write `{name}(...) >> bar[...]`, and close the phase with "
                         "`Arrive(tma_to_smem_async, 1) >> bar[...]`", s.srcinfo)
@@ -75,11 +75,6 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise TimelineError(
                 f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
                 s.srcinfo)
-
-
-def _template_name(proc_name: str) -> str:
-    template = template_call_of(proc_name)
-    return template[0].name if template else proc_name
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
@@ -130,9 +125,7 @@ def _threads(n: int) -> str:
 
 
 def _instr_name(s: LoopIR.Call) -> str:
-    """The name the user wrote: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`."""
-    template = template_call_of(s.f.name)
-    return template[0].name if template else str(s.f.name)
+    return user_name(s.f.name)
 
 
 # -- timelines ----------------------------------------------------------------

@@ -118,3 +118,9 @@ _TEMPLATE_CALLS: dict = {}  # concrete instr name -> (template, keywords)
 def template_call_of(proc_name: str):
     """(template, keywords) of a concrete instr made from an InstrTemplate, else None."""
     return _TEMPLATE_CALLS.get(proc_name)
+
+
+def user_name(proc_name) -> str:
+    """The instr name the user wrote: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`."""
+    template = template_call_of(proc_name)
+    return template[0].name if template else str(proc_name)

@@ -7,6 +7,7 @@ import types
 from typing import Callable, Optional
 
 from exo.API import Procedure
+from exo.frontend.pyparser import ParseError
 
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
@@ -19,7 +20,14 @@ from .frontend import parse_function
 def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
     if not isinstance(func, types.FunctionType):
         raise TypeError("@proc and @instr must decorate a function")
-    return parse_function(func, caller_locals, instr=instr)
+    try:
+        return parse_function(func, caller_locals, instr=instr)
+    except (ParseError, TypeError) as e:
+        if inspect.getsourcefile(func) not in str(e):
+            raise  # not about the user's source: our bug or exo's, keep the traceback
+        error = e
+    # exo's parse, type and bounds errors name the user's file and line; exo's frames would only bury them
+    raise error.with_traceback(None)
 
 
 def proc(func: Callable) -> Procedure:

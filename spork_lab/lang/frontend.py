@@ -8,7 +8,8 @@ Three steps, in this order:
 2. exo's own Parser and TypeChecker run on the rewritten tree, with the user's
    globals and locals plus the generated procs;
 3. the loop modes are attached to the typed LoopIR, then exo's bounds and
-   aliasing checks run as they do for any proc.
+   aliasing checks run as they do for any proc (the bounds check reports
+   errors inside callees at the call: lang/bounds.py).
 Keyword arguments, `>>` and `~N` are evaluated in Python; loop bounds and
 barrier indices stay Exo expressions.
 """
@@ -27,12 +28,12 @@ from typing import Callable, Optional
 from exo.API import Procedure
 from exo.core.LoopIR import UAST, LoopIR
 from exo.core.prelude import SrcInfo
-from exo.frontend.boundscheck import CheckBounds
 from exo.frontend.pyparser import Parser
 from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
+from .bounds import check_bounds
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
@@ -103,7 +104,7 @@ def parse_source(
     ir = _TypeChecker(_mark_bf16(parser.result(), rewriter.bf16_decls)).get_loopir()
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
     _register_tensor_maps(ir.body, rewriter.tensor_maps)
-    CheckBounds(ir)
+    check_bounds(ir)
     Check_Aliasing(ir)
     return Procedure(ir)
 
