@@ -7,6 +7,7 @@ import textwrap
 import traceback
 
 import pytest
+from exo.frontend.pyparser import ParseError
 
 from spork_lab import SporkSyntaxError
 
@@ -25,15 +26,15 @@ def bad(n: size, x: f32[n] @ CudaGmemLinear):
 """
 
 
-def _load(tmp_path, body: str):
-    """Write a proc whose task-loop body is `body` and import it; return the error and the marked line."""
+def _load(tmp_path, body: str, error: type = SporkSyntaxError):
+    """Write a proc whose task-loop body is `body` and import it; return the error, the file and the marked line."""
     lines = textwrap.dedent(body).strip("\n").splitlines()
     source = HEADER + "".join(f"            {line}\n" for line in lines)
     marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
     path = tmp_path / "user_kernel.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("user_kernel", path)
-    with pytest.raises(SporkSyntaxError) as info:
+    with pytest.raises(error) as info:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     return info.value, path, marked
 
@@ -59,6 +60,13 @@ CASES = {
     "unknown sync-tl": ("Fence(cuda_inorder, cuda_in_order)  # <-", ["unknown sync-tl 'cuda_inorder'", "did you mean cuda_in_order"]),
     "sync-tl as instr-tl": ("with CudaAsync(Sm80_cp_async):  # <-\n    pass", ["write CudaAsync(Sm80_cp_async_instr)"]),
     "reverse sync on a commit group": ("ReverseArrive(cuda_in_order, 1) >> grp  # <-", ["needs a barrier @ CudaMbarrier"]),
+    "instr argument of another shape": (
+        "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 16] @ Sm80_RmemMatrixD\n    Sm80_mma_zero_d_tf32(D)  # <-",
+        ["Sm80_mma_zero_d_tf32 takes rmem of shape [16, 8], but `D` has shape [16, 16]"]),
+    "template instr window of another shape": (
+        "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+        "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",
+        ["Sm80_cp_async_f32 with size=16 takes dst of shape [4], but `s[4 * i:4 * i + 2]` has shape [2]"]),
 }  # fmt: skip
 
 
@@ -80,3 +88,31 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
     assert not [f for f in frames if "/exo/" in f.filename]
     ours = [f.filename.rsplit("/", 1)[-1] for f in frames if "/spork_lab/" in f.filename]
     assert ours == ["decorators.py", "errors.py"]  # `@proc` itself, then the entry point that re-raises
+
+
+OUT_OF_BOUNDS = {
+    "window past the end of a tile, through an instr": (
+        "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+        "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i + 4:4 * i + 8], x[0:4], size=16)  # <-",
+        "s is written out-of-bounds"),
+    "barrier index past the end of its array": ("ring: barrier[2] @ CudaMbarrier\nArrive(cuda_in_order, 1) >> ring[2]  # <-",
+                                                "ring is written out-of-bounds"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OUT_OF_BOUNDS)
+def test_out_of_bounds_through_a_call_is_reported_at_the_call(tmp_path, case):
+    """exo checks a callee's effects at the callee's own statements: in spork_lab's platform files, or
+    `<spork_lab sync statement>:0` for a barrier. The error must name the user's call instead."""
+    body, expected = OUT_OF_BOUNDS[case]
+    err, path, marked = _load(tmp_path, body, TypeError)  # exo's bounds errors keep their type
+    lines = [line for line in str(err).splitlines() if "out-of-bounds" in line]
+    assert lines and all(line.startswith(f"{path}:{marked}:") for line in lines), str(err)
+    assert expected in lines[0]
+    assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
+
+
+def test_exo_front_end_errors_keep_their_type_without_exos_frames(tmp_path):
+    err, path, marked = _load(tmp_path, "x[0] = undefined_name  # <-", ParseError)
+    assert str(err).startswith(f"{path}:{marked}:") and "'undefined_name' undefined" in str(err)
+    assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
