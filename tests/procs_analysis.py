@@ -249,6 +249,20 @@ def cluster_dim_not_pow2(y: f32[32] @ CudaGmemLinear):
 
 
 @proc
+def block_dim_too_big(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=2048):  # error here
+        for task in cuda_tasks(0, 1):
+            pass
+
+
+@proc
+def cluster_dim_too_big(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32, clusterDim=16):  # error here
+        for task in cuda_tasks(0, 1):
+            pass
+
+
+@proc
 def warp_name_not_identifier(y: f32[32] @ CudaGmemLinear):
     with CudaDeviceFunction(warp_config=[CudaWarpConfig("1st", 1)]):  # error here
         for task in cuda_tasks(0, 1):

@@ -36,6 +36,8 @@ CASES = [
     # launch configuration
     ("block_dim_not_warps", CollectiveError, ["blockDim=100", "multiple of 32"]),
     ("cluster_dim_not_pow2", CollectiveError, ["clusterDim=3", "power of 2"]),
+    ("block_dim_too_big", CollectiveError, ["blockDim=2048", "more than the 1024 threads a CUDA block may have"]),
+    ("cluster_dim_too_big", CollectiveError, ["clusterDim=16", "more than the 8 CTAs of a portable cluster"]),
     ("warp_name_not_identifier", CollectiveError, ["'1st'", "C identifier"]),
     ("warp_name_twice", CollectiveError, ["'a' is used twice"]),
     ("setmaxnreg_bad_value", CollectiveError, ["setmaxnreg=30", "multiple of 8 in [24, 256]"]),

@@ -42,6 +42,8 @@ def _load(tmp_path, body: str, error: type = SporkSyntaxError):
 CASES = {
     "unknown loop mode": ("for t in cuda_thread(0, 32):  # <-\n    pass", ["unknown loop mode 'cuda_thread'", "cuda_threads"]),
     "unknown context manager": ("with CudaAsyn(Sm80_cp_async_instr):  # <-\n    pass", ["unknown context manager 'CudaAsyn'", "CudaAsync"]),
+    "proc variable as a block argument": ("with CudaWarps(0, n):  # <-\n    pass",
+                                          ["`CudaWarps(0, n)`: unknown name 'n'", "compile-time values"]),
     "bad keyword argument": ("with CudaWarps(0, 1, nme='a'):  # <-\n    pass", ["unexpected keyword argument 'nme'", "CudaWarps(lo, hi, name=...)"]),
     "missing arguments": ("with CudaWarps():  # <-\n    pass", ["CudaWarps needs warps", 'CudaWarps(name="...")']),
     "bad loop keyword": ("for t in cuda_threads(0, 32, units=cuda_warp):  # <-\n    pass", ["unknown keyword 'units'", "unit=..."]),

@@ -452,6 +452,10 @@ class _GpuSyntaxRewriter:
             ctx = self.eval(ctx_node, what)
         except _Unknown as e:
             known = [c.__name__ for c in BLOCK_CONTEXTS]
+            if e.name != what:
+                self.err(ctx_node, f"`{pyast.unparse(ctx_node)}`: unknown name '{e.name}'; a block's arguments are "
+                                   "compile-time values (ints, or Python names defined before the proc), not the "
+                                   "proc's sizes or variables")
             self.err(ctx_node, f"unknown context manager '{e.name}'{_suggest(e.name, known)}: "
                                f"use one of {', '.join(known)}")
         if isinstance(ctx, type) and issubclass(ctx, BlockContext):
