@@ -284,3 +284,10 @@ def test_a_memory_that_cannot_lower_an_allocation_is_a_codegen_error_at_the_user
     line = 1 + next(i for i, text in enumerate(src) if text.endswith("@ CudaSmemLinear  # error here"))
     assert (info.value.filename, info.value.lineno) == (__file__, line)
     assert not [f for f in traceback.extract_tb(info.value.__traceback__) if "/exo/" in f.filename]
+
+
+def test_api_misuse_says_what_to_write():
+    with pytest.raises(TypeError, match=r"write compile_procs_to_strings\(\[p\], ...\)"):
+        sl.compile_procs_to_strings(vec_add)
+    with pytest.raises(TypeError, match="analyze takes a proc .*, not function"):
+        sl.analyze(lambda: None)

@@ -148,6 +148,8 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
 
     With `arch` (e.g. "sm_80") device functions that target cannot run raise CodegenError.
     """
+    if isinstance(procs, Procedure):
+        raise TypeError("compile_procs_to_strings takes a list of procs: write compile_procs_to_strings([p], ...)")
     procs = list(procs)
     if not all(isinstance(p, Procedure) for p in procs):
         raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
