@@ -24,7 +24,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
     def __call__(self, *args, **kwargs):
         try:
             return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
-        except (SchedulingError, TypeError, ValueError, AssertionError) as e:  # noqa: F405 -- from exo's star import
+        except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
             if not isinstance(e, SchedulingError) and not raised_in_exo(e):  # noqa: F405
                 raise  # a plain Python call error (wrong argument count): already at the user's line
             proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")

@@ -61,6 +61,12 @@ def test_stage_mem_of_a_buffer_that_does_not_exist_lists_the_buffers():
                  "stage_mem: no buffer named 'yy'", "did you mean 'y'?", "its buffers are: x, y")
 
 
+def test_a_cursor_of_another_proc_is_named_as_such():
+    other = rename(add_rows, "other")
+    _raises_here(lambda: divide_loop(add_rows, other.find_loop("row"), 4, ["a", "b"]),
+                 "divide_loop: a cursor argument is a cursor of another proc")
+
+
 def test_find_blocks_takes_a_block_class():
     _raises_here(lambda: find_blocks(add_rows, "CudaAsync"), "find_blocks: ctx_type is a block class", "not 'CudaAsync'")
 

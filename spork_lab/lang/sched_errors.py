@@ -3,8 +3,9 @@
 exo reports a pattern that matches nothing as `find: failed to find matches`,
 prefixes errors raised outside a Procedure method with `<<<unknown
 directive>>>`, lets the TypeErrors and ValueErrors of its argument
-processing escape from its own frames, and asserts some facts about the
-arguments (stage_mem's buffer exists) inside the op. `explain` turns such an exception into
+processing escape from its own frames, asserts some facts about the
+arguments (stage_mem's buffer exists) inside the op, and fails to forward
+a cursor of an unrelated proc with a NotImplementedError. `explain` turns such an exception into
 a `SporkSchedulingError` at the user's file and line (also exo's
 `SchedulingError`, so `except SchedulingError` keeps working). For a
 pattern that matches nothing it lists the loops or statements that exist, with
@@ -134,6 +135,9 @@ def explain(
         return e
     if isinstance(e, AssertionError):
         return SporkSchedulingError(f"{op}: {_failed_assertion(e, proc, given or {})}", where)
+    if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
+        return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
+                                    "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
     text = str(e)
     for prefix in _EXO_PREFIXES:
         if text.startswith(prefix):
