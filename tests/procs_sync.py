@@ -244,6 +244,17 @@ def err_commit_group_units(n: size, x: f32[n] @ CudaGmemLinear):
 
 @proc
 def err_mbarrier_other_threads(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            bar: barrier[2] @ CudaMbarrier
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                Arrive(cuda_in_order, 1) >> bar[w / 2]  # two warps per barrier: seen only when run
+            Await(bar[0], cuda_in_order, ~0)
+            Await(bar[1], cuda_in_order, ~0)
+
+
+@proc
+def err_mbarrier_two_warp_ranges(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=64):
         for task in cuda_tasks(0, 1):
             bar: barrier @ CudaMbarrier

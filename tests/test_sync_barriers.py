@@ -30,6 +30,9 @@ from spork_lab.sync.checker import sync_check
          "barrier bar"),
         (P.err_mbarrier_await_per_thread, "Await(bar[0], cuda_in_order, ~0)", "each of its 64 collectives .* awaits"),
         (P.err_mbarrier_alloc_per_thread, "bar: barrier @ CudaMbarrier", "lives in shared memory, one per CTA"),
+        (P.err_mbarrier_two_warp_ranges, "# other threads",
+         r"every Arrive on mbarrier bar must be made by the same threads .* is made by threads \[32, 64\), "
+         r"the Arrive at line \d+ by threads \[0, 32\)"),
     ],
 )
 def test_static_barrier_errors(p, statement, message):
@@ -41,7 +44,7 @@ def test_static_barrier_errors(p, statement, message):
 def test_mbarrier_queue_needs_the_same_threads():
     with pytest.raises(SyncError, match="every arrive on mbarrier bar must be executed by the same threads") as e:
         sync_check(P.err_mbarrier_other_threads, n=1)
-    assert e.value.lineno == line_of(P.err_mbarrier_other_threads, "# other threads")
+    assert e.value.lineno == line_of(P.err_mbarrier_other_threads, "# two warps per barrier")
 
 
 def test_a_barrier_per_collective_is_allowed():

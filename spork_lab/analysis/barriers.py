@@ -240,6 +240,7 @@ class _Walk:
         self.uses: dict = {}
         self.trailing: dict = {}
         self.cta_dims: dict = {}
+        self.first_threads: dict = {}  # (barrier, reverse, arrive, index text) -> (threads, line) of the first use
 
     def block(self, stmts: list, pending: Optional[dict] = None) -> None:
         """`pending`: barrier Sym -> trailing loads of the enclosing block not yet closed by an Arrive."""
@@ -328,8 +329,21 @@ class _Walk:
         alloc = self.allocs[s.args[0].name]
         if not alloc.mem.pairs_by_lag:
             return
-        indexed = {name for e in barrier_window_indices(s.args[0]) for name in _index_names(e)}
+        indices = barrier_window_indices(s.args[0])
+        indexed = {name for e in indices for name in _index_names(e)}
         around_alloc = {it.sym for it in self.scopes.info(alloc.alloc).iters}
+        if info.tiling is not None and not indexed & {it.sym for it in info.iters if it.kind == "cuda_threads"}:
+            # the same barriers whichever collective runs it: every such use of this side of the queue by the same threads
+            key = (alloc.sym, spec.is_reverse, spec.is_arrive, tuple(str(e) for e in indices))
+            threads = frozenset(_all_threads(info.tiling))
+            first, line = self.first_threads.setdefault(key, (threads, s.srcinfo.lineno))
+            if threads != first:
+                raise SyncError(
+                    f"every {spec.kind} on mbarrier {alloc.name} must be made by the same threads (each thread counts "
+                    f"the phases it sees): `{spec.source(alloc.name + ('[...]' if alloc.dims else ''))}` is made by "
+                    f"threads {_ranges(threads)}, the {spec.kind} at line {line} by threads {_ranges(first)}",
+                    s.srcinfo,
+                )
         for it in self._thread_loops(info):
             if it.sym in around_alloc or it.sym in indexed or it.hi - it.lo == 1:
                 continue
@@ -363,6 +377,18 @@ class _Walk:
                 f"dimensions {list(dims)} are, elsewhere {list(seen)}",
                 srcinfo,
             )
+
+
+def _ranges(threads: frozenset) -> str:
+    """Thread indices as half-open ranges: `[0, 32), [64, 96)`."""
+    out, run = [], None
+    for t in sorted(threads):
+        if run is not None and t == run[1]:
+            run[1] += 1
+        else:
+            run = [t, t + 1]
+            out.append(run)
+    return ", ".join(f"[{lo}, {hi})" for lo, hi in out)
 
 
 def _index_names(e) -> set:
