@@ -227,6 +227,16 @@ def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
 
 
 @proc
+def cp_async_to_a_column(A: f32[16, 4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_smem: f32[4, 16] @ CudaSmemLinear
+            for t in cuda_threads(0, 16):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(A_smem[0:4, t], A[t, 0:4], size=16)  # error here
+
+
+@proc
 def scalar_write_by_cta(y: f32[32] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=64):
         for task in cuda_tasks(0, 1):

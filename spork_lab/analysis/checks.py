@@ -136,6 +136,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
     gpu = instr_info(s)
     if gpu is not None:
         _check_instr_arg_types(s)
+        _check_unit_stride(s)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -167,6 +168,26 @@ def _check_instr_arg_types(s: LoopIR.Call) -> None:
             raise DataTypeError(
                 f"{_instr_name(s)}: argument {param.name} takes {param.type.basetype()} elements, "
                 f"but the argument given holds {arg.type.basetype()}",
+                s.srcinfo,
+            )
+
+
+def _check_unit_stride(s: LoopIR.Call) -> None:
+    """Each window argument of an Exo-GPU instr is contiguous in its last dimension.
+
+    The instrs address rows (`&dst[0]` for 16 bytes of cp.async, a row stride for
+    ldmatrix and the mma stores), so a window whose last dimension is not the
+    buffer's (`s[0:4, i]`, a column) would be read or written as a row: the
+    program says one thing and the CUDA does another.
+    """
+    for param, arg in zip(s.f.args, s.args):
+        if not isinstance(arg, LoopIR.WindowExpr) or (isinstance(param.mem, type) and issubclass(param.mem, BarrierMemory)):
+            continue
+        if isinstance(arg.idx[-1], LoopIR.Point):
+            raise MemoryMismatchError(
+                f"`{head_text(s)}`: {_instr_name(s)} takes {param.name} as contiguous rows, but the last dimension of "
+                f"`{arg}` is not {arg.name}'s last (it is indexed by `{arg.idx[-1].pt}`): its elements are not "
+                "adjacent in memory. Lay the buffer out so that the window is a slice of its last dimension",
                 s.srcinfo,
             )
 
