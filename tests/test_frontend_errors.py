@@ -65,6 +65,11 @@ CASES = {
     "instr argument of another shape": (
         "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 16] @ Sm80_RmemMatrixD\n    Sm80_mma_zero_d_tf32(D)  # <-",
         ["Sm80_mma_zero_d_tf32 takes rmem of shape [16, 8], but `D` has shape [16, 16]"]),
+    "unknown instr": ("Sm80_mma_zero_d_tf3(x)  # <-", ["unknown proc or instr 'Sm80_mma_zero_d_tf3'",
+                                                      "did you mean Sm80_mma_zero_d_tf32?"]),
+    "missing instr argument": ("s: f32[64] @ CudaSmemLinear\nwith CudaAsync(Sm80_cp_async_instr):\n"
+                               "    Sm80_cp_async_f32(s[0:4], size=16)  # <-",
+                               ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
     "template instr window of another shape": (
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",

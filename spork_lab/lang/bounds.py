@@ -5,9 +5,10 @@ out-of-bounds window passed to an instr (or a barrier index past the end of
 its array, which a sync statement's generated proc writes) is reported at the
 instr's body in spork_lab's platform files, or at `<spork_lab sync
 statement>:0`. Here the check runs on a copy of the proc whose callee bodies
-carry the call's source location. A call argument whose constant shape differs
-from its parameter's is reported before, by name, rather than as exo's dump of
-its internal shape expressions.
+carry the call's source location. Before it, calls are checked for what exo
+1.0 lets through or reports obscurely: a missing argument (exo's compiler
+would fail on it with a bare assertion) and an argument whose constant shape
+differs from its parameter's (exo dumps its internal shape expressions).
 """
 
 from __future__ import annotations
@@ -25,17 +26,24 @@ from ..errors import SporkSyntaxError
 
 
 def check_bounds(ir: LoopIR.proc) -> None:
-    """Raise for calls with wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses (exo's TypeError)."""
-    _check_call_shapes(ir.body)
+    """Raise for calls with missing or wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses
+    (exo's TypeError)."""
+    _check_calls(ir.body)
     CheckBounds(ir.update(body=_calls_at_call_sites(ir.body)))
 
 
-def _check_call_shapes(stmts: list) -> None:
+def _check_calls(stmts: list) -> None:
+    """Every call has one argument per parameter (exo 1.0's type checker pairs them with zip), and each
+    argument whose shape is constant has its parameter's shape."""
     for s in stmts:
         if isinstance(s, (LoopIR.For, LoopIR.If)):
-            _check_call_shapes(s.body)
-            _check_call_shapes(getattr(s, "orelse", []))
+            _check_calls(s.body)
+            _check_calls(getattr(s, "orelse", []))
         elif isinstance(s, LoopIR.Call):
+            if len(s.args) != len(s.f.args):
+                params = ", ".join(str(a.name) for a in s.f.args)
+                raise SporkSyntaxError(f"{_callee(s)} takes {len(s.f.args)} arguments ({params}), got {len(s.args)}",
+                                       s.srcinfo)
             for param, arg in zip(s.f.args, s.args):
                 if not param.type.is_tensor_or_window():
                     continue

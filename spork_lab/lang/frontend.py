@@ -306,7 +306,12 @@ class _GpuSyntaxRewriter:
         if isinstance(s, pyast.Assign) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.MatMult):
             return self.tensor_map(s)
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
-            syntax = self.lookup(s.value.func)
+            func = s.value.func
+            if isinstance(func, pyast.Name) and func.id not in self.env:
+                known = [n for n, v in self.env.items() if isinstance(v, (Procedure, InstrTemplate))]
+                self.err(func, f"unknown proc or instr '{func.id}'{_suggest(func.id, known)}: define or import it "
+                               "before the proc that calls it")
+            syntax = self.lookup(func)
             if isinstance(syntax, SyncSyntax):
                 return self.sync_call(s, s.value, syntax)
             if isinstance(syntax, InstrTemplate):
