@@ -8,6 +8,11 @@
 # then: run(command="bash benchmarks/gpu_sweep.sh .carry_final/sm80 .carry_final/sm90", carry=[".whl", ".carry_final"]).
 # (Without the second folder the Sm90 GEMMs are built there, one nvcc after the other: minutes.)
 # Needs the wheels of ../shared/tools/gpu-wheels in .whl/.
+# The workbench's GPU tests need the notebook extra as wheels in .whl_lab/ (without them their modules are skipped):
+#   python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl_lab nbclient ipykernel ipywidgets anywidget plotly nbformat
+#   then remove from .whl_lab what .whl has (platformdirs) and what no kernel needs (debugpy, widgetsnbextension): the
+#   carry limit is 64 MiB, so a call carries .whl_lab with .whl and either .carry_final or .carry_lab, not both.
 set -uo pipefail
 PREBUILT_SM80=${1:?usage: gpu_sweep.sh SM80_PREBUILD_DIR [SM90_PREBUILD_DIR]}
 PREBUILT_SM90=${2:-}
@@ -15,6 +20,10 @@ OUT=${OUT:-/tmp/gpu_sweep}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
+# the workbench's tests need IPython, nbformat...: wheels of the notebook extra, where carried (see the header)
+if compgen -G ".whl_lab/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl_lab/*.whl || exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1

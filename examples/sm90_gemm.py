@@ -409,8 +409,9 @@ def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarra
 def make_args(rng: np.random.Generator, n: int = 512, dtype=np.float32) -> dict:
     """M = n, N = n + 256, K = n / 2: not square, so swapped indices show (n a multiple of 512)."""
     M, N, K = n, n + 256, n // 2
-    A = rng.standard_normal((M, K), dtype=np.float32).astype(dtype)
-    B = rng.standard_normal((N, K), dtype=np.float32).astype(dtype)
+    scale = np.float32(K**-0.25)  # C of unit variance at every K: TOLERANCE's atol stays a fixed number of sigmas
+    A = (rng.standard_normal((M, K), dtype=np.float32) * scale).astype(dtype)
+    B = (rng.standard_normal((N, K), dtype=np.float32) * scale).astype(dtype)
     return {"M": M, "N": N, "K": K, "A": A, "B": B, "C": np.full((M, N), np.nan, dtype=np.float32)}
 
 
