@@ -9,6 +9,8 @@ sizes. Its value maps each barrier allocation's Sym to a `BarrierInfo`;
 - mixed sync-tls on one queue (every arrive must order the same first sync-tl,
   every await the same second sync-tl);
 - reverse statements on a memory without reverse queues, arrive counts other than 1;
+- for barriers in shared memory (mbarriers), an allocation inside a loop over warps or threads; for
+  barriers that pair by lag, a use made by several collectives on one barrier (`_check_one_collective`);
 - whatever the memory's own rules reject (`BarrierMemory.check_queue`: sync-tls,
   N, collective units the mechanism cannot implement).
 
@@ -323,9 +325,11 @@ class _Walk:
 
     def _check_one_collective(self, s: LoopIR.Call, spec: SyncSpec, info) -> None:
         """Barriers that pair by lag count phases per thread, so one collective makes every arrive (await)
-        of a queue on a barrier. A use inside a cuda_threads loop whose iterator does not index the barrier
-        is made by every iteration's collective on the same barrier: an mbarrier phase would complete at the
-        first collective's arrive (its arrival count is one collective's)."""
+        of a queue on a barrier: two statements on the same barrier expression by different threads are an
+        error, and so is a use inside a cuda_threads loop whose iterator does not index the barrier (every
+        iteration's collective would use that barrier: an mbarrier phase would complete at the first
+        collective's arrive, its arrival count being one collective's). The run (sync_check) finds the
+        cases these miss, e.g. `bar[w / 2]`."""
         alloc = self.allocs[s.args[0].name]
         if not alloc.mem.pairs_by_lag:
             return
