@@ -7,6 +7,7 @@ import exo
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
+from spork_lab.platforms.Sm90 import *
 
 # ---------------------------------------------------------------- accepted procs
 
@@ -224,6 +225,15 @@ def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
             A_smem: f32[4] @ CudaSmemLinear
             with CudaAsync(Sm80_cp_async_instr):
                 Sm80_cp_async_f32(A_smem[0:4], A[0:4], size=16)  # error here
+
+
+@proc
+def wgmma_zero_by_misaligned_warps(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 4)]):
+        for task in cuda_tasks(0, 1):
+            with CudaWarps(name="consumer"):
+                D: f32[64, 8] @ Sm90_RmemMatrixD
+                Sm90_zero_scale_d_f32(D, N=8)  # error here
 
 
 @proc

@@ -32,6 +32,8 @@ CASES = [
     ("too_many_threads", CollectiveError, ["10 x 4 = 40 threads > 32 threads", "cuda_warp"]),
     ("mma_by_thread", CollectiveError, ["Sm80_mma_zero_d_tf32", "unit cuda_warp", "cuda_thread (1 thread)"]),
     ("cp_async_by_warp", CollectiveError, ["Sm80_cp_async_f32 must", "unit cuda_thread", "cuda_warp (32 threads)"]),
+    ("wgmma_zero_by_misaligned_warps", CollectiveError,
+     ["unit cuda_warpgroup", "threads [32, 160) are as many as a cuda_warpgroup but not one", "multiple of 128"]),
     # layouts: instrs address contiguous rows (cp.async writes 16 adjacent bytes), a column is not one
     ("cp_async_to_a_column", MemoryMismatchError,
      ["Sm80_cp_async_f32 takes dst as contiguous rows", "`A_smem[0:4, t]` is not A_smem's last"]),

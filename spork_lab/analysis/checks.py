@@ -113,11 +113,15 @@ def _check_scalar_code(s: LoopIR.stmt, info: StmtInfo, writes: bool) -> None:
 def _check_instr_unit(s: LoopIR.Call, info: StmtInfo, unit) -> None:
     if info.tiling.matches(unit):
         return
-    raise CollectiveError(
-        f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed by "
-        f"{info.coll_unit_text} ({_threads(info.tiling.thread_count)})",
-        s.srcinfo,
-    )
+    tiling = info.tiling
+    n = tiling.thread_count
+    who = info.coll_unit_text if info.coll_unit_text.endswith(")") else f"{info.coll_unit_text} ({_threads(n)})"
+    if unit.substitute(tiling.blockDim, tiling.clusterDim).thread_count == n:  # the right size, not aligned
+        first = tiling.threads({name: 0 for name, _ in tiling.iters})[0][0]
+        who += (f": threads [{first}, {first + n}) are as many as a {unit} but not one (a {unit}'s threads start "
+                f"at a multiple of {n})")
+    raise CollectiveError(f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed "
+                          f"by {who}", s.srcinfo)
 
 
 def _threads(n: int) -> str:
