@@ -23,7 +23,8 @@ def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
     try:
         return parse_function(func, caller_locals, instr=instr)
     except (ParseError, TypeError) as e:
-        if inspect.getsourcefile(func) not in str(e):
+        source = inspect.getsourcefile(func)
+        if not source or source not in str(e):
             raise  # not about the user's source: our bug or exo's, keep the traceback
         error = e
     # exo's parse, type and bounds errors name the user's file and line; exo's frames would only bury them
