@@ -237,6 +237,16 @@ def wgmma_zero_by_misaligned_warps(y: f32[32] @ CudaGmemLinear):
 
 
 @proc
+def cp_async_misaligned(A: f32[64] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_smem: f32[68] @ CudaSmemLinear
+            for t in cuda_threads(0, 15):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(A_smem[4 * t + 2:4 * t + 6], A[4 * t:4 * t + 4], size=16)  # error here
+
+
+@proc
 def cp_async_to_a_column(A: f32[16, 4] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):

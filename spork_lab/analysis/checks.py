@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info, user_name
-from ..core.ir import walk_stmts
+from ..core.ir import constant_remainder, walk_stmts
 from ..core.loop_modes import WithBlock
-from ..core.memories import CudaMemory
+from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
@@ -141,6 +141,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
     if gpu is not None:
         _check_instr_arg_types(s)
         _check_unit_stride(s)
+        _check_alignment(s, gpu.aligned)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -192,6 +193,33 @@ def _check_unit_stride(s: LoopIR.Call) -> None:
                 f"`{head_text(s)}`: {_instr_name(s)} takes {param.name} as contiguous rows, but the last dimension of "
                 f"`{arg}` is not {arg.name}'s last (it is indexed by `{arg.idx[-1].pt}`): its elements are not "
                 "adjacent in memory. Lay the buffer out so that the window is a slice of its last dimension",
+                s.srcinfo,
+            )
+
+
+def _check_alignment(s: LoopIR.Call, aligned: tuple) -> None:
+    """A window an instr needs aligned (cp.async of 16 bytes: a 16-byte boundary) starts aligned, where the
+    offset of its first element decides it (buffers start aligned; a misaligned address faults at run time)."""
+    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
+    for name, nbytes in aligned:
+        param, arg = args[name]
+        if not isinstance(arg, LoopIR.WindowExpr) or arg.type.src_type.is_win():
+            continue
+        srcinfo = arg.srcinfo
+        shape = arg.type.src_type.shape()
+        offset = LoopIR.Const(0, T.index, srcinfo)
+        for d, w in enumerate(arg.idx):
+            term = w.pt if isinstance(w, LoopIR.Point) else w.lo
+            for extent in shape[d + 1 :]:
+                term = LoopIR.BinOp("*", term, extent, T.index, srcinfo)
+            offset = LoopIR.BinOp("+", offset, term, T.index, srcinfo)
+        size = elem_bytes(arg.type.basetype())
+        rem = constant_remainder(LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), offset, T.index, srcinfo), nbytes)
+        if rem:
+            raise MemoryMismatchError(
+                f"`{head_text(s)}`: {_instr_name(s)} needs {param.name} aligned to {nbytes} bytes, but `{arg}` "
+                f"starts {rem} bytes past a {nbytes}-byte boundary (its first element is at a multiple of "
+                f"{nbytes // size} elements plus {rem // size}); the GPU would fault on the misaligned address",
                 s.srcinfo,
             )
 

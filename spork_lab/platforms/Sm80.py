@@ -87,7 +87,8 @@ def _cp_async_template(dtype: str, elem_bytes: int) -> InstrTemplate:
             f"        dst[i] = src[i]\n"
         )
         p = parse_source(src, filename=__file__, func_globals=_NAMESPACE, instr=(c_instr, ""))
-        register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread))
+        register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread,
+                                           aligned=(("dst", size), ("src", size))))
         return p
 
     return InstrTemplate(name, make, {"size": 4})
