@@ -109,7 +109,7 @@ def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:
     return run
 
 
-def _size_values(ir, sizes: dict, max_elements: int) -> tuple:
+def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
     """The size arguments' values in order, checked: every one given and positive, no other name given,
     every assertion true, and at most `max_elements` argument elements."""
     env, values = {}, []
