@@ -247,6 +247,16 @@ def cp_async_misaligned(A: f32[64] @ CudaGmemLinear):
 
 
 @proc
+def ldmatrix_rows_misaligned(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_s: f16[16, 20] @ CudaSmemLinear
+            for w in cuda_threads(0, 1, unit=cuda_warp):
+                A_r: f16[16, 16] @ Sm80_RmemMatrixA
+                Sm80_mma_load_a_f16(A_r, A_s[0:16, 0:16])  # error here
+
+
+@proc
 def cp_async_to_a_column(A: f32[16, 4] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):

@@ -36,7 +36,9 @@ CASES = [
      ["unit cuda_warpgroup", "threads [32, 160) are as many as a cuda_warpgroup but not one", "multiple of 128"]),
     # layouts: instrs address contiguous rows (cp.async writes 16 adjacent bytes), a column is not one
     ("cp_async_misaligned", MemoryMismatchError,
-     ["Sm80_cp_async_f32 needs dst aligned to 16 bytes", "`A_smem[4 * t + 2:4 * t + 6]` starts 8 bytes past"]),
+     ["Sm80_cp_async_f32 needs each row of dst aligned to 16 bytes", "`A_smem[4 * t + 2:4 * t + 6]` starts 8 bytes past"]),
+    ("ldmatrix_rows_misaligned", MemoryMismatchError,
+     ["Sm80_mma_load_a_f16 needs each row of smem aligned to 16 bytes", "pad A_s's rows to a multiple of 8 elements"]),
     ("cp_async_to_a_column", MemoryMismatchError,
      ["Sm80_cp_async_f32 takes dst as contiguous rows", "`A_smem[0:4, t]` is not A_smem's last"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),

@@ -18,7 +18,7 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info, user_name
-from ..core.ir import constant_remainder, walk_stmts
+from ..core.ir import constant_remainder, interval_width, walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
@@ -198,30 +198,43 @@ def _check_unit_stride(s: LoopIR.Call) -> None:
 
 
 def _check_alignment(s: LoopIR.Call, aligned: tuple) -> None:
-    """A window an instr needs aligned (cp.async of 16 bytes: a 16-byte boundary) starts aligned, where the
-    offset of its first element decides it (buffers start aligned; a misaligned address faults at run time)."""
+    """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
+    a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
+    misaligned address faults at run time)."""
     args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
     for name, nbytes in aligned:
         param, arg = args[name]
         if not isinstance(arg, LoopIR.WindowExpr) or arg.type.src_type.is_win():
             continue
         srcinfo = arg.srcinfo
-        shape = arg.type.src_type.shape()
-        offset = LoopIR.Const(0, T.index, srcinfo)
-        for d, w in enumerate(arg.idx):
-            term = w.pt if isinstance(w, LoopIR.Point) else w.lo
-            for extent in shape[d + 1 :]:
-                term = LoopIR.BinOp("*", term, extent, T.index, srcinfo)
-            offset = LoopIR.BinOp("+", offset, term, T.index, srcinfo)
         size = elem_bytes(arg.type.basetype())
-        rem = constant_remainder(LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), offset, T.index, srcinfo), nbytes)
-        if rem:
-            raise MemoryMismatchError(
-                f"`{head_text(s)}`: {_instr_name(s)} needs {param.name} aligned to {nbytes} bytes, but `{arg}` "
-                f"starts {rem} bytes past a {nbytes}-byte boundary (its first element is at a multiple of "
-                f"{nbytes // size} elements plus {rem // size}); the GPU would fault on the misaligned address",
-                s.srcinfo,
-            )
+
+        def in_bytes(elements):
+            return LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), elements, T.index, srcinfo)
+
+        shape = arg.type.src_type.shape()
+        strides = [LoopIR.Const(1, T.int, srcinfo)]
+        for extent in reversed(shape[1:]):
+            strides.insert(0, LoopIR.BinOp("*", extent, strides[0], T.index, srcinfo))
+        offset = LoopIR.Const(0, T.index, srcinfo)
+        for w, stride in zip(arg.idx, strides):
+            first = w.pt if isinstance(w, LoopIR.Point) else w.lo
+            offset = LoopIR.BinOp("+", offset, LoopIR.BinOp("*", first, stride, T.index, srcinfo), T.index, srcinfo)
+        rem = constant_remainder(in_bytes(offset), nbytes)
+        where = f"starts {rem} bytes past a {nbytes}-byte boundary"
+        if not rem:  # the first row is aligned (or it depends on the values): are the next rows?
+            rows = [(w, st) for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
+            step = next((constant_remainder(in_bytes(st), nbytes) for _, st in rows
+                         if constant_remainder(in_bytes(st), nbytes)), None)
+            if rem is None or not step:
+                continue
+            where = (f"has rows that are not a multiple of {nbytes} bytes apart (pad {arg.name}'s rows to a multiple "
+                     f"of {nbytes // size} elements)")
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {_instr_name(s)} needs each row of {param.name} aligned to {nbytes} bytes, but "
+            f"`{arg}` {where}; the GPU would fault on the misaligned address",
+            s.srcinfo,
+        )
 
 
 def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:

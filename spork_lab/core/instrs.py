@@ -32,7 +32,7 @@ class InstrInfo:
     tx_bytes: int = 0  # trailing-barrier instrs: bytes each destination CTA's mbarrier receives
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
     tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
-    aligned: tuple = ()  # (parameter, bytes): the window's first element must be aligned so (cp.async: its size)
+    aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,17 @@ def instr(
     usage_tls: Optional[dict] = None,
     cuda_includes: tuple = (),
     convergent: bool = False,
+    aligned: tuple = (),
 ) -> Callable[[Callable], Procedure]:
-    """Like exo's @instr, plus the instr-tl and collective unit the instruction needs."""
+    """Like exo's @instr, plus the instr-tl and collective unit the instruction needs (and, in `aligned`, the
+    (parameter, bytes) whose rows the hardware addresses aligned)."""
     if not isinstance(c_instr, str):
         raise TypeError("@instr needs the instruction's C template: @instr(\"...\")")
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
-        register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent))
+        register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent,
+                                           aligned=tuple(aligned)))
         return p
 
     return decorate
