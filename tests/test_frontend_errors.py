@@ -123,3 +123,20 @@ def test_exo_front_end_errors_keep_their_type_without_exos_frames(tmp_path):
     err, path, marked = _load(tmp_path, "x[0] = undefined_name  # <-", ParseError)
     assert str(err).startswith(f"{path}:{marked}:") and "'undefined_name' undefined" in str(err)
     assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
+
+
+def test_instr_alignment_names_a_parameter(tmp_path):
+    path = tmp_path / "user_instr.py"
+    path.write_text(
+        "from __future__ import annotations\n"
+        "from spork_lab import instr\n"
+        "from spork_lab.platforms.cuda import *\n"
+        "@instr('{d_data} = 0;', aligned=(('dst', 16),))\n"
+        "def zero4(d: [f32][4] @ CudaSmemLinear):\n"
+        "    for i in seq(0, 4):\n"
+        "        d[i] = 0.0\n"
+    )
+    spec = importlib.util.spec_from_file_location("user_instr", path)
+    with pytest.raises(SporkSyntaxError, match=r"@instr\(aligned=...\) names dst, not a parameter of zero4 \(d\)") as e:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert (e.value.filename, e.value.lineno) == (str(path), 5)

@@ -12,7 +12,7 @@ from exo.frontend.pyparser import ParseError
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
 from ..core.timelines import InstrTl, cuda_in_order_instr
-from ..errors import user_facing
+from ..errors import SporkSyntaxError, user_facing
 from .frontend import parse_function
 
 
@@ -54,6 +54,11 @@ def instr(
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
+        params = [str(a.name) for a in p._loopir_proc.args]
+        unknown = [name for name, _ in aligned if name not in params]
+        if unknown:
+            raise SporkSyntaxError(f"@instr(aligned=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
+                                   f"({', '.join(params)})", p._loopir_proc.srcinfo)
         register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent,
                                            aligned=tuple(aligned)))
         return p
