@@ -287,19 +287,31 @@ def sm90_part() -> list:
             "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
             "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "
             "timed beside cuBLAS's f16 GEMM of the same layout (`A·B` for Sm80, `A·Bᵀ` for Sm90)."
-            + SM90_RESULT),
+            + measured_result()),
         new_code_cell("%spork_bench sm80_gemm_f16 gemm_sm90_f16 --sizes M=N=K=4096 --sizes M=N=K=8192",
                       metadata=copy.deepcopy(GPU)),
     ]
 
 
-# What the H100 measured for these kernels (quoted in the markdown above the last cell; keep it true).
-SM90_RESULT = (
-    "\n\nOn an H100, `benchmarks/gemm.py` measured (`benchmarks/results/gemm.json`, 2026-11-23) the Sm80 kernel at "
-    "312 TFLOP/s for M = N = K = 4096 and 338 for 8192 (cuBLAS f16: 754 and 776) and the Sm90 kernel at 661 and 713 "
-    "(cuBLAS f16 with f32 output: 708 and 733). The cell below keeps the output of the last GPU run recorded in "
-    "this notebook (its metadata `spork_lab.recorded_on` names the device); without one, it says what was built "
-    "and that nothing ran.")
+def measured_result(path: Path = HERE.parent / "benchmarks" / "results" / "gemm.json") -> str:
+    """What benchmarks/gemm.py last measured for the benchmark cell's kernels (quoted above that cell), read
+    from its results so the text follows the latest GPU sweep."""
+    import json
+
+    rows = {(r["kernel"], r["M"], r["N"], r["K"]): r for r in json.loads(path.read_text())}
+
+    def pair(kernel: str, key: str) -> str:
+        return " and ".join(f"{rows[(kernel, n, n, n)][key]:.0f}" for n in (4096, 8192))
+
+    sm80, sm90 = "sm80_gemm_f16", "gemm_sm90_f16_n256_s4_c2_g8"
+    gpu, date = rows[(sm90, 8192, 8192, 8192)]["gpu"], rows[(sm90, 8192, 8192, 8192)]["date"]
+    return (
+        f"\n\nOn an {gpu.removeprefix('NVIDIA ')}, `benchmarks/gemm.py` measured (`benchmarks/results/gemm.json`, "
+        f"{date}) the Sm80 kernel at {pair(sm80, 'tflops')} TFLOP/s for M = N = K = 4096 and 8192 (cuBLAS f16: "
+        f"{pair(sm80, 'cublas_tflops')}) and the Sm90 kernel at {pair(sm90, 'tflops')} (cuBLAS f16 with f32 output: "
+        f"{pair(sm90, 'cublas_tflops')}). The cell below keeps the output of the last GPU run recorded in this "
+        "notebook (its metadata `spork_lab.recorded_on` names the device); without one, it says what was built and "
+        "that nothing ran.")
 
 
 _KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},

@@ -107,6 +107,9 @@ def compile_file(args: argparse.Namespace) -> int:
 
     path = pathlib.Path(args.file)
     procs = load_procs(path)
+    if not procs:
+        print(f"error: {path} defines no procs (functions decorated with @proc) to compile", file=sys.stderr)
+        return 2
     if args.proc:
         missing = [n for n in args.proc if n not in procs]
         if missing:

@@ -73,7 +73,7 @@ class DistributedMemoryError(SporkError):
 
 
 class MemoryMismatchError(SporkError):
-    """A call passes a buffer in a memory other than the one its parameter declares."""
+    """A call passes a buffer in a memory (or a layout) other than the one its parameter declares."""
 
 
 class SyncError(SporkError):

@@ -24,11 +24,12 @@ class _UserFacingOp(_AtomicSchedulingOp):
     def __call__(self, *args, **kwargs):
         try:
             return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
-        except (SchedulingError, TypeError, ValueError) as e:  # noqa: F405 -- SchedulingError comes from exo's star import
+        except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
             if not isinstance(e, SchedulingError) and not raised_in_exo(e):  # noqa: F405
                 raise  # a plain Python call error (wrong argument count): already at the user's line
             proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
-            raise explain(e, self.__name__, proc, user_frame()).with_traceback(None) from None
+            given = self.sig.bind_partial(*args, **kwargs).arguments
+            raise explain(e, self.__name__, proc, user_frame(), given).with_traceback(None) from None
 
 
 def _user_facing(op):

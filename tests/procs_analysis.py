@@ -7,6 +7,7 @@ import exo
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
+from spork_lab.platforms.Sm90 import *
 
 # ---------------------------------------------------------------- accepted procs
 
@@ -227,6 +228,45 @@ def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
 
 
 @proc
+def wgmma_zero_by_misaligned_warps(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 4)]):
+        for task in cuda_tasks(0, 1):
+            with CudaWarps(name="consumer"):
+                D: f32[64, 8] @ Sm90_RmemMatrixD
+                Sm90_zero_scale_d_f32(D, N=8)  # error here
+
+
+@proc
+def cp_async_misaligned(A: f32[64] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_smem: f32[68] @ CudaSmemLinear
+            for t in cuda_threads(0, 15):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(A_smem[4 * t + 2:4 * t + 6], A[4 * t:4 * t + 4], size=16)  # error here
+
+
+@proc
+def ldmatrix_rows_misaligned(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_s: f16[16, 20] @ CudaSmemLinear
+            for w in cuda_threads(0, 1, unit=cuda_warp):
+                A_r: f16[16, 16] @ Sm80_RmemMatrixA
+                Sm80_mma_load_a_f16(A_r, A_s[0:16, 0:16])  # error here
+
+
+@proc
+def cp_async_to_a_column(A: f32[16, 4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_smem: f32[4, 16] @ CudaSmemLinear
+            for t in cuda_threads(0, 16):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(A_smem[0:4, t], A[t, 0:4], size=16)  # error here
+
+
+@proc
 def scalar_write_by_cta(y: f32[32] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=64):
         for task in cuda_tasks(0, 1):
@@ -244,6 +284,20 @@ def block_dim_not_warps(y: f32[32] @ CudaGmemLinear):
 @proc
 def cluster_dim_not_pow2(y: f32[32] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32, clusterDim=3):  # error here
+        for task in cuda_tasks(0, 1):
+            pass
+
+
+@proc
+def block_dim_too_big(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=2048):  # error here
+        for task in cuda_tasks(0, 1):
+            pass
+
+
+@proc
+def cluster_dim_too_big(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32, clusterDim=16):  # error here
         for task in cuda_tasks(0, 1):
             pass
 

@@ -244,13 +244,71 @@ def err_commit_group_units(n: size, x: f32[n] @ CudaGmemLinear):
 
 @proc
 def err_mbarrier_other_threads(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            bar: barrier[2] @ CudaMbarrier
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                Arrive(cuda_in_order, 1) >> bar[w / 2]  # two warps per barrier: seen only when run
+            Await(bar[0], cuda_in_order, ~0)
+            Await(bar[1], cuda_in_order, ~0)
+
+
+@proc
+def err_mbarrier_two_warp_ranges(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            bar: barrier @ CudaMbarrier
+            with CudaWarps(0, 1):
+                Arrive(cuda_in_order, 1) >> bar
+            with CudaWarps(1, 2):
+                Arrive(cuda_in_order, 1) >> bar  # other threads
+            Await(bar, cuda_in_order, ~0)
+            Await(bar, cuda_in_order, ~0)
+
+
+@proc
+def err_mbarrier_arrive_per_warp(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=64):
         for task in cuda_tasks(0, 1):
             bar: barrier @ CudaMbarrier
             for w in cuda_threads(0, 2, unit=cuda_warp):
                 Arrive(cuda_in_order, 1) >> bar
             Await(bar, cuda_in_order, ~0)
-            Await(bar, cuda_in_order, ~0)
+
+
+@proc
+def err_mbarrier_await_per_thread(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            bar: barrier[2] @ CudaMbarrier
+            Arrive(cuda_in_order, 1) >> bar[0]
+            for t in cuda_threads(0, 64):
+                Await(bar[0], cuda_in_order, ~0)
+
+
+@proc
+def err_mbarrier_alloc_per_thread(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 64):
+                bar: barrier @ CudaMbarrier
+                Arrive(cuda_in_order, 1) >> bar
+                Await(bar, cuda_in_order, ~0)
+
+
+# Each thread its own barrier of an array: one collective per barrier (the static check allows it).
+@proc
+def mbarrier_per_thread_array(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n == 64
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            bar: barrier[64] @ CudaMbarrier
+            for t in cuda_threads(0, 64):
+                x[t] = 1.0
+                Arrive(cuda_in_order, 1) >> bar[t]
+            for t in cuda_threads(0, 64):
+                Await(bar[t], cuda_in_order, ~0)
+                x[t] = 2.0 * x[t]
 
 
 @proc

@@ -11,6 +11,7 @@ from spork_lab.analysis import analyze
 from spork_lab.errors import (
     CollectiveError,
     DeviceScopeError,
+    MemoryMismatchError,
     SporkError,
     TimelineError,
 )
@@ -31,11 +32,22 @@ CASES = [
     ("too_many_threads", CollectiveError, ["10 x 4 = 40 threads > 32 threads", "cuda_warp"]),
     ("mma_by_thread", CollectiveError, ["Sm80_mma_zero_d_tf32", "unit cuda_warp", "cuda_thread (1 thread)"]),
     ("cp_async_by_warp", CollectiveError, ["Sm80_cp_async_f32 must", "unit cuda_thread", "cuda_warp (32 threads)"]),
+    ("wgmma_zero_by_misaligned_warps", CollectiveError,
+     ["unit cuda_warpgroup", "threads [32, 160) are as many as a cuda_warpgroup but not one", "multiple of 128"]),
+    # layouts: instrs address contiguous rows (cp.async writes 16 adjacent bytes), a column is not one
+    ("cp_async_misaligned", MemoryMismatchError,
+     ["Sm80_cp_async_f32 needs each row of dst aligned to 16 bytes", "`A_smem[4 * t + 2:4 * t + 6]` starts 8 bytes past"]),
+    ("ldmatrix_rows_misaligned", MemoryMismatchError,
+     ["Sm80_mma_load_a_f16 needs each row of smem aligned to 16 bytes", "pad A_s's rows to a multiple of 8 elements"]),
+    ("cp_async_to_a_column", MemoryMismatchError,
+     ["Sm80_cp_async_f32 takes dst as contiguous rows", "`A_smem[0:4, t]` is not A_smem's last"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
     ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
     # launch configuration
     ("block_dim_not_warps", CollectiveError, ["blockDim=100", "multiple of 32"]),
     ("cluster_dim_not_pow2", CollectiveError, ["clusterDim=3", "power of 2"]),
+    ("block_dim_too_big", CollectiveError, ["blockDim=2048", "more than the 1024 threads a CUDA block may have"]),
+    ("cluster_dim_too_big", CollectiveError, ["clusterDim=16", "more than the 8 CTAs of a portable cluster"]),
     ("warp_name_not_identifier", CollectiveError, ["'1st'", "C identifier"]),
     ("warp_name_twice", CollectiveError, ["'a' is used twice"]),
     ("setmaxnreg_bad_value", CollectiveError, ["setmaxnreg=30", "multiple of 8 in [24, 256]"]),

@@ -32,6 +32,14 @@ def test_compile_unknown_proc(tmp_path, capsys):
     assert rc == 2 and "defines no proc nope" in capsys.readouterr().err
 
 
+def test_compile_a_file_without_procs(tmp_path, capsys):
+    empty = tmp_path / "empty.py"
+    empty.write_text("def k(x):\n    return x\n")
+    rc = main(["compile", str(empty), "-o", str(tmp_path / "out")])
+    assert rc == 2 and "defines no procs (functions decorated with @proc)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_user_error_is_one_line_with_file_and_line(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,32 @@ def dram_in_kernel(n: size, x: f32[n] @ DRAM):
 def test_host_memory_in_device_code_is_rejected():
     with pytest.raises(sl.TimelineError, match="DRAM is CPU memory: give device code CudaGmemLinear data"):
         sl.compile_procs_to_strings([dram_in_kernel], "dk")
+
+
+@proc
+def smem_of_runtime_size(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            tile: f32[n] @ CudaSmemLinear  # error here
+            for t in cuda_threads(0, 32):
+                tile[t] = x[task * 32 + t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_a_memory_that_cannot_lower_an_allocation_is_a_codegen_error_at_the_users_line():
+    """The memories refuse shapes they cannot lower with exo's MemGenError; the user gets a CodegenError
+    at the allocation, with no traceback through exo's compiler."""
+    with pytest.raises(sl.CodegenError, match="needs a constant shape, got \\[n\\]") as info:
+        sl.compile_procs_to_strings([smem_of_runtime_size], "rs")
+    src = Path(__file__).read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(src) if text.endswith("@ CudaSmemLinear  # error here"))
+    assert (info.value.filename, info.value.lineno) == (__file__, line)
+    assert not [f for f in traceback.extract_tb(info.value.__traceback__) if "/exo/" in f.filename]
+
+
+def test_api_misuse_says_what_to_write():
+    with pytest.raises(TypeError, match=r"write compile_procs_to_strings\(\[p\], ...\)"):
+        sl.compile_procs_to_strings(vec_add)
+    with pytest.raises(TypeError, match="analyze takes a proc .*, not function"):
+        sl.analyze(lambda: None)

@@ -7,6 +7,7 @@ import textwrap
 import traceback
 
 import pytest
+from exo.frontend.pyparser import ParseError
 
 from spork_lab import SporkSyntaxError
 
@@ -25,15 +26,15 @@ def bad(n: size, x: f32[n] @ CudaGmemLinear):
 """
 
 
-def _load(tmp_path, body: str):
-    """Write a proc whose task-loop body is `body` and import it; return the error and the marked line."""
+def _load(tmp_path, body: str, error: type = SporkSyntaxError):
+    """Write a proc whose task-loop body is `body` and import it; return the error, the file and the marked line."""
     lines = textwrap.dedent(body).strip("\n").splitlines()
     source = HEADER + "".join(f"            {line}\n" for line in lines)
     marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
     path = tmp_path / "user_kernel.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("user_kernel", path)
-    with pytest.raises(SporkSyntaxError) as info:
+    with pytest.raises(error) as info:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     return info.value, path, marked
 
@@ -41,6 +42,8 @@ def _load(tmp_path, body: str):
 CASES = {
     "unknown loop mode": ("for t in cuda_thread(0, 32):  # <-\n    pass", ["unknown loop mode 'cuda_thread'", "cuda_threads"]),
     "unknown context manager": ("with CudaAsyn(Sm80_cp_async_instr):  # <-\n    pass", ["unknown context manager 'CudaAsyn'", "CudaAsync"]),
+    "proc variable as a block argument": ("with CudaWarps(0, n):  # <-\n    pass",
+                                          ["`CudaWarps(0, n)`: unknown name 'n'", "compile-time values"]),
     "bad keyword argument": ("with CudaWarps(0, 1, nme='a'):  # <-\n    pass", ["unexpected keyword argument 'nme'", "CudaWarps(lo, hi, name=...)"]),
     "missing arguments": ("with CudaWarps():  # <-\n    pass", ["CudaWarps needs warps", 'CudaWarps(name="...")']),
     "bad loop keyword": ("for t in cuda_threads(0, 32, units=cuda_warp):  # <-\n    pass", ["unknown keyword 'units'", "unit=..."]),
@@ -59,6 +62,18 @@ CASES = {
     "unknown sync-tl": ("Fence(cuda_inorder, cuda_in_order)  # <-", ["unknown sync-tl 'cuda_inorder'", "did you mean cuda_in_order"]),
     "sync-tl as instr-tl": ("with CudaAsync(Sm80_cp_async):  # <-\n    pass", ["write CudaAsync(Sm80_cp_async_instr)"]),
     "reverse sync on a commit group": ("ReverseArrive(cuda_in_order, 1) >> grp  # <-", ["needs a barrier @ CudaMbarrier"]),
+    "instr argument of another shape": (
+        "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 16] @ Sm80_RmemMatrixD\n    Sm80_mma_zero_d_tf32(D)  # <-",
+        ["Sm80_mma_zero_d_tf32 takes rmem of shape [16, 8], but `D` has shape [16, 16]"]),
+    "unknown instr": ("Sm80_mma_zero_d_tf3(x)  # <-", ["unknown proc or instr 'Sm80_mma_zero_d_tf3'",
+                                                      "did you mean Sm80_mma_zero_d_tf32?"]),
+    "missing instr argument": ("s: f32[64] @ CudaSmemLinear\nwith CudaAsync(Sm80_cp_async_instr):\n"
+                               "    Sm80_cp_async_f32(s[0:4], size=16)  # <-",
+                               ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
+    "template instr window of another shape": (
+        "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+        "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",
+        ["Sm80_cp_async_f32 with size=16 takes dst of shape [4], but `s[4 * i:4 * i + 2]` has shape [2]"]),
 }  # fmt: skip
 
 
@@ -80,3 +95,48 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
     assert not [f for f in frames if "/exo/" in f.filename]
     ours = [f.filename.rsplit("/", 1)[-1] for f in frames if "/spork_lab/" in f.filename]
     assert ours == ["decorators.py", "errors.py"]  # `@proc` itself, then the entry point that re-raises
+
+
+OUT_OF_BOUNDS = {
+    "window past the end of a tile, through an instr": (
+        "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+        "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i + 4:4 * i + 8], x[0:4], size=16)  # <-",
+        "s is written out-of-bounds"),
+    "barrier index past the end of its array": ("ring: barrier[2] @ CudaMbarrier\nArrive(cuda_in_order, 1) >> ring[2]  # <-",
+                                                "ring is written out-of-bounds"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OUT_OF_BOUNDS)
+def test_out_of_bounds_through_a_call_is_reported_at_the_call(tmp_path, case):
+    """exo checks a callee's effects at the callee's own statements: in spork_lab's platform files, or
+    `<spork_lab sync statement>:0` for a barrier. The error must name the user's call instead."""
+    body, expected = OUT_OF_BOUNDS[case]
+    err, path, marked = _load(tmp_path, body, TypeError)  # exo's bounds errors keep their type
+    lines = [line for line in str(err).splitlines() if "out-of-bounds" in line]
+    assert lines and all(line.startswith(f"{path}:{marked}:") for line in lines), str(err)
+    assert expected in lines[0]
+    assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
+
+
+def test_exo_front_end_errors_keep_their_type_without_exos_frames(tmp_path):
+    err, path, marked = _load(tmp_path, "x[0] = undefined_name  # <-", ParseError)
+    assert str(err).startswith(f"{path}:{marked}:") and "'undefined_name' undefined" in str(err)
+    assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
+
+
+def test_instr_alignment_names_a_parameter(tmp_path):
+    path = tmp_path / "user_instr.py"
+    path.write_text(
+        "from __future__ import annotations\n"
+        "from spork_lab import instr\n"
+        "from spork_lab.platforms.cuda import *\n"
+        "@instr('{d_data} = 0;', aligned=(('dst', 16),))\n"
+        "def zero4(d: [f32][4] @ CudaSmemLinear):\n"
+        "    for i in seq(0, 4):\n"
+        "        d[i] = 0.0\n"
+    )
+    spec = importlib.util.spec_from_file_location("user_instr", path)
+    with pytest.raises(SporkSyntaxError, match=r"@instr\(aligned=...\) names dst, not a parameter of zero4 \(d\)") as e:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert (e.value.filename, e.value.lineno) == (str(path), 5)

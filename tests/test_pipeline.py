@@ -389,3 +389,6 @@ def test_other_refusals():
     assert "use CudaMbarrier" in _refused(ws_tiles, "it", [0, 1], [], CudaCommitGroup)
     assert "not a seq loop" in _refused(ws_tiles, "t", [0], [], CudaMbarrier)
     assert "no barrier named 'nope'" in _refused(ws_tiles, "it", [0, 1], [], "nope")
+    # a misspelt buffer in a rule used to be reported as "async stage 0 has no statements"
+    msg = _refused(cp_async_tiles, "it", {"bfu": 0, "*": 1}, [0], CudaCommitGroup)
+    assert "the stage rule names bfu, which no statement of the loop body writes; the body writes acc, buf, dst" in msg

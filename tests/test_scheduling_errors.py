@@ -55,6 +55,22 @@ def test_an_unknown_buffer_lists_the_buffers():
     _raises_here(lambda: set_memory(add_rows, "z", CudaSmemLinear), "no buffer named 'z'", "its buffers are: x, y")
 
 
+def test_stage_mem_of_a_buffer_that_does_not_exist_lists_the_buffers():
+    # exo asserts inside the op that the buffer exists: an AssertionError with exo's frames, before
+    _raises_here(lambda: stage_mem(add_rows, "for col in _: _", "yy[row, 0:16]", "y_s"),
+                 "stage_mem: no buffer named 'yy'", "did you mean 'y'?", "its buffers are: x, y")
+
+
+def test_a_cursor_of_another_proc_is_named_as_such():
+    other = rename(add_rows, "other")
+    _raises_here(lambda: divide_loop(add_rows, other.find_loop("row"), 4, ["a", "b"]),
+                 "divide_loop: a cursor argument is a cursor of another proc")
+
+
+def test_find_blocks_takes_a_block_class():
+    _raises_here(lambda: find_blocks(add_rows, "CudaAsync"), "find_blocks: ctx_type is a block class", "not 'CudaAsync'")
+
+
 def test_exo_errors_raised_outside_a_proc_method_lose_the_unknown_directive_prefix():
     _raises_here(lambda: divide_loop(add_rows, "col", 7, ["a", "b"], perfect=True), "divide_loop: cannot perfectly divide")
 

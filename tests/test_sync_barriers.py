@@ -24,6 +24,15 @@ from spork_lab.sync.checker import sync_check
         # an Await count of the wrong form for its barrier kind (docs/language.md states each kind's rule)
         (P.err_commit_group_lag, "Await(cg, cuda_in_order, ~1)", r"needs N >= 0 \(wait_group N\), not ~1"),
         (P.err_event_count, "Await(done, cpu_in_order, 1)", "needs N = 0"),
+        # one mbarrier used by every iteration of a cuda_threads loop: CUDA would count one collective's arrivals
+        (P.err_mbarrier_arrive_per_warp, "Arrive(cuda_in_order, 1) >> bar",
+         r"inside `for w in cuda_threads\(0, 2, ...\)`, so each of its 2 collectives \(cuda_warp\) arrives on the one "
+         "barrier bar"),
+        (P.err_mbarrier_await_per_thread, "Await(bar[0], cuda_in_order, ~0)", "each of its 64 collectives .* awaits"),
+        (P.err_mbarrier_alloc_per_thread, "bar: barrier @ CudaMbarrier", "lives in shared memory, one per CTA"),
+        (P.err_mbarrier_two_warp_ranges, "# other threads",
+         r"every Arrive on mbarrier bar must be made by the same threads .* is made by threads \[32, 64\), "
+         r"the Arrive at line \d+ by threads \[0, 32\)"),
     ],
 )
 def test_static_barrier_errors(p, statement, message):
@@ -33,9 +42,13 @@ def test_static_barrier_errors(p, statement, message):
 
 
 def test_mbarrier_queue_needs_the_same_threads():
-    with pytest.raises(SyncError, match="same threads") as e:
+    with pytest.raises(SyncError, match="every arrive on mbarrier bar must be executed by the same threads") as e:
         sync_check(P.err_mbarrier_other_threads, n=1)
-    assert e.value.lineno == line_of(P.err_mbarrier_other_threads, "Arrive(cuda_in_order, 1) >> bar")
+    assert e.value.lineno == line_of(P.err_mbarrier_other_threads, "# two warps per barrier")
+
+
+def test_a_barrier_per_collective_is_allowed():
+    assert sync_check(P.mbarrier_per_thread_array, n=64).ok
 
 
 def test_sync_tls_are_pair_sets():

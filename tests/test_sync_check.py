@@ -161,6 +161,18 @@ def test_sizes_are_checked():
         sync_check(P.reverse_tiles)
     with pytest.raises(SyncError, match="violate"):
         sync_check(P.reverse_tiles, n=100)
+    with pytest.raises(SyncError, match="reverse_tiles has no size 'm'; its sizes are n"):
+        sync_check(P.reverse_tiles, n=256, m=256)
+    with pytest.raises(SyncError, match="n=0, but a size is positive"):
+        sync_check(P.reverse_tiles, n=0)
+
+
+def test_sizes_too_big_to_track_are_refused_before_the_run():
+    # Each element costs the machine a few hundred bytes: n = 1 << 30 used to take the process's memory (and a
+    # notebook's kernel with it) before any message.
+    with pytest.raises(SyncError, match="the arguments hold 2147483648 elements, more than max_elements=4194304"):
+        sync_check(P.reverse_tiles, n=1 << 30)
+    assert sync_check(P.reverse_tiles, n=512, max_elements=1024).ok
 
 
 def _accesses(p, line: int, buffer: str, write: bool) -> list:

@@ -118,7 +118,7 @@ def test_mbarrier_thread_errors_are_the_same_in_both_engines():
     for engine in ("compiled", "python"):
         with pytest.raises(SyncError, match="same threads") as e:
             sync_check(procs_sync.err_mbarrier_other_threads, n=1, engine=engine)
-        assert e.value.lineno == procs_sync.line_of(procs_sync.err_mbarrier_other_threads, "Arrive(cuda_in_order, 1) >> bar")
+        assert e.value.lineno == procs_sync.line_of(procs_sync.err_mbarrier_other_threads, "# two warps per barrier")
 
 
 def test_timeline_is_capped_and_says_so():

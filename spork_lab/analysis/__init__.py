@@ -113,6 +113,8 @@ _cache = ProcCache()
 @user_facing
 def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     """The static analysis of a proc (computed once per proc); raises SporkError subclasses on misuse."""
+    if not isinstance(p, (Procedure, LoopIR.proc)):
+        raise TypeError(f"analyze takes a proc (made with @proc or a scheduling op), not {type(p).__name__}")
     return _cache.get(p._loopir_proc if isinstance(p, Procedure) else p, _run_passes)
 
 

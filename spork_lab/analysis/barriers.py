@@ -9,6 +9,8 @@ sizes. Its value maps each barrier allocation's Sym to a `BarrierInfo`;
 - mixed sync-tls on one queue (every arrive must order the same first sync-tl,
   every await the same second sync-tl);
 - reverse statements on a memory without reverse queues, arrive counts other than 1;
+- for barriers in shared memory (mbarriers), an allocation inside a loop over warps or threads; for
+  barriers that pair by lag, a use made by several collectives on one barrier (`_check_one_collective`);
 - whatever the memory's own rules reject (`BarrierMemory.check_queue`: sync-tls,
   N, collective units the mechanism cannot implement).
 
@@ -50,7 +52,15 @@ from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
 from ..core.ir import interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.sync_stmts import QueueFacts, SyncSpec, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
+from ..core.sync_stmts import (
+    QueueFacts,
+    SyncSpec,
+    barrier_window_indices,
+    is_barrier_alloc,
+    is_point_interval,
+    sync_spec_of,
+    trailing_of,
+)
 from ..errors import SyncError
 
 
@@ -232,6 +242,7 @@ class _Walk:
         self.uses: dict = {}
         self.trailing: dict = {}
         self.cta_dims: dict = {}
+        self.first_threads: dict = {}  # (barrier, reverse, arrive, index text) -> (threads, line) of the first use
 
     def block(self, stmts: list, pending: Optional[dict] = None) -> None:
         """`pending`: barrier Sym -> trailing loads of the enclosing block not yet closed by an Arrive."""
@@ -255,6 +266,7 @@ class _Walk:
             fn = info.device_function
             self.allocs[s.name] = replace(_alloc(s, info.device_scope == "cuda"), cluster_dim=fn.clusterDim if fn else 1)
             self.uses[s.name], self.trailing[s.name] = [], []
+            self._check_alloc_scope(s, info)
         spec = sync_spec_of(s)
         if spec is not None and spec.kind == "Fence" and info.device_scope != "cuda":
             raise SyncError(
@@ -270,6 +282,7 @@ class _Walk:
             tx = sum(u.tx_bytes for u in pending.pop(sym, [])) if spec.kind == "Arrive" else 0
             self.uses[sym].append(BarrierUse(s, spec, None if info.tiling is None else info.tiling.thread_count, tx))
             self._note_cta_dims(sym, s.args[0], s.srcinfo)
+            self._check_one_collective(s, spec, info)
         trailing = trailing_of(s)
         if trailing is not None:
             bar = s.args[trailing[1]]
@@ -294,6 +307,64 @@ class _Walk:
             self.block(s.body)
             self.block(s.orelse)
 
+    def _thread_loops(self, info) -> list:
+        """The cuda_threads loops around a statement that split a CTA (not the loops over a cluster's CTAs)."""
+        return [it for it in info.iters if it.kind == "cuda_threads" and it.sym not in self.cta_iters]
+
+    def _check_alloc_scope(self, s: LoopIR.Alloc, info) -> None:
+        """A barrier in shared memory is one per CTA: allocated inside a loop over warps or threads, the
+        program would give each its own barrier while the CTA has one."""
+        loops = self._thread_loops(info)
+        if s.mem.in_shared_memory and loops and info.tiling.thread_count < info.tiling.blockDim:
+            raise SyncError(
+                f"barrier {s.name} @ {s.mem.name()} lives in shared memory, one per CTA, but it is allocated inside "
+                f"`for {loops[-1].name} in cuda_threads(...)` ({info.coll_unit_text}); allocate it where the whole "
+                "CTA runs, before the cuda_threads loops",
+                s.srcinfo,
+            )
+
+    def _check_one_collective(self, s: LoopIR.Call, spec: SyncSpec, info) -> None:
+        """Barriers that pair by lag count phases per thread, so one collective makes every arrive (await)
+        of a queue on a barrier: two statements on the same barrier expression by different threads are an
+        error, and so is a use inside a cuda_threads loop whose iterator does not index the barrier (every
+        iteration's collective would use that barrier: an mbarrier phase would complete at the first
+        collective's arrive, its arrival count being one collective's). The run (sync_check) finds the
+        cases these miss, e.g. `bar[w / 2]`."""
+        alloc = self.allocs[s.args[0].name]
+        if not alloc.mem.pairs_by_lag:
+            return
+        indices = barrier_window_indices(s.args[0])
+        indexed = {name for e in indices for name in _index_names(e)}
+        around_alloc = {it.sym for it in self.scopes.info(alloc.alloc).iters}
+        if info.tiling is not None and not indexed & {it.sym for it in info.iters if it.kind == "cuda_threads"}:
+            # the same barriers whichever collective runs it: every such use of this side of the queue by the same threads
+            key = (alloc.sym, spec.is_reverse, spec.is_arrive, tuple(str(e) for e in indices))
+            threads = frozenset(_all_threads(info.tiling))
+            first, line = self.first_threads.setdefault(key, (threads, s.srcinfo.lineno))
+            if threads != first:
+                raise SyncError(
+                    f"every {spec.kind} on mbarrier {alloc.name} must be made by the same threads (each thread counts "
+                    f"the phases it sees): `{spec.source(alloc.name + ('[...]' if alloc.dims else ''))}` is made by "
+                    f"threads {_ranges(threads)}, the {spec.kind} at line {line} by threads {_ranges(first)}",
+                    s.srcinfo,
+                )
+        for it in self._thread_loops(info):
+            if it.sym in around_alloc or it.sym in indexed or it.hi - it.lo == 1:
+                continue
+            loop = f"for {it.name} in cuda_threads({it.lo}, {it.hi}, ...)"
+            if spec.is_arrive:
+                what = (f"arrives on the one barrier {alloc.name}: its phase would complete at the first one's "
+                        "arrival. Move the arrive after the loop (the whole collective arrives)")
+            else:
+                what = (f"awaits the one barrier {alloc.name}, whose awaits are counted per thread as one "
+                        "collective's. Move the await before the loop (the whole collective awaits)")
+            raise SyncError(
+                f"`{spec.source(alloc.name + ('[...]' if alloc.dims else ''))}` is inside `{loop}`, so each of its "
+                f"{it.hi - it.lo} collectives ({info.coll_unit_text}) {what}, or index the barrier by `{it.name}` "
+                "(a barrier per collective)",
+                s.srcinfo,
+            )
+
     def _note_cta_dims(self, sym, arg, srcinfo) -> None:
         """Record which dimensions a use indexes by CTA rank (or slices, multicast); every use must agree."""
         if not isinstance(arg, LoopIR.WindowExpr):
@@ -310,6 +381,25 @@ class _Walk:
                 f"dimensions {list(dims)} are, elsewhere {list(seen)}",
                 srcinfo,
             )
+
+
+def _ranges(threads: frozenset) -> str:
+    """Thread indices as half-open ranges: `[0, 32), [64, 96)`."""
+    out, run = [], None
+    for t in sorted(threads):
+        if run is not None and t == run[1]:
+            run[1] += 1
+        else:
+            run = [t, t + 1]
+            out.append(run)
+    return ", ".join(f"[{lo}, {hi})" for lo, hi in out)
+
+
+def _index_names(e) -> set:
+    """The variables an index expression reads."""
+    if isinstance(e, LoopIR.Read):
+        return {e.name} | {n for i in e.idx for n in _index_names(i)}
+    return {n for child in ("lhs", "rhs", "arg") if hasattr(e, child) for n in _index_names(getattr(e, child))}
 
 
 def _alloc(s: LoopIR.Alloc, on_device: bool) -> BarrierInfo:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
-from ..core.instrs import instr_info, template_call_of
-from ..core.ir import walk_stmts
+from ..core.instrs import instr_info, user_name
+from ..core.ir import constant_remainder, interval_width, walk_stmts
 from ..core.loop_modes import WithBlock
-from ..core.memories import CudaMemory
+from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
@@ -59,7 +59,7 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
     """TMA: loads complete on an mbarrier (`>> bar`), and tensor maps are what TMA's global operand takes."""
     gpu = instr_info(s)
     trailing = trailing_of(s)
-    name = _instr_name(s) if trailing is None else _template_name(trailing[0])
+    name = _instr_name(s) if trailing is None else user_name(trailing[0])
     if gpu is not None and gpu.trailing_barrier and trailing is None:
         raise SyncError(f"{name} completes on an mbarrier: write `{name}(...) >> bar[...]`, and close the phase with "
                         "`Arrive(tma_to_smem_async, 1) >> bar[...]`", s.srcinfo)
@@ -75,11 +75,6 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise TimelineError(
                 f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
                 s.srcinfo)
-
-
-def _template_name(proc_name: str) -> str:
-    template = template_call_of(proc_name)
-    return template[0].name if template else proc_name
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
@@ -118,11 +113,15 @@ def _check_scalar_code(s: LoopIR.stmt, info: StmtInfo, writes: bool) -> None:
 def _check_instr_unit(s: LoopIR.Call, info: StmtInfo, unit) -> None:
     if info.tiling.matches(unit):
         return
-    raise CollectiveError(
-        f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed by "
-        f"{info.coll_unit_text} ({_threads(info.tiling.thread_count)})",
-        s.srcinfo,
-    )
+    tiling = info.tiling
+    n = tiling.thread_count
+    who = info.coll_unit_text if info.coll_unit_text.endswith(")") else f"{info.coll_unit_text} ({_threads(n)})"
+    if unit.substitute(tiling.blockDim, tiling.clusterDim).thread_count == n:  # the right size, not aligned
+        first = tiling.threads({name: 0 for name, _ in tiling.iters})[0][0]
+        who += (f": threads [{first}, {first + n}) are as many as a {unit} but not one (a {unit}'s threads start "
+                f"at a multiple of {n})")
+    raise CollectiveError(f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed "
+                          f"by {who}", s.srcinfo)
 
 
 def _threads(n: int) -> str:
@@ -130,9 +129,7 @@ def _threads(n: int) -> str:
 
 
 def _instr_name(s: LoopIR.Call) -> str:
-    """The name the user wrote: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`."""
-    template = template_call_of(s.f.name)
-    return template[0].name if template else str(s.f.name)
+    return user_name(s.f.name)
 
 
 # -- timelines ----------------------------------------------------------------
@@ -143,6 +140,8 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: 
     gpu = instr_info(s)
     if gpu is not None:
         _check_instr_arg_types(s)
+        _check_unit_stride(s)
+        _check_alignment(s, gpu.aligned)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -176,6 +175,66 @@ def _check_instr_arg_types(s: LoopIR.Call) -> None:
                 f"but the argument given holds {arg.type.basetype()}",
                 s.srcinfo,
             )
+
+
+def _check_unit_stride(s: LoopIR.Call) -> None:
+    """Each window argument of an Exo-GPU instr is contiguous in its last dimension.
+
+    The instrs address rows (`&dst[0]` for 16 bytes of cp.async, a row stride for
+    ldmatrix and the mma stores), so a window whose last dimension is not the
+    buffer's (`s[0:4, i]`, a column) would be read or written as a row: the
+    program says one thing and the CUDA does another.
+    """
+    for param, arg in zip(s.f.args, s.args):
+        if not isinstance(arg, LoopIR.WindowExpr) or (isinstance(param.mem, type) and issubclass(param.mem, BarrierMemory)):
+            continue
+        if isinstance(arg.idx[-1], LoopIR.Point):
+            raise MemoryMismatchError(
+                f"`{head_text(s)}`: {_instr_name(s)} takes {param.name} as contiguous rows, but the last dimension of "
+                f"`{arg}` is not {arg.name}'s last (it is indexed by `{arg.idx[-1].pt}`): its elements are not "
+                "adjacent in memory. Lay the buffer out so that the window is a slice of its last dimension",
+                s.srcinfo,
+            )
+
+
+def _check_alignment(s: LoopIR.Call, aligned: tuple) -> None:
+    """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
+    a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
+    misaligned address faults at run time)."""
+    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
+    for name, nbytes in aligned:
+        param, arg = args[name]
+        if not isinstance(arg, LoopIR.WindowExpr) or arg.type.src_type.is_win():
+            continue
+        srcinfo = arg.srcinfo
+        size = elem_bytes(arg.type.basetype())
+
+        def in_bytes(elements):
+            return LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), elements, T.index, srcinfo)
+
+        shape = arg.type.src_type.shape()
+        strides = [LoopIR.Const(1, T.int, srcinfo)]
+        for extent in reversed(shape[1:]):
+            strides.insert(0, LoopIR.BinOp("*", extent, strides[0], T.index, srcinfo))
+        offset = LoopIR.Const(0, T.index, srcinfo)
+        for w, stride in zip(arg.idx, strides):
+            first = w.pt if isinstance(w, LoopIR.Point) else w.lo
+            offset = LoopIR.BinOp("+", offset, LoopIR.BinOp("*", first, stride, T.index, srcinfo), T.index, srcinfo)
+        rem = constant_remainder(in_bytes(offset), nbytes)
+        where = f"starts {rem} bytes past a {nbytes}-byte boundary"
+        if not rem:  # the first row is aligned (or it depends on the values): are the next rows?
+            rows = [(w, st) for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
+            step = next((constant_remainder(in_bytes(st), nbytes) for _, st in rows
+                         if constant_remainder(in_bytes(st), nbytes)), None)
+            if rem is None or not step:
+                continue
+            where = (f"has rows that are not a multiple of {nbytes} bytes apart (pad {arg.name}'s rows to a multiple "
+                     f"of {nbytes // size} elements)")
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {_instr_name(s)} needs each row of {param.name} aligned to {nbytes} bytes, but "
+            f"`{arg}` {where}; the GPU would fault on the misaligned address",
+            s.srcinfo,
+        )
 
 
 def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:

@@ -11,6 +11,8 @@ import re
 from ..core.blocks import CudaDeviceFunction
 from ..errors import CollectiveError
 
+MAX_BLOCK_DIM = 1024  # threads per block, every architecture since sm_20
+MAX_CLUSTER_DIM = 8  # CTAs per cluster without cudaFuncAttributeNonPortableClusterSizeAllowed
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -21,9 +23,15 @@ def check_device_function(ctx: CudaDeviceFunction, srcinfo) -> None:
     n = ctx.threads_per_cta
     if n <= 0 or n % 32:
         raise CollectiveError(f"CudaDeviceFunction: blockDim={n} must be a positive multiple of 32", srcinfo)
+    if n > MAX_BLOCK_DIM:
+        raise CollectiveError(f"CudaDeviceFunction: blockDim={n} is more than the {MAX_BLOCK_DIM} threads a CUDA "
+                              "block may have", srcinfo)
     c = ctx.clusterDim
     if c < 1 or c & (c - 1):
         raise CollectiveError(f"CudaDeviceFunction: clusterDim={c} must be a power of 2 (1, 2, 4, ...)", srcinfo)
+    if c > MAX_CLUSTER_DIM:
+        raise CollectiveError(f"CudaDeviceFunction: clusterDim={c} is more than the {MAX_CLUSTER_DIM} CTAs of a "
+                              "portable cluster, the most the launcher asks for", srcinfo)
     if ctx.blocks_per_sm < 1:
         raise CollectiveError(f"CudaDeviceFunction: blocks_per_sm={ctx.blocks_per_sm} must be at least 1", srcinfo)
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional, Sequence
 
 from exo.API import Procedure
+from exo.core.memory import MemGenError
 
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
@@ -131,12 +133,23 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
             )
 
 
+def _memory_error(e: MemGenError) -> CodegenError:
+    """A memory's refusal to lower an allocation or window (shape, scope) as a CodegenError at the user's
+    line: the memories (exo's interface) raise MemGenError with the user's `file:line:col: ` first."""
+    where = re.match(r"(.+?):(\d+):\d+: (.*)", str(e), re.S)
+    if where is None:
+        return CodegenError(str(e))
+    return CodegenError(where.group(3), SimpleNamespace(filename=where.group(1), lineno=int(where.group(2))))
+
+
 @user_facing
 def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_kernels", arch: Optional[str] = None) -> tuple:
     """(c, h, cu, cuh) source text for these procs; files are expected to be named basename.{c,h,cu,cuh}.
 
     With `arch` (e.g. "sm_80") device functions that target cannot run raise CodegenError.
     """
+    if isinstance(procs, Procedure):
+        raise TypeError("compile_procs_to_strings takes a list of procs: write compile_procs_to_strings([p], ...)")
     procs = list(procs)
     if not all(isinstance(p, Procedure) for p in procs):
         raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
@@ -144,8 +157,11 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
     lib = lib_name(basename)
     rewriter = HostRewriter(lib)
-    host = [rewriter.rewrite(p._loopir_proc) for p in procs]
-    c, h = host_c_to_strings(host, f"{basename}.h")
+    try:
+        host = [rewriter.rewrite(p._loopir_proc) for p in procs]
+        c, h = host_c_to_strings(host, f"{basename}.h")
+    except MemGenError as e:
+        raise _memory_error(e) from None
     if BF16_C_NAME in c or BF16_C_NAME in h:
         h = h.replace("#include <stdint.h>\n", f"#include <stdint.h>\n{BF16_TYPEDEF_C}\n", 1)
     code = rewriter.device_code

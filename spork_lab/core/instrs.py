@@ -32,6 +32,7 @@ class InstrInfo:
     tx_bytes: int = 0  # trailing-barrier instrs: bytes each destination CTA's mbarrier receives
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
     tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
+    aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,9 @@ _TEMPLATE_CALLS: dict = {}  # concrete instr name -> (template, keywords)
 def template_call_of(proc_name: str):
     """(template, keywords) of a concrete instr made from an InstrTemplate, else None."""
     return _TEMPLATE_CALLS.get(proc_name)
+
+
+def user_name(proc_name) -> str:
+    """The instr name the user wrote: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`."""
+    template = template_call_of(proc_name)
+    return template[0].name if template else str(proc_name)

@@ -41,6 +41,15 @@ def interval_width(w) -> Optional[int]:
     return diff.get(1, 0)
 
 
+def constant_remainder(e, modulus: int) -> Optional[int]:
+    """`e % modulus` when it is the same whatever the values of e's variables (each one's coefficient is a
+    multiple of `modulus`), else None."""
+    form = _linear(e)
+    if form is None or any(c % modulus for term, c in form.items() if term != 1):
+        return None
+    return form.get(1, 0) % modulus
+
+
 def _linear(e) -> Optional[dict]:
     """An index expression as {term: coefficient} (term 1 for the constant; any other subexpression, by its
     text, as an opaque term), or None for a product of two non-constants."""

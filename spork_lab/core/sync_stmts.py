@@ -40,7 +40,8 @@ class BarrierMemory(Memory):
     instead of naming the mechanism:
 
     - where it lives: `lives_on_device` (allocated inside a device function,
-      within its cuda_tasks loops) or in CPU code;
+      within its cuda_tasks loops) or in CPU code; `in_shared_memory`: one
+      barrier per CTA, so a whole CTA allocates it (not a loop over its warps or threads);
     - its pairing rule: `pairs_by_lag` (an Await's N = ~lag picks the arrive
       `lag` phases back; phases form a ring of `lag + 1` slots, and each thread
       counts the phases it sees, so every arrive (await) of one queue is made by
@@ -52,6 +53,7 @@ class BarrierMemory(Memory):
     """
 
     lives_on_device = True
+    in_shared_memory = False
     pairs_by_lag = False
     allows_reverse = False
     takes_trailing_loads = False  # instrs may complete on it (`copy(...) >> bar[...]`, TMA loads on mbarriers)

@@ -8,7 +8,8 @@ Three steps, in this order:
 2. exo's own Parser and TypeChecker run on the rewritten tree, with the user's
    globals and locals plus the generated procs;
 3. the loop modes are attached to the typed LoopIR, then exo's bounds and
-   aliasing checks run as they do for any proc.
+   aliasing checks run as they do for any proc (the bounds check reports
+   errors inside callees at the call: lang/bounds.py).
 Keyword arguments, `>>` and `~N` are evaluated in Python; loop bounds and
 barrier indices stay Exo expressions.
 """
@@ -27,12 +28,12 @@ from typing import Callable, Optional
 from exo.API import Procedure
 from exo.core.LoopIR import UAST, LoopIR
 from exo.core.prelude import SrcInfo
-from exo.frontend.boundscheck import CheckBounds
 from exo.frontend.pyparser import Parser
 from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
+from .bounds import check_bounds
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
@@ -103,7 +104,7 @@ def parse_source(
     ir = _TypeChecker(_mark_bf16(parser.result(), rewriter.bf16_decls)).get_loopir()
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
     _register_tensor_maps(ir.body, rewriter.tensor_maps)
-    CheckBounds(ir)
+    check_bounds(ir)
     Check_Aliasing(ir)
     return Procedure(ir)
 
@@ -305,7 +306,12 @@ class _GpuSyntaxRewriter:
         if isinstance(s, pyast.Assign) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.MatMult):
             return self.tensor_map(s)
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
-            syntax = self.lookup(s.value.func)
+            func = s.value.func
+            if isinstance(func, pyast.Name) and func.id not in self.env:
+                known = [n for n, v in self.env.items() if isinstance(v, (Procedure, InstrTemplate))]
+                self.err(func, f"unknown proc or instr '{func.id}'{_suggest(func.id, known)}: define or import it "
+                               "before the proc that calls it")
+            syntax = self.lookup(func)
             if isinstance(syntax, SyncSyntax):
                 return self.sync_call(s, s.value, syntax)
             if isinstance(syntax, InstrTemplate):
@@ -451,6 +457,10 @@ class _GpuSyntaxRewriter:
             ctx = self.eval(ctx_node, what)
         except _Unknown as e:
             known = [c.__name__ for c in BLOCK_CONTEXTS]
+            if e.name != what:
+                self.err(ctx_node, f"`{pyast.unparse(ctx_node)}`: unknown name '{e.name}'; a block's arguments are "
+                                   "compile-time values (ints, or Python names defined before the proc), not the "
+                                   "proc's sizes or variables")
             self.err(ctx_node, f"unknown context manager '{e.name}'{_suggest(e.name, known)}: "
                                f"use one of {', '.join(known)}")
         if isinstance(ctx, type) and issubclass(ctx, BlockContext):

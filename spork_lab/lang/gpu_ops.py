@@ -44,6 +44,8 @@ from ..core.sync_stmts import (
 )
 from ..core.tensor_maps import Sm90_tensorMap, register_tensor_map
 from ..core.timelines import InstrTl, SyncTl
+from ..errors import SporkSchedulingError
+from .sched_errors import user_frame
 
 
 class _LoopModeA(ArgumentProcessor):
@@ -322,6 +324,10 @@ def complete_on(proc: Procedure, call, barrier) -> Procedure:
 def find_blocks(proc: Procedure, ctx_type: Optional[Union[type, tuple]] = None) -> list:
     """Cursors of the `with` blocks of a proc (in program order), optionally only those whose
     context is an instance of ctx_type, e.g. `find_blocks(p, CudaAsync)`."""
+    kinds = ctx_type if isinstance(ctx_type, tuple) else (ctx_type,)
+    if ctx_type is not None and not all(isinstance(k, type) and issubclass(k, BlockContext) for k in kinds):
+        raise SporkSchedulingError(f"find_blocks: ctx_type is a block class such as CudaAsync, CudaWarps or "
+                                   f"CudaDeviceFunction (or a tuple of them), not {ctx_type!r}", user_frame())
     found = []
 
     def walk(cursors):

@@ -349,6 +349,11 @@ def _assign_stages(body: list, stages, names: dict) -> list:
                 f"statement:\n{listing}"
             )
         return stages
+    written = {names[w] for s in body for w in _stmt_effects(s)[1] if w in names}
+    unknown = sorted(k for k in stages if k != "*" and k not in written)
+    if unknown:
+        raise SchedulingError(f"the stage rule names {', '.join(unknown)}, which no statement of the loop body "
+                              f"writes; the body writes {', '.join(sorted(written)) or 'nothing'}")
     out = []
     for s in body:
         _, writes, _ = _stmt_effects(s)

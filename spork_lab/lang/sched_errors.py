@@ -2,8 +2,10 @@
 
 exo reports a pattern that matches nothing as `find: failed to find matches`,
 prefixes errors raised outside a Procedure method with `<<<unknown
-directive>>>`, and lets the TypeErrors and ValueErrors of its argument
-processing escape from its own frames. `explain` turns such an exception into
+directive>>>`, lets the TypeErrors and ValueErrors of its argument
+processing escape from its own frames, asserts some facts about the
+arguments (stage_mem's buffer exists) inside the op, and fails to forward
+a cursor of an unrelated proc with a NotImplementedError. `explain` turns such an exception into
 a `SporkSchedulingError` at the user's file and line (also exo's
 `SchedulingError`, so `except SchedulingError` keeps working). For a
 pattern that matches nothing it lists the loops or statements that exist, with
@@ -124,10 +126,18 @@ def _not_found(pattern: str, proc: Procedure) -> str:
     return f"no statement matches {pattern!r}; " + _choices(pattern, statement_patterns(proc), "its statements are")
 
 
-def explain(e: BaseException, op: str, proc: Optional[Procedure], where: Optional[object]) -> SporkSchedulingError:
-    """`e` (raised by scheduling op `op` on `proc`) as a SporkSchedulingError at `where` (the user's line)."""
+def explain(
+    e: BaseException, op: str, proc: Optional[Procedure], where: Optional[object], given: Optional[dict] = None
+) -> SporkSchedulingError:
+    """`e` (raised by scheduling op `op` on `proc`, called with the arguments `given` by name) as a
+    SporkSchedulingError at `where` (the user's line)."""
     if isinstance(e, SporkSchedulingError):
         return e
+    if isinstance(e, AssertionError):
+        return SporkSchedulingError(f"{op}: {_failed_assertion(e, proc, given or {})}", where)
+    if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
+        return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
+                                    "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
     text = str(e)
     for prefix in _EXO_PREFIXES:
         if text.startswith(prefix):
@@ -139,3 +149,13 @@ def explain(e: BaseException, op: str, proc: Optional[Procedure], where: Optiona
     elif proc is not None and missing_buffer:
         text = f"no buffer named {missing_buffer.group(1)!r}; " + _choices(missing_buffer.group(1), _buffers(proc), "its buffers are")
     return SporkSchedulingError(f"{op}: {text}", where)
+
+
+def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict) -> str:
+    """What an assertion inside exo's op means for its arguments: exo asserts, for instance, that the buffer
+    `stage_mem` windows exists."""
+    window = re.match(r"\s*(\w+)", str(given.get("win_expr", "")))
+    if "Must find the symbol" in str(e) and window and proc is not None:
+        name = window.group(1)
+        return f"no buffer named {name!r} where the block is; " + _choices(name, _buffers(proc), "its buffers are")
+    return f"the arguments failed a check inside exo ({e or 'an assertion'})"

@@ -87,7 +87,8 @@ def _cp_async_template(dtype: str, elem_bytes: int) -> InstrTemplate:
             f"        dst[i] = src[i]\n"
         )
         p = parse_source(src, filename=__file__, func_globals=_NAMESPACE, instr=(c_instr, ""))
-        register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread))
+        register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread,
+                                           aligned=(("dst", size), ("src", size))))
         return p
 
     return InstrTemplate(name, make, {"size": 4})
@@ -151,6 +152,7 @@ _ROUND_A = " ".join(f"{{rmem_data}}[{i}] = sm80_tf32({{rmem_data}}[{i}]);" for i
     .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
     coll_unit=cuda_warp,
     cuda_includes=(_TF32_ROUND,),
+    aligned=(("smem", 16),),  # ldmatrix rows
 )
 def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
     for m in seq(0, 16):
@@ -218,7 +220,8 @@ def _m16n8k16(dtype: str) -> tuple:
     procs = []
     for name, (c_instr, src, convergent) in sources.items():
         p = parse_source(src, filename=__file__, func_globals=namespace, instr=(c_instr, ""))
-        register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent))
+        ldmatrix = "ldmatrix" in c_instr
+        register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent, aligned=(("smem", 16),) if ldmatrix else ()))
         procs.append(p)
     return tuple(procs)
 

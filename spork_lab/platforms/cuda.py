@@ -125,6 +125,7 @@ _HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
 class CudaMbarrier(BarrierMemory):
     """Split barriers as shared-memory mbarriers with phase parity (and reverse barriers)."""
 
+    in_shared_memory = True
     pairs_by_lag = True
     allows_reverse = True
     takes_trailing_loads = True  # TMA loads complete on it: `copy(...) >> bar[...]`

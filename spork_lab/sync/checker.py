@@ -18,6 +18,10 @@ the reference engine runs it and the report says so (`engine`,
 
 from __future__ import annotations
 
+import math
+
+from exo.core.LoopIR import T
+
 from ..analysis import analyze
 from ..core.cache import ProcCache
 from ..errors import SporkError, SyncError, user_facing
@@ -58,21 +62,28 @@ def _compiled(entry: list):
     return entry[2]
 
 
+# Elements of the arguments one run may track: each holds access state (a few hundred bytes once accessed),
+# and a size typed for the GPU (n = 1 << 28) would take the process's memory, and a notebook's kernel with it.
+MAX_ELEMENTS = 1 << 22
+
+
 @user_facing
-def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = "compiled", **sizes) -> SyncReport:
+def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = "compiled",
+               max_elements: int = MAX_ELEMENTS, **sizes) -> SyncReport:
     """Run the abstract machine on proc `p` with the given size arguments.
 
     engine="compiled" (default) runs the proc compiled to C; engine="python"
     the reference engine. Both give the same report; `report.engine` says which
     ran and `report.engine_note` why the reference ran when the compiled engine
     was asked for. The barrier timeline keeps the first `max_events` events
-    (`timeline_truncated` says when there were more).
+    (`timeline_truncated` says when there were more). Sizes whose arguments
+    hold more than `max_elements` elements are refused: hazards show at small sizes.
     """
     if engine not in ENGINES:
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
-    values = _size_values(ir, sizes)
+    values = _size_values(ir, sizes, max_elements)
     entry = _engines(ir)
     program, runner, note = entry[0], entry[1], ""
     if engine == "compiled":
@@ -98,9 +109,15 @@ def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:
     return run
 
 
-def _size_values(ir, sizes: dict) -> tuple:
-    """The size arguments' values in order, checked: every one given, every assertion true."""
+def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
+    """The size arguments' values in order, checked: every one given and positive, no other name given,
+    every assertion true, and at most `max_elements` argument elements."""
     env, values = {}, []
+    names = [str(a.name) for a in ir.args if not a.type.is_numeric()]
+    unknown = sorted(set(sizes) - set(names))
+    if unknown:
+        raise SyncError(f"sync_check: {ir.name} has no size {', '.join(map(repr, unknown))}; its sizes are "
+                        f"{', '.join(names) or '(none)'}", ir.srcinfo)
     for a in ir.args:
         if not a.type.is_numeric():
             name = str(a.name)
@@ -108,9 +125,23 @@ def _size_values(ir, sizes: dict) -> tuple:
                 raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
             env[a.name] = P.Var(len(values))
             values.append(int(sizes[name]))
+            if values[-1] < 1 and isinstance(a.type, T.Size):
+                raise SyncError(f"sync_check: {name}={values[-1]}, but a size is positive", a.srcinfo)
+
+    def value(e) -> int:
+        return eval(f"lambda V: {expr_source(index_expr(e, env))}")(values)  # noqa: S307
+
     for pred in ir.preds:
-        if not eval(f"lambda V: {expr_source(index_expr(pred, env))}")(values):  # noqa: S307
+        if not value(pred):
             raise SyncError(f"the sizes {sizes} violate the assertion {pred}", pred.srcinfo)
+    elements = sum(math.prod(value(d) for d in a.type.shape()) for a in ir.args if a.type.is_tensor_or_window())
+    if elements > max_elements:
+        raise SyncError(
+            f"sync_check: at {sizes} the arguments hold {elements} elements, more than max_elements={max_elements}; "
+            "the machine tracks every element, and hazards show at small sizes: use smaller ones (or raise "
+            "max_elements, at a few hundred bytes per element)",
+            ir.srcinfo,
+        )
     return tuple(values)
 
 

@@ -242,7 +242,7 @@ def run_error(program: P.Program, code: int, acc: Optional[P.RawAccess], queue: 
     """The SyncError of a run that stopped, at the statement where it stopped."""
     where = program.stmt_of(acc.site) if acc is not None and acc.site >= 0 else None
     if code in (P.ERR_ARRIVE_THREADS, P.ERR_AWAIT_THREADS):
-        what = "arrives" if code == P.ERR_ARRIVE_THREADS else "awaits"
+        what = "arrive" if code == P.ERR_ARRIVE_THREADS else "await"
         name = program.queues[queue].barrier
         return SyncError(
             f"every {what} on mbarrier {name} must be executed by the same threads (each thread counts the phases "

@@ -1,0 +1,110 @@
+"""exo's bounds check of a new proc, with its errors at the user's lines.
+
+exo checks a call's effects with the callee's own statements, so an
+out-of-bounds window passed to an instr (or a barrier index past the end of
+its array, which a sync statement's generated proc writes) is reported at the
+instr's body in spork_lab's platform files, or at `<spork_lab sync
+statement>:0`. Here the check runs on a copy of the proc whose callee bodies
+carry the call's source location. Before it, calls are checked for what exo
+1.0 lets through or reports obscurely: a missing argument (exo's compiler
+would fail on it with a bare assertion) and an argument whose constant shape
+differs from its parameter's (exo dumps its internal shape expressions).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from asdl_adt.adt import _AsdlAdtBase
+from exo.core.LoopIR import LoopIR
+from exo.frontend.boundscheck import CheckBounds
+
+from ..core.instrs import template_call_of
+from ..core.ir import interval_width
+from ..core.sync_stmts import trailing_of
+from ..errors import SporkSyntaxError
+
+
+def check_bounds(ir: LoopIR.proc) -> None:
+    """Raise for calls with missing or wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses
+    (exo's TypeError)."""
+    _check_calls(ir.body)
+    CheckBounds(ir.update(body=_calls_at_call_sites(ir.body)))
+
+
+def _check_calls(stmts: list) -> None:
+    """Every call has one argument per parameter (exo 1.0's type checker pairs them with zip), and each
+    argument whose shape is constant has its parameter's shape."""
+    for s in stmts:
+        if isinstance(s, (LoopIR.For, LoopIR.If)):
+            _check_calls(s.body)
+            _check_calls(getattr(s, "orelse", []))
+        elif isinstance(s, LoopIR.Call):
+            if len(s.args) != len(s.f.args):
+                params = ", ".join(str(a.name) for a in s.f.args)
+                raise SporkSyntaxError(f"{_callee(s)} takes {len(s.f.args)} arguments ({params}), got {len(s.args)}",
+                                       s.srcinfo)
+            for param, arg in zip(s.f.args, s.args):
+                if not param.type.is_tensor_or_window():
+                    continue
+                want = [_const(d) for d in param.type.shape()]
+                got = _arg_shape(arg)
+                if None in want or got is None or None in got or got == want:
+                    continue
+                raise SporkSyntaxError(
+                    f"{_callee(s)} takes {param.name} of shape [{', '.join(map(str, want))}], but `{arg}` has shape "
+                    f"[{', '.join(map(str, got))}]",
+                    s.srcinfo,
+                )
+
+
+def _callee(s: LoopIR.Call) -> str:
+    """The callee as the user wrote it, with the keywords that fixed its shapes: `copy with box=(64, 32)`."""
+    trailing = trailing_of(s)
+    name = str(trailing[0] if trailing else s.f.name)
+    template = template_call_of(name)
+    if template is None:
+        return name
+    keywords = ", ".join(f"{k}={v!r}" for k, v in template[1].items())
+    return f"{template[0].name} with {keywords}" if keywords else template[0].name
+
+
+def _const(e) -> Optional[int]:
+    return e.val if isinstance(e, LoopIR.Const) else None
+
+
+def _arg_shape(arg) -> Optional[list]:
+    """The shape of a tensor argument where its extents are constants (None entries where they are not)."""
+    if isinstance(arg, LoopIR.WindowExpr):
+        return [interval_width(w) for w in arg.idx if isinstance(w, LoopIR.Interval)]
+    if isinstance(arg, LoopIR.Read) and arg.type.is_tensor_or_window():
+        return [_const(d) for d in arg.type.shape()]
+    return None
+
+
+def _calls_at_call_sites(stmts: list) -> list:
+    out = []
+    for s in stmts:
+        if isinstance(s, LoopIR.For):
+            s = s.update(body=_calls_at_call_sites(s.body))
+        elif isinstance(s, LoopIR.If):
+            s = s.update(body=_calls_at_call_sites(s.body), orelse=_calls_at_call_sites(s.orelse))
+        elif isinstance(s, LoopIR.Call):
+            s = s.update(f=s.f.update(body=[_relocated(b, s.srcinfo) for b in s.f.body]))
+        out.append(s)
+    return out
+
+
+def _relocated(node, srcinfo):
+    """A copy of an IR node (and of the nodes inside it) with every source location replaced by `srcinfo`."""
+    if isinstance(node, list):
+        return [_relocated(n, srcinfo) for n in node]
+    if not isinstance(node, _AsdlAdtBase):
+        return node
+    changes = {}
+    for field in getattr(type(node), "__match_args__", ()):
+        value = getattr(node, field)
+        new = srcinfo if field == "srcinfo" else _relocated(value, srcinfo)
+        if new is not value:
+            changes[field] = new
+    return node.update(**changes) if changes else node
