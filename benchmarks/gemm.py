@@ -80,8 +80,8 @@ class Kernel:
 
 
 # Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md has their times).
-_SM80_VARIANTS = [{}, dict(fragments_ahead=True), dict(BM=256, BN=128), dict(S=3)]
-SM80_SWEEP = {"f16": _SM80_VARIANTS, "bf16": _SM80_VARIANTS, "tf32": _SM80_VARIANTS}
+_SM80_VARIANTS = [{}, dict(BM=256, BN=128), dict(S=3)]
+SM80_SWEEP = {d: _SM80_VARIANTS + [dict(fragments_ahead=d == "tf32")] for d in ("tf32", "f16", "bf16")}  # other pipeline
 
 
 def sm80_kernels(dtype: str, sweep: bool) -> list:
@@ -94,11 +94,11 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
                lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)),
                ((256, 512, 384), (512, 256, 256)))
         for cfg in configs
-    ] + [  # the same kernels with the ring built by hand (HAND_STEPS): pipeline_loop's must be as fast
+    ] + [  # the ring built by hand (HAND_STEPS, no fragments ahead): the same CUDA as pipeline_loop's without them
         Kernel(f"{cfg.name}_hand" if not sweep else f"{cfg.name}_{cfg.tiles}_hand", "sm80", dtype, LAYOUT_KN, False,
                lambda c=cfg: g.schedule_by_hand(c), str(g.rename(g.naive(cfg), f"{cfg.name}_hand")),
                ((256, 512, 384), (512, 256, 256)))
-        for cfg in configs if not cfg.fragments_ahead  # HAND_STEPS build the ring without fragments ahead
+        for cfg in dict.fromkeys(dataclasses.replace(c, fragments_ahead=False) for c in configs)
     ]  # fmt: skip
 
 

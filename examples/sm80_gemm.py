@@ -12,15 +12,20 @@ replay them one at a time (`schedule(naive(cfg), cfg, upto=k)`).
 
 Step 9 (the software pipeline) is `pipeline_loop`: it gives A_s and B_s their
 ring dimension, builds prologue, steady state and epilogue and derives every
-commit-group count; `sl.sync_check` checks the result. `Config.fragments_ahead`
-adds a stage for the first k-step's fragment loads (a register ring); measured
-slower on the H100 (benchmarks/sm80_gemm_notes.md), it is off by default. `HAND_STEPS` build the
-same ring by hand, the reference it is compared with: the same CUDA but for
-the epilogue, which waits tile by tile instead of once.
+commit-group count; `sl.sync_check` checks the result. With
+`Config.fragments_ahead` (the default) the first k-step's fragment loads are
+a stage of their own and each time step runs in the order of the hand DB
+kernel (benchmarks/sm80_hand/gemm_hand.cu): copies, products up to the last
+k-step's fragment loads, wait and barrier, the next tile's first fragments,
+the last k-step's products. Without it every tile's products follow its
+barrier; `HAND_STEPS` build that ring by hand, the reference it is compared
+with: the same CUDA but for the epilogue, which waits tile by tile instead of
+once.
 
 D is one shard of WM x WN accumulators per warp once the distributed-memory
 lowering (issue 11, items 1-5) is in: the generated kernel then declares
-`float D[128]` per thread (226 registers, no spills); without it, every thread
+`float D[128]` per thread (ptxas for sm_90a: f16/bf16 250 registers with
+fragments ahead, 226 without, no spills); without it, every thread
 would declare the whole CTA tile.
 
 Run `python examples/sm80_gemm.py` to see the kernel and sync_check pass on it
@@ -46,9 +51,10 @@ from spork_lab.scheduling import *
 class Config:
     """dtype: "tf32" (f32 data), "f16" or "bf16"; CTA tile BM x BN x BK, warp tile WM x WN, S ring slots;
     blocks_per_sm CTAs resident on each SM (the persistent grid's size); fragments_ahead: the first k-step's
-    fragments of each K tile load one pipeline stage before its products (step 9), so the tensor cores have
-    work right after every barrier; late_copy (without fragments_ahead): each K tile's products are issued
-    before the copies of the tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
+    fragments of each K tile load one pipeline stage before its products, right after the barrier that sits
+    before the last k-step's products of the tile before (step 9), so the tensor cores have work across every
+    barrier; late_copy (without fragments_ahead): each K tile's products are issued before the copies of the
+    tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
 
     dtype: str = "f16"
     BM: int = 128
@@ -58,7 +64,7 @@ class Config:
     WN: int = 64
     S: int = 4
     blocks_per_sm: int = 1
-    fragments_ahead: bool = False
+    fragments_ahead: bool = True
     late_copy: bool = False
 
     @property
@@ -84,21 +90,20 @@ class Config:
     @property
     def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
         late = "_late" if self.late_copy else ""
-        ahead = "_ahead" if self.fragments_ahead else ""
-        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{ahead}{late}"
+        plain = "" if self.fragments_ahead else "_plain"
+        return f"{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_s{self.S}_b{self.blocks_per_sm}{plain}{late}"
 
 
 def naive(cfg: Config):
-    """The loop nest we start from; the assertions say which sizes the tiles divide (with fragments_ahead,
-    an even number of K tiles: the pipelined loop runs two time steps per iteration)."""
-    pairs = f"\n    assert K % {2 * cfg.BK} == 0" if cfg.fragments_ahead else ""
+    """The loop nest we start from; the assertions say which sizes the tiles divide (and that the K loop runs
+    long enough for the pipeline's prologue)."""
     src = f"""
 def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, B: {cfg.elem}[K, N] @ CudaGmemLinear,
                C: f32[M, N] @ CudaGmemLinear):
     assert M % {cfg.BM} == 0
     assert N % {cfg.BN} == 0
     assert K % {cfg.BK} == 0
-    assert K >= {cfg.BK * (cfg.S - 1)}{pairs}
+    assert K >= {cfg.BK * (cfg.S - 1)}
     for i in seq(0, M):
         for j in seq(0, N):
             C[i, j] = 0.0
@@ -220,10 +225,11 @@ def pipeline(p, cfg: Config):
     """9. Software pipeline (`pipeline_loop`): the copies (stage 0) run S - 1 tiles ahead of the products
     (stage S - 1) through an S-slot ring of A_s and B_s; one commit group per tile, and before the Fence that
     shows tile kt to every warp each thread waits for its own copies of it. With fragments_ahead the first
-    k-step's fragment loads (and the Fence) are a stage of their own, S - 2: the products of tile kt start
-    right after a barrier on fragments loaded before it, while tile kt + 1's load; their registers become a
-    2-slot ring, two time steps per loop iteration so that each slot is a fixed set of registers. Without it,
-    late_copy moves the steady state's products before its copies (they read another slot: exo lets them swap)."""
+    k-step's fragment loads (and the Fence) are a stage of their own, S - 2, and a time step runs (`order=`)
+    the copies, the oldest tile's products up to its last fragment loads, the wait and the Fence, the next
+    tile's first fragments, then the oldest tile's last products: the tensor cores have work on both sides of
+    the barrier, and each wait leaves S - 2 copy groups in flight, as the hand kernel's. Without it, late_copy
+    moves the steady state's products before its copies (they read another slot: exo lets them swap)."""
     if cfg.fragments_ahead:
         if cfg.late_copy:
             raise ValueError("late_copy is a variant of the pipeline without fragments_ahead")
@@ -236,35 +242,46 @@ def pipeline(p, cfg: Config):
 
 
 def _pipeline_fragments_ahead(p, cfg: Config):
-    """Step 9 with the first k-step's fragment loads (L0) a stage ahead of the rest of the products."""
-    # L0 becomes its own warp loop nest; its registers move to CTA scope, distributed over the warps
+    """Step 9 with the first k-step's fragment loads (L0) a stage ahead of the rest of the products, in the
+    hand DB kernel's order: each time step copies, multiplies up to the last k-step's fragment loads (the last
+    reads of the slot; each k-step's loads come before the products of the k-step before), waits and fences,
+    loads the next tile's L0, then issues the last k-step's products."""
+    if cfg.BK < 2 * cfg.KS:
+        raise ValueError(f"fragments_ahead needs two k-steps per K tile or more (BK >= {2 * cfg.KS})")
+    # the first k-step and the last out of the kk loop; their fragment registers move to CTA scope, distributed
+    # over the warps and allocated above the K loop (they live across the barrier)
     p = cut_loop(p, p.find_loop("kk"), 1)
     p = unroll_loop(p, p.find_loop("kk"))
+    if cfg.BK > 2 * cfg.KS:
+        p = cut_loop(p, p.find_loop("kk"), cfg.BK // cfg.KS - 1)
+    p = unroll_loop(p, p.find_loop("kk", many=True)[-1])
     for buf in ["A_r", "B_r"]:
-        for it, extent in [("wn", cfg.BN // cfg.WN), ("wm", cfg.BM // cfg.WM)]:
-            p = expand_dim(p, buf, extent, it)
-            p = lift_alloc(p, buf)
+        allocs = p.find(f"{buf} : _", many=True)  # k-steps 0, 1 to KK - 2 (if any), KK - 1
+        for alloc in (allocs[0], allocs[-1]):
+            for it, extent in [("wn", cfg.BN // cfg.WN), ("wm", cfg.BM // cfg.WM)]:
+                p = expand_dim(p, p.forward(alloc), extent, it)
+                p = lift_alloc(p, p.forward(alloc))
+            p = lift_alloc(p, p.forward(alloc))
+    # K tile body: [Fence, A_s, copy A, B_s, copy B, L0, products up to the last k-step's loads, the last products]
     p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().before(), n_lifts=2)
-    # stages: copies and their buffers 0; Fence, fragment registers and L0 S - 2; the products S - 1
-    def copies(s) -> bool:  # the A_s and B_s allocations and the copying threads' loops (r, c)
-        return s.name() in ("A_s", "B_s") if isinstance(s, AllocCursor) else isinstance(s, ForCursor) and s.name() == "r"
-
-    body = p.find_loop("kt").body()
-    stages = [0 if copies(s) else cfg.S - 1 if k == len(body) - 1 else cfg.S - 2 for k, s in enumerate(body)]
-    p = pipeline_loop(p, "kt", stages, [0], CudaCommitGroup, barrier_name="cg", keep_loop=True)
-    # [Fence, copies, Arrive, L0 of tile t - S + 2, products of t - S + 1]: L0 last, its registers live across
-    # the barrier (exo does not let the guarded products move before the copies: late_copy is not offered here)
-    p = reorder_stmts(p, p.find_loop("kt").body()[3:5])
-    # two time steps per iteration (an odd count of them first peels one) make the ring slots constants
-    if cfg.S % 2 == 0:  # K / BK + S - 1 time steps, K / BK even
-        p = cut_loop(p, p.find_loop("kt"), 1)
-        p = unroll_loop(p, p.find_loop("kt"))
-        p = shift_loop(p, p.find_loop("kt"), 0)
-    p = divide_loop(p, p.find_loop("kt"), 2, ["kt", "kt2"], perfect=True)
-    p = simplify(unroll_loop(p, p.find_loop("kt2")))
-    for buf in ["A_r", "B_r"]:
-        p = unroll_buffer(p, p.find(f"{buf} : _"), 0)
-    return p
+    p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)", many=True)[-1].parent().parent().before(), n_lifts=2)
+    # in the products before the barrier each k-step's fragment loads move above the k-step before's products
+    # (their latency overlaps those mma): [M0, (A_r, LA, B_r, LB, M) x (KK - 2), LA_last, LB_last] becomes
+    # [A_r, LA, B_r, LB, M0, ..., LA_last, LB_last, M_(KK-2)]
+    KK = cfg.BK // cfg.KS
+    if KK > 2:
+        p = unroll_loop(p, p.find_loop("kk"))
+    warp = p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().parent()  # the wn loop of those products
+    for k in range(KK - 1):
+        for j in range(4 if k < KK - 2 else 2):
+            p = reorder_stmts(p, p.forward(warp).body()[5 * k + j : 5 * k + j + 2])
+    # stages: copies 0; Fence and L0 S - 2; the products S - 1. A time step runs the copies, the products of its
+    # oldest tile up to the last loads of its slot, then the Fence (after the wait for the next tile) and
+    # that tile's L0, then the oldest tile's last products: L0's registers are read (by the first products)
+    # before they are refilled in the same time step, so they need no second slot.
+    S = cfg.S
+    return simplify(pipeline_loop(p, "kt", [S - 2, 0, 0, 0, 0, S - 2, S - 1, S - 1], [0], CudaCommitGroup,
+                                  barrier_name="cg", order=[1, 2, 3, 4, 6, 0, 5, 7]))
 
 
 def map_to_gpu(p, cfg: Config):
@@ -342,8 +359,10 @@ def schedule_by_hand(cfg: Config):
     return rename(schedule(naive(cfg), cfg, steps=HAND_STEPS), f"{cfg.name}_hand")
 
 
-# Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles.
-CONFIGS = {"tf32": Config("tf32", BK=32, S=4), "f16": Config("f16"), "bf16": Config("bf16")}
+# Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles. tf32
+# without fragments ahead: its rounding loads leave no registers for them (ptxas: 255 and a spill), and the hand
+# DB kernel was no faster for tf32 (run 4).
+CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16")}
 sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16 = (schedule(naive(c), c) for c in CONFIGS.values())
 PROCS = [sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16]
 

@@ -137,7 +137,9 @@ SM80_NOTES = {
     "fence_tiles": "Two `Fence` lines; without them the sync check would report RAW hazards on `A_s`/`B_s` "
                    "(try `wb80.undo()` after step 10, or see tutorial 03).",
     "pipeline": "`pipeline_loop` rewrote the K loop into prologue, steady state and epilogue, gave `A_s` and `B_s` "
-                "a ring dimension of S = 4 slots and added the commit group `cg` with its `Arrive`s and `Await`s.",
+                "a ring dimension of S = 4 slots and added the commit group `cg` with its `Arrive`s and `Await`s. "
+                "In the steady state, the first k-step's fragment loads (`A_r`, `B_r`) of the next tile come right "
+                "after the `Await` and the `Fence`, before the last k-step's products of the tile before.",
     "map_to_gpu": "Now the proc is a kernel, and every view has something to say: the analysis passes, the sync "
                   "check runs at M = N = 256, K = 320 (two CTA tasks, five K tiles, so every ring slot is reused) "
                   "and finds no hazard; the **Tiling** view shows the warps of the selected statement; the "

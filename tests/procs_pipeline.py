@@ -273,3 +273,21 @@ def cluster_tiles(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemL
                         for t in cuda_threads(0, 32):
                             dst[it * 64 + cta * 32 + t] = 2.0 * buf[cta, 31 - t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# The consumer reads the tile before the producer refills it: each iteration reads the previous tile's copy (the
+# first reads what was there). Pipelining the reader a stage behind would make it read its own tile's.
+@proc
+def stale_read(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            buf: f32[128] @ CudaSmemLinear
+            for it in seq(0, n / 128):
+                for t in cuda_threads(0, 128):
+                    dst[it * 128 + t] = buf[127 - t]
+                Fence(cuda_in_order, cuda_in_order)
+                for t in cuda_threads(0, 128):
+                    buf[t] = src[it * 128 + t]
+                Fence(cuda_in_order, cuda_in_order)
+            Fence(cuda_in_order, cuda_in_order)

@@ -29,6 +29,7 @@ from procs_pipeline import (
     mbar_tiles,
     register_ring,
     short_loop,
+    stale_read,
     three_stages,
     three_stages_mbar,
     ws_tiles,
@@ -180,6 +181,65 @@ def test_off_by_one_counts_are_flagged(case, depth):
         report = sl.sync_check(_loosened(q, group), n=n)
         assert not report.ok, f"{key} loosened by one passed"
     assert len(groups) >= (1 if case == "commit" else 2)
+
+
+# ---- order=: a time step runs the consumer before the producer ----
+
+READER_FIRST = [1, 2, 3, 0]  # cp_async_tiles' time step: Fence, consume, Fence, then the copy
+
+
+def reader_first(c: int, keep_loop: bool = False):
+    """cp_async_tiles with the consumer at stage c, run before the copy in each time step."""
+    return pipeline_loop(cp_async_tiles, "it", [0, c, c, c], [0], CudaCommitGroup, keep_loop=keep_loop,
+                         order=READER_FIRST)
+
+
+@pytest.mark.parametrize("c,keep_loop", [(1, False), (2, False), (3, False), (2, True)])
+def test_reader_first_needs_a_slot_less(c, keep_loop):
+    """A consumer that reads before the copy in the time step is done with its slot in the step that refills it:
+    a ring of c slots (not c + 1), and its Await waits for all but the c - 1 groups committed after its tile's.
+    sync_check passes and the sequential meaning is the loop's."""
+    q = reader_first(c, keep_loop)
+    text = " ".join(str(q).split())
+    assert (f"buf: f32[{c}, 128]" if c > 1 else "buf: f32[128]") in text
+    steady = text[text.index("for it in seq(0, n / 128") :]
+    assert steady.index(f"Await(cg, cuda_in_order, {c - 1})") < steady.index("127 - t]") < steady.index("Sm80_cp_async")
+    report = sl.sync_check(q, n=1024)
+    assert report.ok, "\n".join(map(str, report.hazards))
+    args, want = unpipelined_results("commit")
+    got = run_cpu(q, **args)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("c", [2, 3])
+def test_reader_first_off_by_one_is_flagged(c):
+    """The derived ring depth is the smallest right one: a slot less is a race (the copy of the tile after the
+    one read lands in its slot), and so is each Await waiting for one group less."""
+    q = reader_first(c)
+    short = str(q).replace(f"% {c}", f"% {c - 1}").replace(f"buf: f32[{c}, 128]", f"buf: f32[{c - 1}, 128]")
+    assert short != str(q)
+    assert not sl.sync_check(sl.parse_source(short), n=1024).ok
+    waits = [i for i, s in _syncs(q) if s.kind == "Await" and s.N == c - 1]  # steady state, epilogue
+    assert waits
+    for i in waits:
+        assert not sl.sync_check(_loosened(q, [i]), n=1024).ok, f"Await #{i} loosened by one passed"
+
+
+def test_order_refusals():
+    msg = _refused(cp_async_tiles, "it", [0, 1, 1, 1], [0], CudaCommitGroup, order=[1, 2, 0])
+    assert "must list each of the 4 statements" in msg
+    msg = _refused(cp_async_tiles, "it", [0, 1, 1, 1], [0], CudaCommitGroup, order=[0, 2, 1, 3])
+    assert "both of stage 1: the statements of one stage keep their order" in msg
+    msg = _refused(mbar_tiles, "it", [0, 1], [0], CudaMbarrier, order=[1, 0])
+    assert "order= reorders the time steps of a commit-group pipeline" in msg
+
+
+def test_stale_read_is_refused():
+    """A later stage that reads a buffer before its producer writes it in the body reads the previous tile's
+    value: pipelined, it would read its own tile's."""
+    msg = _refused(stale_read, "it", [1, 1, 0, 0], [], CudaCommitGroup)
+    assert "(stage 1) reads buf before stage 0 is done writing it" in msg
 
 
 @pytest.mark.parametrize("case", ["commit", "mbarrier"])

@@ -34,7 +34,7 @@ runnable_examples()  # puts examples/ on sys.path
 import sm80_gemm as g  # noqa: E402
 import sm90_gemm as h  # noqa: E402
 
-SMALL = g.Config("f16", BM=64, BN=64, BK=32, WM=32, WN=32, S=3)
+SMALL = g.Config("f16", BM=64, BN=64, BK=32, WM=32, WN=32, S=3, fragments_ahead=False)  # the ring HAND_STEPS build
 CASES = {"S3": SMALL, "S4": dataclasses.replace(SMALL, S=4), "S3_late_copy": dataclasses.replace(SMALL, late_copy=True)}
 
 

@@ -50,24 +50,43 @@ def _mutants(p):
             yield f"#{i} Await N {spec.N} -> {spec.N + 1}", with_await_n(p, i, spec.N + 1)
 
 
-def test_racy_mutants_are_flagged(small):
-    assert sl.sync_check(small, M=64, N=64, K=128).ok
-    survivors = [what for what, m in _mutants(small) if sl.sync_check(m, M=64, N=64, K=128).ok]
-    assert not survivors
+# The survivors are not racy: pipeline_loop also puts an Await before the products stage, which with fragments
+# ahead the Await before the same tile's first fragment loads, one time step earlier, already covers.
+SURVIVORS = {False: [], True: ["drop #4 Await", "#4 Await N 2 -> 3", "drop #8 Await", "#8 Await N 2 -> 3"]}
 
 
-def test_fragments_ahead_is_well_synchronized():
-    """Step 9 with fragments_ahead: the first k-step's fragments become a 2-slot register ring whose slots are
-    fixed registers (A_r_0, A_r_1: constant indices, no `% 2`), sync_check passes, and every racy mutant is
-    flagged. The survivors are not racy: pipeline_loop also puts an Await before the products stage, which the
-    Await before the same tile's first fragment loads, one time step earlier, already covers."""
-    cfg = dataclasses.replace(SMALL, fragments_ahead=True)
+@pytest.mark.parametrize("ahead", [False, True])
+def test_racy_mutants_are_flagged(ahead):
+    cfg = dataclasses.replace(SMALL, fragments_ahead=ahead)
     p = g.schedule(g.naive(cfg), cfg)
-    text = str(p)
-    assert "A_r_0: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in text and not re.search(r"% 2\b", text)
     assert sl.sync_check(p, M=64, N=64, K=128).ok
     survivors = [what for what, m in _mutants(p) if sl.sync_check(m, M=64, N=64, K=128).ok]
-    assert survivors == ["drop #3 Await", "#3 Await N 2 -> 3", "drop #7 Await", "#7 Await N 2 -> 3"]
+    assert survivors == SURVIVORS[ahead]
+
+
+def test_fragments_ahead_is_the_hand_db_order():
+    """Step 9 with fragments_ahead (the default) in the steady state: copies and their commit group, the
+    products up to the last k-step's fragment loads (each k-step's loads before the k-step before's products),
+    then the wait for the next tile (S - 2 groups in flight) and the barrier, that tile's first fragments, the
+    last k-step's products; no guards, and the first fragments' registers are one set (read before they are
+    refilled in the time step: no ring)."""
+    p = g.schedule(g.naive(SMALL), SMALL)
+    assert "A_r: f16[2, 2, 2, 16, 16] @ Sm80_RmemMatrixA" in str(p) and not re.search(r"% 2\b", str(p))
+    _, _, cu, _ = sl.compile_procs_to_strings([p], "gemm")
+    start = cu.index("for (int kt = 0; kt < K / 32 - 2; kt++)")
+    steady = cu[start : cu.index("for (int kt = K / 32 - 2;", start)]
+    marks = ["cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group 2", "ldmatrix",
+             "mma.sync", "cp.async.wait_group 1", "__syncthreads", "ldmatrix", "mma.sync"]
+    at = 0
+    for mark in marks:
+        at = steady.index(mark, at) + 1
+    assert "if (" not in steady and steady.count("__syncthreads") == 1
+
+
+def test_fragments_ahead_with_middle_k_steps_passes_sync_check():
+    """Four k-steps per tile (the defaults' BK = 64, S = 4; six K tiles: every slot reused), where SMALL has two."""
+    cfg = dataclasses.replace(SMALL, BK=64, S=4)
+    assert sl.sync_check(g.schedule(g.naive(cfg), cfg), M=64, N=64, K=384).ok
 
 
 @pytest.mark.gpu

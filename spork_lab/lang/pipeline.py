@@ -158,6 +158,15 @@ class _CountA(ArgumentProcessor):
         return n
 
 
+class _OrderA(ArgumentProcessor):
+    def __call__(self, order, all_args):
+        if order is None:
+            return None
+        if not isinstance(order, (list, tuple)) or not all(map(_is_stage, order)):
+            self.err(f"expected the body's statement numbers in the order a time step runs them, got {order!r}")
+        return list(order)
+
+
 class _PosIntA(ArgumentProcessor):
     def __call__(self, n, all_args):
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
@@ -205,6 +214,11 @@ class _Stmt:
     reads: set
     writes: set
     async_writes: set  # the writes made inside `with CudaAsync(...)` blocks
+    seq: int = -1  # its position in the loop body the user wrote (`index`: in the pipelined time step)
+
+    def __post_init__(self):
+        if self.seq < 0:
+            self.seq = self.index
 
 
 @dataclass
@@ -389,7 +403,7 @@ def _plan(distributed: dict, stmts: list, by_lag: bool, warp_specialized: bool, 
         if not writers:
             continue  # read-only: any order of the reads is the same
         p = writers[0].stage
-        last_write = max(w.index for w in writers)
+        last_write = max(w.seq for w in writers)
         for u in users:
             if sym in u.reads and u.stage < p:
                 raise SchedulingError(
@@ -400,13 +414,13 @@ def _plan(distributed: dict, stmts: list, by_lag: bool, warp_specialized: bool, 
         if not readers:
             continue  # written (and maybe read back, as an accumulator) by its own stage only: order kept
         for u in users:
-            if sym in u.reads and u.stage == p and (sym in u.writes or u.index < last_write):
+            if sym in u.reads and ((u.stage == p and sym in u.writes) or u.seq < last_write):
                 raise SchedulingError(
-                    f"{_where(u.node)} (stage {p}) reads {name} before stage {p} is done writing it "
+                    f"{_where(u.node)} (stage {u.stage}) reads {name} before stage {p} is done writing it "
                     f"({_where(writers[-1].node)}): the value comes from an earlier iteration, and pipelining would "
                     "change which"
                 )
-        depth = max(u.stage for u in readers) - p + 1
+        depth = _ring_depth(p, writers, readers, by_lag)
         if depth > 1:
             if sym not in allocs:
                 raise SchedulingError(
@@ -424,6 +438,17 @@ def _plan(distributed: dict, stmts: list, by_lag: bool, warp_specialized: bool, 
             q.buffers.add(sym)
             q.consumers = sorted(set(q.consumers) | set(stages))
     return rings, queues
+
+
+def _ring_depth(p: int, writers: list, readers: list, by_lag: bool) -> int:
+    """Slots for a buffer written by stage p: tile t's slot is next written for tile t + depth, at time step
+    t + depth + p, after every read of tile t (at time step t + c for a reader of stage c). A reader that runs
+    before the writers in the time step (`order=`) is done with the slot in the step that refills it; on
+    mbarriers the reverse lag is the depth of the stages: the last reading stage - p + 1."""
+    if by_lag:
+        return max(u.stage for u in readers) - p + 1
+    first_write = min(w.index for w in writers)
+    return max(u.stage - p + (1 if u.index > first_write else 0) for u in readers)
 
 
 def _check_async(stmts: list, async_stages: list, queues: dict, by_lag: bool) -> None:
@@ -748,7 +773,7 @@ def _layout(stmts: list, queues: dict, by_lag: bool, syncs: _Syncs) -> list:
 
 @sched_op([
     ForCursorA, _StagesA, _StageListA, _PipelineBarrierA, BoolA,
-    _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptNameA, _PosIntA, _ReleaseWithA, _CountA,
+    _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptSyncTlA, _OptNameA, _PosIntA, _ReleaseWithA, _CountA, _OrderA,
 ])  # fmt: skip
 def pipeline_loop(
     proc: Procedure,
@@ -765,6 +790,7 @@ def pipeline_loop(
     smem_budget: int = SMEM_BUDGET,
     release_with: type | None = None,
     reads_in_flight: int = 0,
+    order: list | None = None,
 ) -> Procedure:
     """Software-pipeline a `seq` loop: stage s of the body works s tiles behind stage 0.
 
@@ -786,13 +812,21 @@ def pipeline_loop(
     other allocations. When the last reading stage reads a ring
     asynchronously (wgmma), `release_with=CudaCommitGroup` gives those reads a
     commit group that the slot's release waits for, leaving `reads_in_flight`
-    groups in flight.
+    groups in flight. `order`: the body's statements (their numbers in the
+    body) in the order each time step runs them, default the body's order; a
+    stage's statements keep theirs (commit groups only).
     """
     if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
         raise SchedulingError(f"{_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
     cta_loop = _per_cta_loop(loop._impl._node)
+    n_body = len(loop._impl._node.body)
     if cta_loop is None:
-        proc, loop, stage_of = _lift_allocs(proc, loop, stages)
+        proc, loop, stage_of, kept = _lift_allocs(proc, loop, stages)
+    seq = list(range(len(loop._impl._node.body if cta_loop is None else cta_loop.body)))
+    if order is not None:
+        if cta_loop is not None:
+            raise SchedulingError(f"{_where(cta_loop)}: order= is for loops that are skewed, not per-CTA loops")
+        proc, loop, stage_of, seq = _reorder(proc, loop, stage_of, order, kept, n_body)
     ir = proc._loopir_proc
     loop_c = loop._impl
     s = loop_c._node
@@ -801,7 +835,7 @@ def pipeline_loop(
     if cta_loop is not None:
         names = {a.name: a.name.name() for a in allocs.values()} | {a.name: a.name.name() for a in ir.args}
         stage_of = _assign_stages(holder.body, stages, names)
-    stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b)) for i, b in enumerate(holder.body)]
+    stmts = [_Stmt(i, b, stage_of[i], *_stmt_effects(b), seq=seq[i]) for i, b in enumerate(holder.body)]
     S = max(stage_of)
     warp_specialized = len(holder.body) > 1 and all(_warp_block(b) for b in holder.body)
     if cta_loop is not None and not warp_specialized:
@@ -817,6 +851,11 @@ def pipeline_loop(
         )
     mem, bar_alloc = _barrier_memory(ir, s, barrier, cta_loops)
     by_lag = mem.pairs_by_lag
+    if order is not None and (by_lag or warp_specialized):
+        raise SchedulingError(
+            f"order= reorders the time steps of a commit-group pipeline; {_where(s)} is pipelined "
+            f"{'on ' + mem.name() if by_lag else 'by warp specialization'}"
+        )
     if warp_specialized and not by_lag:
         raise SchedulingError(
             f"every statement of {_where(holder)} is a `with CudaWarps` block: warps hand tiles to other "
@@ -1050,13 +1089,41 @@ def _lift_allocs(proc: Procedure, loop, stages) -> tuple:
         i for i, b in enumerate(body)
         if isinstance(b, LoopIR.Alloc) and any(b.name in u and stage_of[k] != stage_of[i] for k, u in enumerate(uses))
     ]  # fmt: skip
+    kept = [i for i in range(len(body)) if i not in lift]
     if not lift:
-        return proc, loop, stage_of
+        return proc, loop, stage_of, kept
     edit = _Edit(ir)
     for i in lift:
         edit.apply(DoLiftAllocSimple, edit.at(loop._impl.body()[i]), 1)
     lifted = Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
-    return lifted, lifted.forward(loop), [st for i, st in enumerate(stage_of) if i not in lift]
+    return lifted, lifted.forward(loop), [stage_of[i] for i in kept], kept
+
+
+def _reorder(proc: Procedure, loop, stage_of: list, order: list, kept: list, n: int) -> tuple:
+    """(proc, loop, stages, sequential position of each statement) with the loop body in the order a time step
+    runs it (`order`: numbers in the body the user wrote, `kept`: those `_lift_allocs` left in the body). The
+    plan reads the sequential program from the positions: the body is reordered only to be laid out."""
+    body = loop._impl._node.body
+    if sorted(order) != list(range(n)):
+        raise SchedulingError(f"order={order} must list each of the {n} statements of {_where(loop._impl._node)}'s "
+                              f"body once (0 to {n - 1})")
+    seq = [kept.index(i) for i in order if i in kept]
+    for k, a in enumerate(seq):
+        later = next((b for b in seq[k + 1 :] if stage_of[b] == stage_of[a] and b < a), None)
+        if later is not None:
+            raise SchedulingError(
+                f"order= runs {_where(body[a])} before {_where(body[later])}, both of stage {stage_of[a]}: "
+                "the statements of one stage keep their order"
+            )
+    if seq == sorted(seq):
+        return proc, loop, stage_of, seq
+    edit = _Edit(proc._loopir_proc)
+    loop_c = loop._impl
+    for k, i in enumerate(seq):
+        if k or i != len(body) - 1:  # each statement after the ones placed before it
+            edit.apply(edit.at(loop_c.body()[i])._move, edit.at(loop_c).body()[-1].after())
+    moved = Procedure(edit.ir, _provenance_eq_Procedure=proc, _forward=edit.fwd)
+    return moved, moved.forward(loop), [stage_of[i] for i in seq], seq
 
 
 def _check_escapes(ir, loop, rings: dict) -> None:
@@ -1381,12 +1448,12 @@ def _side_loop(s, entries: list, skew: int, form: str):
 
 
 def _drain(q: _Queue, entries: list, syncs: _Syncs):
-    """After the loops, wait for the commit groups no Await waited for (empty ones made after the last tile)."""
-    ns = [
-        spec.N
-        for e in entries
-        if (spec := sync_spec_of(e.node)) is not None and spec.kind == "Await" and e.node.args[0].name == q.bar
-    ]
-    if not ns or max(ns) == 0:
+    """After the loops, wait for the commit groups no Await waited for (empty ones made after the last tile, or
+    committed after the time step's last Await)."""
+    ours = [(k, spec) for k, e in enumerate(entries)
+            if (spec := sync_spec_of(e.node)) is not None and spec.kind in ("Arrive", "Await")
+            and e.node.args[0].name == q.bar]  # fmt: skip
+    awaits = [(k, spec.N) for k, spec in ours if spec.kind == "Await"]
+    if not awaits or (max(n for _, n in awaits) == 0 and max(k for k, s in ours if s.kind == "Arrive") < awaits[-1][0]):
         return None
     return syncs.stmt("Await", q, 0, entries[-1].node.srcinfo)
