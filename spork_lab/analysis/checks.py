@@ -39,7 +39,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
 
     `analyze_callee(proc)` analyses a CPU callee that opens device functions of its own.
     """
-    memories = _memories(proc_ir)
+    memories, shapes = _memories(proc_ir), _shapes(proc_ir)
     for s, info in stmts:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             _check_scalar_code(s, info, writes=True)
@@ -51,7 +51,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             _check_access(s, info, memories, s.name, "alloc")
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
-            _check_call(s, info, memories, analyze_callee)
+            _check_call(s, info, memories, shapes, analyze_callee)
             _check_tma(s, info)
 
 
@@ -86,6 +86,15 @@ def _memories(proc_ir: LoopIR.proc) -> dict:
         elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in memories:
             memories[s.name] = memories[s.rhs.name]
     return memories
+
+
+def _shapes(proc_ir: LoopIR.proc) -> dict:
+    """Declared shape of every argument and allocation of the proc, by Sym. A window expression's own type can
+    be stale: exo's expand_dim adds a dimension to the allocation but not to the windows' source types."""
+    shapes = {a.name: a.type.shape() for a in proc_ir.args if a.type.is_tensor_or_window() and not a.type.is_win()}
+    shapes.update({s.name: s.type.shape() for s in walk_stmts(proc_ir.body)
+                   if isinstance(s, LoopIR.Alloc) and s.type.is_tensor_or_window()})
+    return shapes
 
 
 # -- collectives --------------------------------------------------------------
@@ -135,13 +144,13 @@ def _instr_name(s: LoopIR.Call) -> str:
 # -- timelines ----------------------------------------------------------------
 
 
-def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, analyze_callee: Callable) -> None:
+def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, analyze_callee: Callable) -> None:
     effects = _param_effects(s.f)
     gpu = instr_info(s)
     if gpu is not None:
         _check_instr_arg_types(s)
         _check_unit_stride(s)
-        _check_alignment(s, gpu.aligned)
+        _check_alignment(s, gpu.aligned, shapes)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -197,14 +206,15 @@ def _check_unit_stride(s: LoopIR.Call) -> None:
             )
 
 
-def _check_alignment(s: LoopIR.Call, aligned: tuple) -> None:
+def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
     """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
     a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
     misaligned address faults at run time)."""
     args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
     for name, nbytes in aligned:
         param, arg = args[name]
-        if not isinstance(arg, LoopIR.WindowExpr) or arg.type.src_type.is_win():
+        shape = shapes.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
+        if shape is None or len(shape) != len(arg.idx):  # a window of a window argument: its layout is unknown here
             continue
         srcinfo = arg.srcinfo
         size = elem_bytes(arg.type.basetype())
@@ -212,7 +222,6 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple) -> None:
         def in_bytes(elements):
             return LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), elements, T.index, srcinfo)
 
-        shape = arg.type.src_type.shape()
         strides = [LoopIR.Const(1, T.int, srcinfo)]
         for extent in reversed(shape[1:]):
             strides.insert(0, LoopIR.BinOp("*", extent, strides[0], T.index, srcinfo))
