@@ -52,7 +52,7 @@ def constant_remainder(e, modulus: int) -> Optional[int]:
 
 def _linear(e) -> Optional[dict]:
     """An index expression as {term: coefficient} (term 1 for the constant; any other subexpression, by its
-    text, as an opaque term), or None for a product of two non-constants."""
+    expr_key, as an opaque term), or None for a product of two non-constants."""
     if isinstance(e, LoopIR.Const):
         return {1: e.val}
     if isinstance(e, LoopIR.USub):
@@ -70,4 +70,18 @@ def _linear(e) -> Optional[dict]:
             if scale is not None and other is not None and scale.keys() == {1}:
                 return {t: scale[1] * c for t, c in other.items()}
         return None
-    return {str(e): 1}
+    return {expr_key(e): 1}
+
+
+def expr_key(e) -> object:
+    """A hashable key of an index expression, equal for the same expression (the same variables, not only the
+    same names). Cheaper than str(): exo formats an expression's text with yapf, about a millisecond each."""
+    if isinstance(e, LoopIR.Read) and not e.idx:
+        return e.name
+    if isinstance(e, LoopIR.Const):
+        return e.val
+    if isinstance(e, LoopIR.BinOp):
+        return (e.op, expr_key(e.lhs), expr_key(e.rhs))
+    if isinstance(e, LoopIR.USub):
+        return ("-", expr_key(e.arg))
+    return str(e)

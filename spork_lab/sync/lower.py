@@ -25,7 +25,7 @@ from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
-from ..core.ir import interval_width, numeric_reads, walk_stmts
+from ..core.ir import expr_key, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
@@ -885,7 +885,7 @@ def instr_accesses(body: list) -> Optional[list]:
                     return False
             elif isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
                 for sym, idx, mode in statement_accesses(s):
-                    key = (sym, tuple(str(i) for i in idx))
+                    key = (sym, tuple(map(expr_key, idx)))
                     if key in found:
                         old = found[key]
                         found[key] = (old[0], old[1], old[2] | mode, old[3])
