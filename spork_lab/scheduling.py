@@ -15,7 +15,7 @@ from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the p
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
-from .lang.sched_errors import explain, raised_in_exo, user_frame
+from .lang.sched_errors import explain, passed_through_exo, raised_in_exo, user_frame
 
 
 class _UserFacingOp(_AtomicSchedulingOp):
@@ -27,9 +27,14 @@ class _UserFacingOp(_AtomicSchedulingOp):
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
             if not isinstance(e, SchedulingError) and not raised_in_exo(e):  # noqa: F405
                 raise  # a plain Python call error (wrong argument count): already at the user's line
-            proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
-            given = self.sig.bind_partial(*args, **kwargs).arguments
-            raise explain(e, self.__name__, proc, user_frame(), given).with_traceback(None) from None
+            failure = e
+        except Exception as e:  # noqa: BLE001 -- from a library exo calls (z3): explained, if exo called it
+            if not passed_through_exo(e):
+                raise
+            failure = e
+        proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
+        given = self.sig.bind_partial(*args, **kwargs).arguments
+        raise explain(failure, self.__name__, proc, user_frame(), given).with_traceback(None) from None
 
 
 def _user_facing(op):

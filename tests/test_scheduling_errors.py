@@ -129,3 +129,17 @@ def test_complete_on_errors():
 def test_single_thread_wraps_in_one_thread_loop():
     text = str(single_thread(add_rows, add_rows.find_loop("col").expand(0, 0), "t"))
     assert "for t in cuda_threads(0, 1):\n            for col in seq(0, 16):" in text
+
+
+def test_a_failure_inside_exos_solver_is_an_error_at_the_users_line():
+    """cut_loop at 0 of the Sm80 GEMM's K-tile loop breaks inside exo (z3 raises Z3Exception while exo checks
+    the cut, on the GEMM without its first sync; found by test_schedule_fuzz): the user gets a SchedulingError at their line, not z3's traceback."""
+    import sm80_gemm
+
+    from spork_lab.sync.mutants import without_syncs
+
+    p = without_syncs(sm80_gemm.sm80_gemm_f16, [0])  # the fuzzer's start: the GEMM without its first sync
+    with pytest.raises(SporkSchedulingError) as info:
+        cut_loop(p, p.find_loop("kt #2"), 0)  # the third kt loop
+    assert "exo failed inside this op" in info.value.message and "Z3Exception" in info.value.message
+    assert info.value.filename == __file__

@@ -5,7 +5,8 @@ prefixes errors raised outside a Procedure method with `<<<unknown
 directive>>>`, lets the TypeErrors and ValueErrors of its argument
 processing escape from its own frames, asserts some facts about the
 arguments (stage_mem's buffer exists) inside the op, and fails to forward
-a cursor of an unrelated proc with a NotImplementedError. `explain` turns such an exception into
+a cursor of an unrelated proc with a NotImplementedError, and lets its solver's (z3's) exceptions through.
+`explain` turns such an exception into
 a `SporkSchedulingError` at the user's file and line (also exo's
 `SchedulingError`, so `except SchedulingError` keeps working). For a
 pattern that matches nothing it lists the loops or statements that exist, with
@@ -51,6 +52,16 @@ def raised_in_exo(e: BaseException) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1])
+
+
+def passed_through_exo(e: BaseException) -> bool:
+    """Whether any frame of `e`'s traceback is exo's (an exception from a library exo calls, e.g. its SMT solver)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1]):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def loop_patterns(proc: Procedure) -> list[str]:
@@ -138,6 +149,10 @@ def explain(
     if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
         return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
                                     "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
+    if not isinstance(e, (exo.SchedulingError, TypeError, ValueError)):  # exo's op itself broke (e.g. its solver)
+        return SporkSchedulingError(f"{op}: exo failed inside this op ({type(e).__name__}: {e}), a limit of exo's "
+                                    "implementation; the proc is unchanged: reach the schedule another way (e.g. "
+                                    "another cut point or op)", where)
     text = str(e)
     for prefix in _EXO_PREFIXES:
         if text.startswith(prefix):
