@@ -50,7 +50,7 @@ from ..core import timelines as tl
 from ..core.blocks import CudaAsync
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import interval_width, numeric_reads, walk_stmts
+from ..core.ir import expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import (
     QueueFacts,
@@ -334,7 +334,7 @@ class _Walk:
         if not alloc.mem.pairs_by_lag:
             return
         indices = barrier_window_indices(s.args[0])
-        indexed = {name for e in indices for name in _index_names(e)}
+        indexed = set().union(*map(expr_vars, indices))
         around_alloc = {it.sym for it in self.scopes.info(alloc.alloc).iters}
         if info.tiling is not None and not indexed & {it.sym for it in info.iters if it.kind == "cuda_threads"}:
             # the same barriers whichever collective runs it: every such use of this side of the queue by the same threads
@@ -393,13 +393,6 @@ def _ranges(threads: frozenset) -> str:
             run = [t, t + 1]
             out.append(run)
     return ", ".join(f"[{lo}, {hi})" for lo, hi in out)
-
-
-def _index_names(e) -> set:
-    """The variables an index expression reads."""
-    if isinstance(e, LoopIR.Read):
-        return {e.name} | {n for i in e.idx for n in _index_names(i)}
-    return {n for child in ("lhs", "rhs", "arg") if hasattr(e, child) for n in _index_names(getattr(e, child))}
 
 
 def _alloc(s: LoopIR.Alloc, on_device: bool) -> BarrierInfo:

@@ -73,6 +73,17 @@ def _linear(e) -> Optional[dict]:
     return {expr_key(e): 1}
 
 
+def expr_vars(e) -> set:
+    """The Syms an index expression reads."""
+    if isinstance(e, LoopIR.Read):
+        return {e.name}.union(*(expr_vars(i) for i in e.idx))
+    if isinstance(e, LoopIR.BinOp):
+        return expr_vars(e.lhs) | expr_vars(e.rhs)
+    if isinstance(e, LoopIR.USub):
+        return expr_vars(e.arg)
+    return set()
+
+
 def expr_key(e) -> object:
     """A hashable key of an index expression, equal for the same expression (the same variables, not only the
     same names). Cheaper than str(): exo formats an expression's text with yapf, about a millisecond each."""

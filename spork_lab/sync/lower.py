@@ -25,7 +25,7 @@ from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info
-from ..core.ir import expr_key, interval_width, numeric_reads, walk_stmts
+from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
@@ -890,7 +890,7 @@ def instr_accesses(body: list) -> Optional[list]:
                         old = found[key]
                         found[key] = (old[0], old[1], old[2] | mode, old[3])
                     else:
-                        used = {name for i in idx for name in _iterators(i)}
+                        used = set().union(*map(expr_vars, idx))
                         found[key] = (sym, idx, mode, tuple(lp for lp in loops if lp.iter in used))
             elif not isinstance(s, LoopIR.Pass):
                 return False
@@ -900,17 +900,6 @@ def instr_accesses(body: list) -> Optional[list]:
         return None
     values = list(found.values())
     return [a for a in values if a[2] == P.READ] + [a for a in values if a[2] != P.READ]
-
-
-def _iterators(e) -> set:
-    """The Syms an index expression reads."""
-    if isinstance(e, LoopIR.Read):
-        return {e.name}.union(*(_iterators(i) for i in e.idx))
-    if isinstance(e, LoopIR.BinOp):
-        return _iterators(e.lhs) | _iterators(e.rhs)
-    if isinstance(e, LoopIR.USub):
-        return _iterators(e.arg)
-    return set()
 
 
 def _variables(e: P.Expr) -> set:
