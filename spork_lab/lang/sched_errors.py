@@ -46,22 +46,23 @@ def user_frame(frame=None) -> Optional[SimpleNamespace]:
     return None
 
 
+def _frames_in_exo(e: BaseException) -> list:
+    """For each frame of `e`'s traceback, outermost first: whether it is exo's code."""
+    frames, tb = [], e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1]))
+        tb = tb.tb_next
+    return frames
+
+
 def raised_in_exo(e: BaseException) -> bool:
     """Whether `e` was raised by exo's own code (its innermost frame is inside the exo package)."""
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1])
+    return _frames_in_exo(e)[-1:] == [True]
 
 
 def passed_through_exo(e: BaseException) -> bool:
     """Whether any frame of `e`'s traceback is exo's (an exception from a library exo calls, e.g. its SMT solver)."""
-    tb = e.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1]):
-            return True
-        tb = tb.tb_next
-    return False
+    return any(_frames_in_exo(e))
 
 
 def loop_patterns(proc: Procedure) -> list[str]:
