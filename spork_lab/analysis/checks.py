@@ -232,9 +232,8 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
         rem = constant_remainder(in_bytes(offset), nbytes)
         where = f"starts {rem} bytes past a {nbytes}-byte boundary"
         if not rem:  # the first row is aligned (or it depends on the values): are the next rows?
-            rows = [(w, st) for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
-            step = next((constant_remainder(in_bytes(st), nbytes) for _, st in rows
-                         if constant_remainder(in_bytes(st), nbytes)), None)
+            row_strides = [st for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
+            step = next((r for st in row_strides if (r := constant_remainder(in_bytes(st), nbytes))), None)
             if rem is None or not step:
                 continue
             where = (f"has rows that are not a multiple of {nbytes} bytes apart (pad {arg.name}'s rows to a multiple "
