@@ -186,8 +186,8 @@ def test_the_program_is_lowered_once_per_proc():
 def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
     """The lowering moves loop-invariant leading reads in front of their loop (and, in loops that only
     read, every loop-invariant read and read nest), leaves out the accesses of registers only their
-    owners touch in order, and accesses one element per tile of buffers only ever touched a whole tile
-    at a time (wgmma accumulators); without them every program gets the same hazards (kind, buffer, statements),
+    owners touch in order, accesses one element per tile of buffers only ever touched a whole tile
+    at a time (wgmma accumulators), and leaves out the Lets nothing reads; without them every program gets the same hazards (kind, buffer, statements),
     so they are only optimisations."""
     import spork_lab.sync.checker as C
     from spork_lab.sync import lower
@@ -206,6 +206,13 @@ def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
              and program_of(gemm._loopir_proc).slots[op.slot].name in ("A_s", "B_s")]
     depth = lambda k: sum(isinstance(op, P.For) and k < op.end for op in gemm_ops[:k])  # noqa: E731
     assert len(inner) == 2 and depth(inner[0]) == depth(inner[1])
+    for name, p in PROGRAMS:  # every Let left is read by an op, or by a Let that is
+        if isinstance(reduced[name], SporkError):
+            continue
+        program = program_of(p._loopir_proc)
+        read = set().union(*(lower._op_reads(op, program.sites) for op in program.ops))
+        assert all(op.var in read for op in program.ops if isinstance(op, P.Let)), name
+    monkeypatch.setattr(lower._Lowering, "dead_lets", lambda self, dropped: set())
     monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
     monkeypatch.setattr(lower._Lowering, "private_accesses", lambda self: set())
     monkeypatch.setattr(lower._Lowering, "hoist_read_nests", lambda self, ops: ops)

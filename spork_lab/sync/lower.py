@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
@@ -164,7 +164,8 @@ class _Lowering:
         self.block(self.ir.body, ctx, env)
         for size, table in self.rank_tables.items():
             self.tables[table] = tuple(_rank(m, size) for m in self.masks)
-        ops = self.hoist_read_nests(_without(self.ops, self.private_accesses()))
+        private = self.private_accesses()
+        ops = self.hoist_read_nests(_without(self.ops, private | self.dead_lets(private)))
         return P.Program(
             proc=str(self.ir.name),
             ops=ops,
@@ -385,6 +386,27 @@ class _Lowering:
                    for k in indices):
                 private.update(indices)
         return private
+
+    def dead_lets(self, dropped: set) -> set:
+        """The Lets (window offsets, index parts) whose variable no op but the `dropped` ones reads, directly or
+        through other Lets: gcc would compile them and both engines run them for nothing (a division by a
+        variable stays: it may stop the run)."""
+        reads: dict = {}  # var -> the vars its Let reads
+        live: set = set()
+        for k, op in enumerate(self.ops):
+            if k in dropped:
+                continue
+            if isinstance(op, P.Let) and not _may_fail(op.value):
+                reads[op.var] = _variables(op.value)
+                continue
+            live |= _op_reads(op, self.sites)
+        todo = list(live)
+        while todo:
+            for v in reads.pop(todo.pop(), ()):
+                if v not in live:
+                    live.add(v)
+                    todo.append(v)
+        return {k for k, op in enumerate(self.ops) if isinstance(op, P.Let) and op.var in reads}
 
     def loop(self, s, ctx: _Ctx, env: dict) -> None:
         mode = s.loop_mode
@@ -964,6 +986,28 @@ def _flatten(nodes: list) -> tuple:
             at = stack.pop()
             flat[at] = replace(flat[at], end=k) if isinstance(flat[at], P.Else) else replace(flat[at], orelse=k)
     return tuple(flat)
+
+
+def _op_reads(op, sites: list) -> set:
+    """The variables an op reads: its expressions, and the loop values its site's reports show."""
+    out = set()
+    for f in fields(op):
+        value = getattr(op, f.name)
+        for e in value if isinstance(value, tuple) else (value,):
+            if isinstance(e, (P.Var, P.Bin, P.Neg, P.Table)):
+                out |= _variables(e)
+    if isinstance(getattr(op, "site", None), int) and op.site >= 0:
+        out |= {v for _, v in sites[op.site].loops}
+    return out
+
+
+def _may_fail(e: P.Expr) -> bool:
+    """Whether evaluating e can stop a run: a division or remainder by a variable (zero is an error)."""
+    if isinstance(e, P.Bin):
+        return (e.op in "/%" and not isinstance(e.rhs, P.Const)) or _may_fail(e.lhs) or _may_fail(e.rhs)
+    if isinstance(e, P.Neg):
+        return _may_fail(e.arg)
+    return isinstance(e, P.Table) and _may_fail(e.index)
 
 
 def _only_reads(node) -> bool:
