@@ -121,10 +121,13 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
     return kernels
 
 
-SM90_SWEEP = {  # raster groups tried by --sweep besides examples/sm90_gemm.py's CONFIGS (run 6: G = 8 best)
-    "tf32": [dict(G=16), dict(G=4)],
-    "f16": [dict(G=16, out="f16"), dict(G=4, out="f16")],
-    "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16")],
+SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: raster groups (run 6: G = 8 best), K-blocks
+    # of half a 128-byte swizzle row in twice the stages (the same shared memory, a longer lead for TMA; run 9), and
+    # narrower wgmma (NW columns each; cuBLAS's 128 x 320 kernel issues m64n64k16)
+    "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128)],
+    "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
+            dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64)],
+    "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16")],
 }
 
 

@@ -58,14 +58,14 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
     assert M % CM == 0
     assert N % BN == 0
     assert K % BK == 0
-    A_tm = A[:, :] @ Sm90_tensorMap(128, 128, BK)
-    B_tm = B[:, :] @ Sm90_tensorMap(128, BNC, BK)
+    A_tm = A[:, :] @ Sm90_tensorMap({sw}, 128, BK)
+    B_tm = B[:, :] @ Sm90_tensorMap({sw}, BNC, BK)
     with CudaDeviceFunction(clusterDim=CL, warp_config=WARPS):
         for mg in cuda_tasks(0, M / CM):
             for nt in cuda_tasks(0, N / BN):
                 for mi in cuda_tasks(0, G):
-                    A_s: {t}[CL, S, 128, BK] @ Sm90_SmemSwizzled(128)
-                    B_s: {t}[CL, S, BN, BK] @ Sm90_SmemSwizzled(128)
+                    A_s: {t}[CL, S, 128, BK] @ Sm90_SmemSwizzled({sw})
+                    B_s: {t}[CL, S, BN, BK] @ Sm90_SmemSwizzled({sw})
                     D: f32[CL, 2, 64, BN] @ Sm90_RmemMatrixD
                     ring: barrier[CL] @ CudaMbarrier
                     cg: barrier @ CudaCommitGroup
@@ -96,8 +96,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                                     Fence(wgmma_fence_1, wgmma_fence_2)
                                     with CudaAsync(wgmma_async_instr):
                                         for kk in seq(0, KK):
-                                            Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
-                                                               B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)
+{mma}
                                     Arrive(wgmma_async, 1) >> cg
                                     Await(cg, cuda_in_order, 1)
                                 ReverseArrive(cuda_in_order, 1) >> ring[:]
@@ -116,22 +115,39 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
 '''
 
 
-def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32") -> tuple:
+def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32",
+                SW: int = 128, NW: int = 0) -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
     S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
-    as cuBLAS writes a 16-bit product); the mutation test edits the text before parsing it."""
+    as cuBLAS writes a 16-bit product), K-blocks of one SW-byte swizzle row (128, 64 or 32), and wgmma NW
+    columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator);
+    the mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
-    suffix = "" if out == "f32" else f"_c{out}"
-    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
-    bk = 128 // (4 if dt == "tf32" else 2)  # one 128-byte swizzle row of K
+    NW = NW or BN
+    suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW, mma=_wgmma(w, BN, NW))
+    src = src.strip("\n")
+    bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
               "WARPS": WARPS}
     return src, consts
 
 
-def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32"):
+def _wgmma(w: str, BN: int, NW: int) -> str:
+    """The K step's wgmma of each warpgroup: one BN wide, or BN / NW of width NW on the accumulator's columns."""
+    a = "A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS]"
+    if NW == BN:
+        return (f"{' ' * 44}Sm90_mma_async_{w}(D[cta, wg, :, :], {a},\n"
+                f"{' ' * 63}B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)")
+    return (f"{' ' * 44}for j in seq(0, {BN // NW}):\n"
+            f"{' ' * 48}Sm90_mma_async_{w}(D[cta, wg, :, {NW} * j:{NW} * j + {NW}], {a},\n"
+            f"{' ' * 67}B_s[cta, k % S, {NW} * j:{NW} * j + {NW}, KS * kk:KS * kk + KS], N={NW})")
+
+
+def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
+              NW: int = 0):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G, out)
+    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW)
     return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,30 @@ def test_sm90_gemm_with_16bit_c_golden():
     assert text.count("spork_quad_transpose(sm90_v);") == 1 and "spork_rot4(v, t);" in cu
     assert "*reinterpret_cast<uint4 *>(&sm90_p[" in text and "__floats2half2_rn(" in text
     check_golden("sm90_gemm_f16", text)
+
+
+def test_sm90_gemm_with_64_byte_swizzle():
+    """make_gemm(SW=64): K-blocks of one 64-byte swizzle row; the tensor maps and the wgmma descriptors say so."""
+    import sm90_gemm
+
+    _, _, cu, _ = sl.compile_procs_to_strings([sm90_gemm.make_gemm("f16", S=8, G=1, SW=64)], "gemm_w64")
+    descriptors = set(re.findall(r"spork_wgmma_desc\([^;]*?, (\d+)u, (\d+)u\)", cu))
+    maps = re.findall(r"spork_encode_tensor_map\(.*?, (\d+)\); }", cu)
+    assert descriptors == {("2", "64")} and maps == ["64", "64"]
+
+
+def test_sm90_accumulator_column_windows():
+    """make_gemm(NW=128): two m64n128 wgmma per K step, each on 128 columns of the [64, 256] accumulator, which
+    start at register column / 2 of the thread's fragment; a window starting off a multiple of 8 is refused."""
+    import sm90_gemm
+
+    _, _, cu, _ = sl.compile_procs_to_strings([sm90_gemm.make_gemm("f16", G=1, NW=128)], "gemm_m128")
+    assert "spork_wgmma_m64n128k16_f16_ss(&D[(128 * j) / 2]," in cu and "m64n256k16" not in cu
+    src, consts = sm90_gemm.gemm_source("f16", G=1, NW=64)
+    shifted = src.replace("D[cta, wg, :, 64 * j:64 * j + 64]", "D[cta, wg, :, 4 + 48 * j:4 + 48 * j + 64]")
+    assert shifted != src
+    with pytest.raises(sl.CodegenError, match="starts at a multiple of 8.*got column 4 \\+ 48 \\* j"):
+        sl.compile_procs_to_strings([sl.parse_source(shifted, func_locals=consts)], "gemm_shifted")
 
 
 def test_cluster_kernel_for_sm80_is_a_codegen_error(tmp_path):

@@ -41,6 +41,7 @@ def _gemm_line(text: str) -> int:
     (sm90_gemm.make_gemm("f16", CL=2, G=1), GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", G=8, out="f16"), dict(M=2048, N=256, K=128)),
     (sm90_gemm.make_gemm("bf16", BN=128, S=5, CL=2, G=1), GEMM_SIZES),
+    (sm90_gemm.make_gemm("f16", S=8, CL=2, G=1, SW=64), GEMM_SIZES),
     (T.tma_tile_copy, dict(n=16)),
     (T.tma_multicast_halves, {}),
     (T.tma_store_waits, {}),

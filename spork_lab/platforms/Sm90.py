@@ -34,6 +34,7 @@ Instructions (keyword-templated families; `dt` is f32, f16 or bf16):
 
 from __future__ import annotations
 
+import ast
 import math
 from functools import lru_cache
 
@@ -117,13 +118,39 @@ class _WarpgroupMatrix(CudaMemory):
 
     @classmethod
     def window(cls, basetyp, baseptr, indices, strides, srcinfo):
-        """A window `x[i, :, :]` starts at the registers of tile i."""
-        if len(indices) < 2 or indices[-2:] != ["0", "0"] or any(not s.isdigit() for s in strides[:-2]):
+        """A window `x[i, :, :]` starts at the registers of tile i. An accumulator window of all 64 rows from
+        column c (`x[i, :, c:c + n]`, c a multiple of 8) starts at register c / 2 of the tile: each thread holds
+        4 values of every 8 columns, in column order, so a wgmma of width n finds its own layout there."""
+        column = indices[-1] if len(indices) >= 2 else ""
+        if (len(indices) < 2 or indices[-2] != "0" or any(not s.isdigit() for s in strides[:-2])
+                or (column != "0" and cls is not Sm90_RmemMatrixD)):
             raise MemGenError(f"{srcinfo}: {cls.name()} windows must cover whole tiles, e.g. x[i, :, :]")
+        if column != "0" and not _multiple_of(column, 8):
+            raise MemGenError(f"{srcinfo}: a window of {cls.name()} columns starts at a multiple of 8 (the fragment "
+                              f"holds 8 columns at a time), got column {column}")
         tile = int(strides[-3]) if len(strides) > 2 else 0
         per_tile = tile // 128 if tile else 0
-        offset = " + ".join(f"({i}) * {int(s) // tile * per_tile}" for i, s in zip(indices[:-2], strides[:-2]))
-        return f"{baseptr}[{offset or 0}]"
+        terms = [f"({i}) * {int(s) // tile * per_tile}" for i, s in zip(indices[:-2], strides[:-2])]
+        terms += [f"({column}) / 2"] if column != "0" else []
+        return f"{baseptr}[{' + '.join(terms) or 0}]"
+
+
+def _multiple_of(c_expr: str, n: int) -> bool:
+    """Whether an index expression is a multiple of n for every value of its variables: a sum of constants and
+    products with a constant factor that n divides (anything else is not known to be)."""
+    def known(e) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, int) and e.value % n == 0
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            return known(e.left) and known(e.right)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+            return known(e.left) or known(e.right)
+        return False
+
+    try:
+        return known(ast.parse(c_expr, mode="eval").body)
+    except SyntaxError:
+        return False
 
 
 class Sm90_RmemMatrixD(_WarpgroupMatrix):
