@@ -72,7 +72,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+{zero}
                     for k in seq(0, K / BK):
                         for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="producer"):
@@ -108,10 +108,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                Sm90_mma_store_d_row_major_{c}(
-                                    C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
-                                      BN * nt:BN * nt + BN],
-                                    D[cta, wg, :, :], N=BN)
+{store}
 '''
 
 
@@ -125,7 +122,8 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
-    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW, mma=_wgmma(w, BN, NW))
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW, mma=_wgmma(w, BN, NW),
+                         zero=_zero(BN, NW), store=_store(out, BN, NW))
     src = src.strip("\n")
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
@@ -142,6 +140,26 @@ def _wgmma(w: str, BN: int, NW: int) -> str:
     return (f"{' ' * 44}for j in seq(0, {BN // NW}):\n"
             f"{' ' * 48}Sm90_mma_async_{w}(D[cta, wg, :, {NW} * j:{NW} * j + {NW}], {a},\n"
             f"{' ' * 67}B_s[cta, k % S, {NW} * j:{NW} * j + {NW}, KS * kk:KS * kk + KS], N={NW})")
+
+
+def _zero(BN: int, NW: int) -> str:
+    """The zero-fill of each warpgroup's accumulator: one instr, or BN / NW where BN is past wgmma's 256."""
+    if BN <= 256:
+        return f"{' ' * 32}Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)"
+    return (f"{' ' * 32}for j in seq(0, {BN // NW}):\n"
+            f"{' ' * 36}Sm90_zero_scale_d_f32(D[cta, wg, :, {NW} * j:{NW} * j + {NW}], N={NW})")
+
+
+def _store(out: str, BN: int, NW: int) -> str:
+    """The accumulator's store to C, as _zero splits it."""
+    rows = "128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64"
+    if BN <= 256:
+        return (f"{' ' * 32}Sm90_mma_store_d_row_major_{out}(\n{' ' * 36}C[{rows},\n{' ' * 38}BN * nt:BN * nt + BN],\n"
+                f"{' ' * 36}D[cta, wg, :, :], N=BN)")
+    return (f"{' ' * 32}for j in seq(0, {BN // NW}):\n"
+            f"{' ' * 36}Sm90_mma_store_d_row_major_{out}(\n{' ' * 40}C[{rows},\n"
+            f"{' ' * 42}BN * nt + {NW} * j:BN * nt + {NW} * j + {NW}],\n"
+            f"{' ' * 40}D[cta, wg, :, {NW} * j:{NW} * j + {NW}], N={NW})")
 
 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
