@@ -72,7 +72,8 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-{zero}
+                                Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+                                Fence(wgmma_fence_1, wgmma_fence_2)
                     for k in seq(0, K / BK):
                         for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="producer"):
@@ -93,10 +94,10 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                             with CudaWarps(name="consumer"):
                                 Await(ring[cta], wgmma_async_smem, ~0)
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                    Fence(wgmma_fence_1, wgmma_fence_2)
                                     with CudaAsync(wgmma_async_instr):
                                         for kk in seq(0, KK):
-{mma}
+                                            Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
+                                                               B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)
                                     Arrive(wgmma_async, 1) >> cg
                                     Await(cg, cuda_in_order, 1)
                                 ReverseArrive(cuda_in_order, 1) >> ring[:]
@@ -108,7 +109,10 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                     for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-{store}
+                                Sm90_mma_store_d_row_major_{c}(
+                                    C[128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64,
+                                      BN * nt:BN * nt + BN],
+                                    D[cta, wg, :, :], N=BN)
 '''
 
 
@@ -117,49 +121,37 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
     S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
     as cuBLAS writes a 16-bit product), K-blocks of one SW-byte swizzle row (128, 64 or 32), and wgmma NW
-    columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator);
-    the mutation test edits the text before parsing it."""
+    columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator,
+    and so the zero-fill and the store where BN is past wgmma's 256); the mutation test edits the text before
+    parsing it."""
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
-    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW, mma=_wgmma(w, BN, NW),
-                         zero=_zero(BN, NW), store=_store(out, BN, NW))
-    src = src.strip("\n")
+    src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW).strip("\n")
+    if NW != BN:
+        src = _column_windows(src, BN > 256)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
-              "WARPS": WARPS}
+              "NW": NW, "WARPS": WARPS}
     return src, consts
 
 
-def _wgmma(w: str, BN: int, NW: int) -> str:
-    """The K step's wgmma of each warpgroup: one BN wide, or BN / NW of width NW on the accumulator's columns."""
-    a = "A_s[cta, k % S, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS]"
-    if NW == BN:
-        return (f"{' ' * 44}Sm90_mma_async_{w}(D[cta, wg, :, :], {a},\n"
-                f"{' ' * 63}B_s[cta, k % S, :, KS * kk:KS * kk + KS], N=BN)")
-    return (f"{' ' * 44}for j in seq(0, {BN // NW}):\n"
-            f"{' ' * 48}Sm90_mma_async_{w}(D[cta, wg, :, {NW} * j:{NW} * j + {NW}], {a},\n"
-            f"{' ' * 67}B_s[cta, k % S, {NW} * j:{NW} * j + {NW}, KS * kk:KS * kk + KS], N={NW})")
-
-
-def _zero(BN: int, NW: int) -> str:
-    """The zero-fill of each warpgroup's accumulator: one instr, or BN / NW where BN is past wgmma's 256."""
-    if BN <= 256:
-        return f"{' ' * 32}Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)"
-    return (f"{' ' * 32}for j in seq(0, {BN // NW}):\n"
-            f"{' ' * 36}Sm90_zero_scale_d_f32(D[cta, wg, :, {NW} * j:{NW} * j + {NW}], N={NW})")
-
-
-def _store(out: str, BN: int, NW: int) -> str:
-    """The accumulator's store to C, as _zero splits it."""
-    rows = "128 * (CL * (G * mg + mi) + cta) + 64 * wg:128 * (CL * (G * mg + mi) + cta) + 64 * wg + 64"
-    if BN <= 256:
-        return (f"{' ' * 32}Sm90_mma_store_d_row_major_{out}(\n{' ' * 36}C[{rows},\n{' ' * 38}BN * nt:BN * nt + BN],\n"
-                f"{' ' * 36}D[cta, wg, :, :], N=BN)")
-    return (f"{' ' * 32}for j in seq(0, {BN // NW}):\n"
-            f"{' ' * 36}Sm90_mma_store_d_row_major_{out}(\n{' ' * 40}C[{rows},\n"
-            f"{' ' * 42}BN * nt + {NW} * j:BN * nt + {NW} * j + {NW}],\n"
-            f"{' ' * 40}D[cta, wg, :, {NW} * j:{NW} * j + {NW}], N={NW})")
+def _column_windows(src: str, zero_and_store: bool) -> str:
+    """The text with the wgmma (and, if asked, the zero-fill and the store) in `for j` loops over NW-column windows
+    of the accumulator, each loop on its statement's own lines: every statement keeps its line in this file."""
+    edits = [("Sm90_mma_async_", "B_s[cta, k % S, :, ", "B_s[cta, k % S, NW * j:NW * j + NW, ")]
+    if zero_and_store:
+        edits += [("Sm90_zero_scale_d_f32(", "", ""),
+                  ("Sm90_mma_store_d_row_major_", "BN * nt:BN * nt + BN]", "BN * nt + NW * j:BN * nt + NW * j + NW]")]
+    lines = src.split("\n")
+    for call, old, new in edits:
+        first = next(n for n, line in enumerate(lines) if line.strip().startswith(call))
+        last = next(n for n in range(first, len(lines)) if lines[n].rstrip().endswith("N=BN)"))
+        lines[first] = lines[first].replace(call, f"for j in seq(0, BN / NW): {call}", 1)
+        for n in range(first, last + 1):
+            lines[n] = lines[n].replace("D[cta, wg, :, :]", "D[cta, wg, :, NW * j:NW * j + NW]").replace("N=BN)", "N=NW)")
+            lines[n] = lines[n].replace(old, new) if old else lines[n]
+    return "\n".join(lines)
 
 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
@@ -208,6 +200,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                         with CudaWarps(name="consumer"):
                             for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
                                 Sm90_zero_scale_d_f32(D[cta, wg, :, :], N=BN)
+                                Fence(wgmma_fence_1, wgmma_fence_2)
                     for k in seq(0, K / BK):
                         for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="producer"):
@@ -225,7 +218,6 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
                         for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):
                             with CudaWarps(name="consumer"):
                                 for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
-                                    Fence(wgmma_fence_1, wgmma_fence_2)
                                     with CudaAsync(wgmma_async_instr):
                                         for kk in seq(0, KK):
                                             Sm90_mma_async_{w}(D[cta, wg, :, :], A_s[cta, 64 * wg:64 * wg + 64, KS * kk:KS * kk + KS],
@@ -392,11 +384,13 @@ def use_tma(p, cfg: Config):
 
 def warp_specialize(p, cfg: Config):
     """7. One producer thread issues the loads (asynchronous: TMA); the consumer warpgroups fence their
-    registers and issue the wgmma asynchronously; a CTA Fence after the K loop (the next task's loads)."""
+    registers once, after the zero-fill (in the K loop wgmma follow wgmma only), and issue the wgmma
+    asynchronously; a CTA Fence after the K loop (the next task's loads)."""
     p = wrap_with_context(p, p.find_loop("k").body()[0].body()[0:2], CudaAsync(tma_to_smem_async_instr))
     p = single_thread(p, p.find_loop("k").body()[0].body()[0:1], "t")
     p = wrap_with_context(p, p.find_loop("t").expand(0, 0), CudaWarps(name="producer"))
-    p = insert_fence(p, p.find_loop("kk").before(), wgmma_fence_1, wgmma_fence_2)
+    zero = Sm90_zero_scale_d_f32.instantiate(N=cfg.BN).name()
+    p = insert_fence(p, p.find(f"{zero}(_)").after(), wgmma_fence_1, wgmma_fence_2)
     p = wrap_with_context(p, p.find_loop("kk").expand(0, 0), CudaAsync(wgmma_async_instr))
     for wg in p.find_loop("wg", many=True):
         p = wrap_with_context(p, wg.expand(0, 0), CudaWarps(name="consumer"))

@@ -139,7 +139,7 @@ def test_sm90_accumulator_column_windows():
     _, _, cu, _ = sl.compile_procs_to_strings([sm90_gemm.make_gemm("f16", G=1, NW=128)], "gemm_m128")
     assert "spork_wgmma_m64n128k16_f16_ss(&D[(128 * j) / 2]," in cu and "m64n256k16" not in cu
     src, consts = sm90_gemm.gemm_source("f16", G=1, NW=64)
-    shifted = src.replace("D[cta, wg, :, 64 * j:64 * j + 64]", "D[cta, wg, :, 4 + 48 * j:4 + 48 * j + 64]")
+    shifted = src.replace("D[cta, wg, :, NW * j:NW * j + NW]", "D[cta, wg, :, 4 + 48 * j:4 + 48 * j + 64]")
     assert shifted != src
     with pytest.raises(sl.CodegenError, match="starts at a multiple of 8.*got column 4 \\+ 48 \\* j"):
         sl.compile_procs_to_strings([sl.parse_source(shifted, func_locals=consts)], "gemm_shifted")

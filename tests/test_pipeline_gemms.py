@@ -161,7 +161,8 @@ def test_multicast_in_one_per_cta_loop_is_not_sequentially_the_gemm():
     must flag it, and does."""
     text = h._UNPIPELINED.format(name="tf32_n256_s4_c2_g1", t="f32", w="tf32", c="f32").strip("\n")
     lines = text.split("\n")
-    k = next(i for i, line in enumerate(lines) if line.strip() == 'with CudaWarps(name="consumer"):' and "Fence(" in lines[i + 2])
+    k = next(i for i, line in enumerate(lines) if line.strip() == 'with CudaWarps(name="consumer"):'
+             and "CudaAsync(wgmma_async_instr)" in lines[i + 2])
     assert "cuda_cta_in_cluster" in lines[k - 1]
     one_loop = sl.parse_source("\n".join(lines[: k - 1] + lines[k:]), func_locals=h.gemm_source("tf32", 256, 4, 2, 1)[1])
     p = h.pipeline(one_loop, 4)
