@@ -26,7 +26,7 @@ if compgen -G ".whl_lab/*.whl" > /dev/null; then
 fi
 export PYTHONPATH=/tmp/site:$PWD
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > "$OUT/machine.txt"
-timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > "$OUT/gpu_tests.txt" 2>&1
+timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu -n 12 tests > "$OUT/gpu_tests.txt" 2>&1
 timeout 120 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM80" 2>&1 | tee "$OUT/gemm_log.txt"
 if [[ -n $PREBUILT_SM90 ]]; then
   timeout 130 python3 benchmarks/gemm.py --prebuilt "$PREBUILT_SM90" 2>&1 | tee -a "$OUT/gemm_log.txt"
