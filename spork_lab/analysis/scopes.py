@@ -11,6 +11,7 @@ the scope of everything below them would be meaningless.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
@@ -28,7 +29,7 @@ from ..core.coll import (
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from ..errors import CollectiveError, DeviceScopeError, TimelineError
-from ..lang.printer import stmt_lines
+from ..lang.printer import head_line
 from .config import check_device_function
 from .result import DeviceFunctionInfo, IterInfo, Path, Scopes, StmtInfo
 
@@ -54,11 +55,13 @@ _CPU = _Scope("cpu", cpu_in_order_instr, None, (), None, None)
 
 def head_text(s: LoopIR.stmt) -> str:
     """The first printed line of a statement, e.g. `for m in cuda_threads(0, 8, unit=16 * cuda_thread):`."""
-    return stmt_lines(s, PrintEnv(), "")[0].strip()
+    return head_line(s, PrintEnv()).strip()
 
 
+@lru_cache(maxsize=4096)
 def coll_unit_text(tiling: CollTiling) -> str:
-    """The name users would write for the collectives of a tiling, e.g. `cuda_warp` or `16 * cuda_thread`."""
+    """The name users would write for the collectives of a tiling, e.g. `cuda_warp` or `16 * cuda_thread` (once
+    per tiling: the statements of a scope share theirs)."""
     n = tiling.thread_count
     candidates = [cuda_thread, cuda_warp, cuda_cta_in_cluster, cuda_cluster, cuda_warpgroup]
     for base, size in ((cuda_warpgroup, 128), (cuda_warp, 32), (cuda_thread, 1)):

@@ -80,17 +80,28 @@ def block_lines(stmts, env, indent: str, marks: CursorMarks = None) -> list:
     return lines
 
 
+def head_line(s, env, indent: str = "") -> str:
+    """The first printed line of a statement; a loop's or an if's without printing its body."""
+    if isinstance(s, LoopIR.For):
+        return _for_head(s, env, env.push(), indent)
+    if isinstance(s, LoopIR.If):
+        return f"{indent}if {_print_expr(s.cond, env)}:"
+    return stmt_lines(s, env, indent)[0]
+
+
+def _for_head(s, env, body_env, indent: str) -> str:
+    if isinstance(s.loop_mode, WithBlock):
+        return f"{indent}with {s.loop_mode.ctx}:"
+    lo, hi = _print_expr(s.lo, env), _print_expr(s.hi, env)
+    return f"{indent}for {body_env.get_name(s.iter)} in {mode_source(s.loop_mode, lo, hi)}:"
+
+
 def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
     if isinstance(s, LoopIR.For):
         body_env = env.push()
-        if isinstance(s.loop_mode, WithBlock):
-            head = f"{indent}with {s.loop_mode.ctx}:"
-        else:
-            lo, hi = _print_expr(s.lo, env), _print_expr(s.hi, env)
-            head = f"{indent}for {body_env.get_name(s.iter)} in {mode_source(s.loop_mode, lo, hi)}:"
-        return [head, *block_lines(s.body, body_env, indent + "  ", marks)]
+        return [_for_head(s, env, body_env, indent), *block_lines(s.body, body_env, indent + "  ", marks)]
     if isinstance(s, LoopIR.If):
-        lines = [f"{indent}if {_print_expr(s.cond, env)}:", *block_lines(s.body, env.push(), indent + "  ", marks)]
+        lines = [head_line(s, env, indent), *block_lines(s.body, env.push(), indent + "  ", marks)]
         if s.orelse:
             lines += [f"{indent}else:", *block_lines(s.orelse, env.push(), indent + "  ", marks)]
         return lines
