@@ -9,7 +9,7 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
   TMA loads into a ring of S stages, three idle warps to fill its warpgroup,
   and two "consumer" warpgroups (setmaxnreg 232), each owning 64 rows of the
   CTA's tile as a [64, BN] wgmma accumulator (distributed memory:
-  `D[cta, wg, :, :]`);
+  `D[cta, wg, :, :]`), zero-filled and fenced (wgmma.fence) once per tile;
 * per K-block the producer waits (ReverseAwait) until the consumers of every
   CTA released the stage, loads its CTA's A tile and its 1/CL share of the B
   tile, multicast to the whole cluster (`>> ring[:]`), and arrives with the
@@ -21,8 +21,8 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 * after the last K-block a cluster-wide Fence: the producer may then load the
   next task's stages while the consumers store their accumulators.
 
-`make_gemm(dt, BN, S, CL, G)` returns the proc; `PROCS` holds the configurations
-the tests and benchmarks/gemm.py build.
+`make_gemm(dt, BN, S, CL, G, out, SW, NW)` returns the proc (see gemm_source);
+`PROCS` holds the configurations the tests and benchmarks/gemm.py build.
 
 By schedule (the tutorial's replay): `scheduled_gemm` derives make_gemm's ring
 with `pipeline_loop` from `unpipelined` (same CUDA), and `schedule(naive(cfg),
