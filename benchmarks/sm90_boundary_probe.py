@@ -1,12 +1,13 @@
 """Where the Sm90 GEMM's time per tile goes beyond the tensor-pipe floor: the final kernels timed against copies of
-themselves with one part of the tile boundary cut out of their CUDA text (diagnostic controls; the cut copies
-compute wrong results and are only timed).
+themselves with one part of the tile boundary or of the K-block cut or changed in their CUDA text (diagnostic
+controls; the cut copies compute wrong results and are only timed).
 
 Variants, each a text edit of the generated .cu:
 - `nostore`: the epilogue's accumulator store runs only when K < 0 (never): what storing C costs;
 - `nobar`: no cluster barrier at a task's end (the Fence after the K loop);
 - `nodrain`: the consumers do not wait for every CTA's release of the ring's last slots at a task's end;
-- `loop_only`: all three cut: the K loop, the last wgmma wait and the zero-fill are what is left.
+- `loop_only`: all three cut: the K loop, the last wgmma wait and the zero-fill are what is left;
+- `lane_release`: a warp's releases to the cluster's two CTAs by two lanes at once instead of one lane's loop.
 
 Here (nvcc, no GPU):  python3 benchmarks/sm90_boundary_probe.py build .carry_final/sm90 DIR
 On the GPU machine:    python3 benchmarks/sm90_boundary_probe.py run DIR   (CUDA events, L2 flushed, median of 20,
@@ -48,11 +49,21 @@ def _cut_drain(cu: str) -> str:
     return cu[:at] + "          ;\n" + cu[at + len(DRAIN):]
 
 
+RELEASE = "if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }"
+
+
+def _lane_release(cu: str) -> str:
+    assert cu.count(RELEASE) == 1
+    return cu.replace(RELEASE, "if (threadIdx.x % 32 < 2) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], "
+                               "threadIdx.x % 32);")
+
+
 VARIANTS = {
     "nostore": _cut_store,
     "nobar": _cut_barrier,
     "nodrain": _cut_drain,
     "loop_only": lambda cu: _cut_drain(_cut_barrier(_cut_store(cu))),
+    "lane_release": _lane_release,
 }
 
 

@@ -131,8 +131,7 @@ class _Lowering:
         self.mask_ids: dict = {(): 0}
         self.tables: list = []
         self.table_ids: dict = {}  # table contents -> table id
-        self.tiling_masks: dict = {}  # id(tiling) -> the mask of each of its collectives
-        self.tilings: list = []  # held, so that the id() keys above stay valid
+        self.tiling_masks: dict = {}  # tiling -> the mask of each of its collectives (equal tilings: one entry)
         self.slots: list = []
         self.mems: list = []  # the memory of each slot
         self.names: dict = {}
@@ -207,15 +206,16 @@ class _Lowering:
         """The mask of the collective running a statement in ctx (a lookup by its cuda_threads iterators)."""
         if ctx.dev is None:
             return P.Const(0)
-        tiling = ctx.tiling
-        ids = self.tiling_masks.get(id(tiling))
-        if ids is None:
-            ids = self.tiling_masks[id(tiling)] = self.collectives(tiling)
-            self.tilings.append(tiling)
-        return self.lookup(ids, tiling.iters, ctx)
+        return self.lookup(self.collectives(ctx.tiling), ctx.tiling.iters, ctx)
 
     def collectives(self, tiling) -> list:
-        """The mask of every collective of a tiling, by its iterator values (row-major)."""
+        """The mask of every collective of a tiling, by its iterator values (row-major); once per tiling."""
+        masks = self.tiling_masks.get(tiling)
+        if masks is None:
+            masks = self.tiling_masks[tiling] = self.tiling_collectives(tiling)
+        return masks
+
+    def tiling_collectives(self, tiling) -> list:
         self.max_threads = max(self.max_threads, tiling.blockDim * tiling.clusterDim)
         names = [name for name, _ in tiling.iters]
         return [
@@ -805,11 +805,7 @@ class _Lowering:
         tiling = ctx.analysis.stmt_info(stmt).tiling
         if tiling is None:
             return False
-        masks = self.tiling_masks.get(id(tiling))
-        if masks is None:
-            masks = self.tiling_masks[id(tiling)] = self.collectives(tiling)
-            self.tilings.append(tiling)
-        return all(_rank(self.masks[m], size) >= 0 for m in masks)
+        return all(_rank(self.masks[m], size) >= 0 for m in self.collectives(tiling))
 
 
 def _buffer_uses(s, allocs: dict) -> list:
