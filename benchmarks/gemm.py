@@ -123,9 +123,9 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
 
 
 SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: raster groups (run 6: G = 8 best), K-blocks
-    # of half a 128-byte swizzle row in twice the stages (the same shared memory, a longer lead for TMA; run 9), and
-    # narrower wgmma (NW columns each; cuBLAS's 128 x 320 kernel issues m64n64k16)
-    # and 128 x 320 tiles (cuBLAS's; N a multiple of 320 until partial tiles exist)
+    # of half a 128-byte swizzle row in twice the stages (the same shared memory, a longer lead for TMA; run 9),
+    # narrower wgmma (NW columns each; cuBLAS's 128 x 320 kernel issues m64n64k16; run 9) and 128 x 320 tiles
+    # (cuBLAS's; N a multiple of 320 until partial tiles exist; run 10)
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160)],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
             dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64), dict(BN=320, NW=160, out="f16"),

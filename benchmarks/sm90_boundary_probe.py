@@ -29,6 +29,8 @@ KERNELS = ("gemm_sm90_f16_n256_s4_c2_g8_cf16", "gemm_sm90_tf32_n256_s4_c2_g8")
 TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");\n'
 DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
 STORE = "            { __half *sm90_p", "            { float *sm90_p"
+RELEASE = ("if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) "
+           "spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }")
 
 
 def _cut_store(cu: str) -> str:
@@ -47,9 +49,6 @@ def _cut_drain(cu: str) -> str:
     consumer = cu.index("// warps named 'consumer'")
     at = cu.index(DRAIN, consumer)
     return cu[:at] + "          ;\n" + cu[at + len(DRAIN):]
-
-
-RELEASE = "if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }"
 
 
 def _lane_release(cu: str) -> str:

@@ -150,7 +150,7 @@ def _column_windows(src: str, zero_and_store: bool) -> str:
         lines[first] = lines[first].replace(call, f"for j in seq(0, BN / NW): {call}", 1)
         for n in range(first, last + 1):
             lines[n] = lines[n].replace("D[cta, wg, :, :]", "D[cta, wg, :, NW * j:NW * j + NW]").replace("N=BN)", "N=NW)")
-            lines[n] = lines[n].replace(old, new) if old else lines[n]
+            lines[n] = lines[n].replace(old, new)
     return "\n".join(lines)
 
 

@@ -876,9 +876,10 @@ static void access_step(Machine *M, int slot, int64_t e, Elem *x, int mask, int 
     }
 }
 
-/* An access of element e of a buffer slot (mode 1: read, 2: write, 3: update, a read then a write). */
+/* sc_done for Programs built with -O0 (_machine.h: SC_CALL_DONE). */
 int sc_done_call(SC_State *S, int k, int slot, int64_t e, int mask) { return sc_done(S, k, slot, e, mask); }
 
+/* An access of element e of a buffer slot (mode 1: read, 2: write, 3: update, a read then a write). */
 void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     AccessCache *cache = &M->st.ac[k];

@@ -389,8 +389,8 @@ class _Lowering:
 
     def dead_lets(self, dropped: set) -> set:
         """The Lets (window offsets, index parts) whose variable no op but the `dropped` ones reads, directly or
-        through other Lets: gcc would compile them and both engines run them for nothing (a division by a
-        variable stays: it may stop the run)."""
+        through other Lets: gcc would compile them and both engines run them for nothing (a Let that may stop
+        the run stays: `_may_fail`)."""
         reads: dict = {}  # var -> the vars its Let reads
         live: set = set()
         for k, op in enumerate(self.ops):
@@ -998,9 +998,10 @@ def _op_reads(op, sites: list) -> set:
 
 
 def _may_fail(e: P.Expr) -> bool:
-    """Whether evaluating e can stop a run: a division or remainder by a variable (zero is an error)."""
+    """Whether evaluating e can stop a run: a division or remainder by anything but a nonzero constant."""
     if isinstance(e, P.Bin):
-        return (e.op in "/%" and not isinstance(e.rhs, P.Const)) or _may_fail(e.lhs) or _may_fail(e.rhs)
+        by_nonzero = isinstance(e.rhs, P.Const) and e.rhs.value != 0
+        return (e.op in ("/", "%") and not by_nonzero) or _may_fail(e.lhs) or _may_fail(e.rhs)
     if isinstance(e, P.Neg):
         return _may_fail(e.arg)
     return isinstance(e, P.Table) and _may_fail(e.index)
