@@ -13,7 +13,7 @@ from stepwise_gemm import gemm
 
 from spork_lab import proc
 from spork_lab.lab import Workbench
-from spork_lab.lab._results import Interrupted, interruptible
+from spork_lab.lab._results import Background, Interrupted
 from spork_lab.platforms.cuda import *
 from spork_lab.scheduling import *
 
@@ -285,7 +285,7 @@ def test_a_long_check_shows_progress_and_stops_when_interrupted():
 
     threading.Timer(1.6, _thread.interrupt_main).start()  # what Jupyter's stop button does to the kernel
     with pytest.raises(Interrupted) as e:
-        interruptible(slow, seen.append)
+        Background(slow).result(seen.append)
     assert e.value.seconds >= 1.5 and seen and all(s >= 1.0 for s in seen)
     assert stopped.wait(2.0)  # the worker was stopped, not left running
 
@@ -293,10 +293,10 @@ def test_a_long_check_shows_progress_and_stops_when_interrupted():
 def test_an_interrupted_check_leaves_the_step_unchecked_and_runs_again_when_shown(monkeypatch):
     from spork_lab.lab import _results
 
-    def interrupted(fn, progress=None):
+    def interrupted(self, progress=None):
         raise Interrupted(1.2)
 
-    monkeypatch.setattr(_results, "interruptible", interrupted)
+    monkeypatch.setattr(_results.Background, "result", interrupted)
     wb = to_kernel(Workbench(seq_reverse, sizes={"n": 512}))
     assert wb.check.state == "interrupted" and "interrupted after 1.2 s" in wb.state["views"]["header"]
     monkeypatch.undo()

@@ -25,6 +25,7 @@ Conventions chosen where the seed is silent:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, replace
@@ -719,6 +720,7 @@ def _fold_selections(tiling: CollTiling) -> CollTiling:
     return replace(tiling, dims=tuple(dims))
 
 
+@functools.lru_cache(maxsize=4096)  # tilings and units are values; a proc's statements share a few dozen
 def domain_completion(tiling: CollTiling, unit: CollUnit) -> tuple[CollTiling, CollType]:
     """Reshape a tiling and the (unitary) type of a unit onto one common domain (seed 001).
 

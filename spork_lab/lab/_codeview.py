@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from exo.API import Procedure
@@ -39,6 +40,11 @@ class CodeView:
     lines: tuple[CodeLine, ...]
     stmts: tuple  # LoopIR statements, indexed by CodeLine.stmt
     paths: tuple  # per statement its path: child indices from the proc body, "else" into an orelse
+
+    @cached_property
+    def highlighted(self) -> tuple[str, ...]:
+        """Each line as syntax-highlighted HTML (`highlight`), computed once."""
+        return tuple(highlight(line.text) for line in self.lines)
 
     def stmt_at_path(self, path) -> Optional[int]:
         """Index of the statement at `path` (as the analyses write paths), or None."""

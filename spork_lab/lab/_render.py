@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
 
-from ._codeview import CodeView, highlight
+from ._codeview import CodeView
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"  # the widget front end (no build step), shipped in the package
 CSS_PATH = STATIC_DIR / "workbench.css"
@@ -67,7 +67,7 @@ def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int], 
         rows.append(
             f'<div class="{" ".join(classes)}"{attr} data-line="{n + 1}" title="{escape(title)}">'
             f'<span class="sl-gutter">{n + 1}</span><span class="sl-marks">{badge}</span>'
-            f'<span class="sl-src">{highlight(line.text) or "&nbsp;"}</span></div>'
+            f'<span class="sl-src">{view.highlighted[n] or "&nbsp;"}</span></div>'
         )
     rows.append("</div>")
     return "".join(rows)

@@ -2,8 +2,10 @@
 
 A check that cannot run (the analysis failed, sizes are missing, the user
 interrupted it) reports "not checked", never "safe". The check runs in a
-worker thread while the caller's thread waits: past a second it reports its
-progress (`progress(seconds)`), and an interrupt (Jupyter's stop button, i.e.
+worker thread, started as soon as the analysis is done: the caller draws what
+needs no check meanwhile (the checker's gcc build and its runs release the
+GIL), then waits. Past a second the wait reports its progress
+(`progress(seconds)`), and an interrupt (Jupyter's stop button, i.e.
 KeyboardInterrupt in the waiting thread) stops the worker and leaves the step
 unchecked.
 """
@@ -64,53 +66,72 @@ class Interrupted(Exception):
         self.seconds = seconds
 
 
-def interruptible(fn: Callable[[], object], progress: Optional[Callable[[float], None]] = None):
-    """`fn()` run in a worker thread; `progress(seconds)` every 0.25 s after the first second.
+class Background:
+    """`fn()` running in a worker thread from construction on, so the caller can do other work meanwhile (the
+    workbench draws the views that need no check while gcc builds the checker); `result` waits for it."""
 
-    KeyboardInterrupt in the waiting thread stops the worker (an exception raised into it, which it sees
-    at its next Python bytecode) and raises `Interrupted`.
-    """
-    box: dict = {}
+    def __init__(self, fn: Callable[[], object]):
+        self._box: dict = {}
+        self._start = time.perf_counter()
+        self._worker = threading.Thread(target=self._work, args=(fn,), name="spork_lab-check", daemon=True)
+        self._worker.start()
 
-    def work() -> None:
+    def _work(self, fn: Callable[[], object]) -> None:
         try:
-            box["value"] = fn()
+            self._box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 -- handed to the waiting thread as is
-            box["error"] = e
+            self._box["error"] = e
 
-    worker = threading.Thread(target=work, name="spork_lab-check", daemon=True)
-    start = time.perf_counter()
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.25 if progress else 0.5)
-            elapsed = time.perf_counter() - start
-            if progress is not None and worker.is_alive() and elapsed >= PROGRESS_AFTER_S:
-                progress(elapsed)
-    except KeyboardInterrupt:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt))
-        raise Interrupted(time.perf_counter() - start) from None
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    def result(self, progress: Optional[Callable[[float], None]] = None):
+        """fn's value (its exception is raised here); `progress(seconds)` every 0.25 s once it has run a second.
+
+        KeyboardInterrupt in the waiting thread stops the worker (an exception raised into it, which it sees
+        at its next Python bytecode) and raises `Interrupted`.
+        """
+        worker = self._worker
+        try:
+            while worker.is_alive():
+                worker.join(0.25 if progress else 0.5)
+                elapsed = time.perf_counter() - self._start
+                if progress is not None and worker.is_alive() and elapsed >= PROGRESS_AFTER_S:
+                    progress(elapsed)
+        except KeyboardInterrupt:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt))
+            raise Interrupted(time.perf_counter() - self._start) from None
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
 
-def check(p: Procedure, sizes: dict, analysis: Outcome, progress: Optional[Callable[[float], None]] = None) -> Outcome:
-    """`spork_lab.sync.checker.sync_check(p, **sizes)` as an Outcome (skipped when the analysis failed)."""
-    if analysis.state == "error":
-        return Outcome("unavailable", "not checked: fix the analysis error first")
-    missing = [str(a.name) for a in p.INTERNAL_proc().args if isinstance(a.type, LoopIR.Size) and str(a.name) not in sizes]
-    if missing:
-        return Outcome("unavailable", f"not checked: give sizes for {', '.join(missing)}, e.g. Workbench(p, sizes={{...}})")
-    try:
-        report = interruptible(lambda: sync_check(p, **sizes), progress)
-    except Interrupted as e:
-        return Outcome("interrupted", f"not checked: the sync check was interrupted after {e.seconds:.1f} s "
-                                      "(display the workbench again to re-run it)")
-    except SporkError as e:
-        return Outcome("error", f"sync check failed: {located(e)}", error=e.to_json())
-    where = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
-    if report.ok:
-        return Outcome("ok", f"no hazards found at {where}{engine}", report)
-    return Outcome("ok", f"hazard(s) at {where}{engine}", report)  # the workbench puts the count of its cards first
+class Check:
+    """`spork_lab.sync.checker.sync_check(p, **sizes)`, started at construction (skipped when the analysis
+    failed or sizes are missing); `outcome` waits for it and gives it as an Outcome."""
+
+    def __init__(self, p: Procedure, sizes: dict, analysis: Outcome):
+        self.sizes = sizes
+        self._skipped: Optional[Outcome] = None
+        self._running: Optional[Background] = None
+        missing = [str(a.name) for a in p.INTERNAL_proc().args if isinstance(a.type, LoopIR.Size) and str(a.name) not in sizes]
+        if analysis.state == "error":
+            self._skipped = Outcome("unavailable", "not checked: fix the analysis error first")
+        elif missing:
+            self._skipped = Outcome("unavailable", f"not checked: give sizes for {', '.join(missing)}, "
+                                                   "e.g. Workbench(p, sizes={...})")
+        else:
+            self._running = Background(lambda: sync_check(p, **sizes))
+
+    def outcome(self, progress: Optional[Callable[[float], None]] = None) -> Outcome:
+        if self._running is None:
+            return self._skipped
+        try:
+            report = self._running.result(progress)
+        except Interrupted as e:
+            return Outcome("interrupted", f"not checked: the sync check was interrupted after {e.seconds:.1f} s "
+                                          "(display the workbench again to re-run it)")
+        except SporkError as e:
+            return Outcome("error", f"sync check failed: {located(e)}", error=e.to_json())
+        where = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
+        if report.ok:
+            return Outcome("ok", f"no hazards found at {where}{engine}", report)
+        return Outcome("ok", f"hazard(s) at {where}{engine}", report)  # the workbench puts the count of its cards first

@@ -16,6 +16,7 @@ import difflib
 import re
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 from html import escape
 from typing import Callable, Optional
 
@@ -33,7 +34,7 @@ from ..errors import SporkError, SporkSchedulingError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
-from ._results import Outcome, analyse, check
+from ._results import Check, Outcome, analyse
 from ._source import value_source
 from ._widget import WorkbenchView
 
@@ -130,28 +131,62 @@ class _Progress:
 
 
 class StepResult:
-    """Everything the views show about one proc, computed once: printed lines, analysis, check, cards, timelines."""
+    """Everything the views show about one proc, computed once: printed lines, analysis, check, cards, timelines.
 
-    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[Callable[[float], None]] = None):
+    The sync check starts (in a worker thread) as soon as the analysis is done; what needs its report (`check`,
+    `hazards`, `timelines`, `summary`, `marks`) waits for it on first use, so a picture draws the views that
+    need no check (tiling, highlighted code, steps) while gcc builds the checker.
+    """
+
+    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[_Progress] = None):
         self.proc = proc
         self.view: CodeView = code_view(proc, text)
         self.analysis: Outcome = analyse(proc)
-        self.check: Outcome = check(proc, sizes, self.analysis, progress)
+        self._check = Check(proc, sizes, self.analysis)
+        self._progress = progress
+        self._cuda: Optional[tuple] = None
+
+    @cached_property
+    def check(self) -> Outcome:
+        outcome = self._check.outcome(self._progress)
+        if self._progress is not None:
+            self._progress.done()
+        return outcome
+
+    @property
+    def _report(self):
+        return self.check.value if self.check.state == "ok" else None
+
+    @cached_property
+    def hazards(self) -> list[dict]:
         analysis = self.analysis.value if self.analysis.state == "ok" else None
-        report = self.check.value if self.check.state == "ok" else None
-        self.hazards = _hazards.hazard_cards(report, self.view, analysis, proc) if report is not None else []
-        self.timelines = _timeline.barrier_timelines(report, report.hazards, self.view, analysis) if report is not None else []
+        report = self._report
+        return _hazards.hazard_cards(report, self.view, analysis, self.proc) if report is not None else []
+
+    @cached_property
+    def timelines(self) -> list[dict]:
+        analysis = self.analysis.value if self.analysis.state == "ok" else None
+        report = self._report
+        return _timeline.barrier_timelines(report, report.hazards, self.view, analysis) if report is not None else []
+
+    @cached_property
+    def summary(self) -> str:
         hazards = self.check.state == "ok" and not self.check.value.ok
-        self.summary = f"{len(self.hazards)} {self.check.message}" if hazards else self.check.message
-        self.marks: dict[int, list[dict]] = {}
+        return f"{len(self.hazards)} {self.check.message}" if hazards else self.check.message
+
+    @cached_property
+    def marks(self) -> dict[int, list[dict]]:
+        """Printed line -> the error and hazard marks shown on it."""
+        marks: dict[int, list[dict]] = {}
         for outcome in (self.analysis, self.check):
             if outcome.error and outcome.error.get("line") is not None:
                 for n in self._error_lines(outcome.error):
-                    self._mark(n, "error", "error", outcome.error["message"])
+                    marks.setdefault(n, []).append({"kind": "error", "label": "error", "text": outcome.error["message"]})
         for card in self.hazards:
             for n in sorted(set(card["lines"])):
-                self._mark(n, "hazard", card["kind"], f"{card['kind']} hazard: {card['message']}")
-        self._cuda: Optional[tuple] = None
+                marks.setdefault(n, []).append({"kind": "hazard", "label": card["kind"],
+                                                "text": f"{card['kind']} hazard: {card['message']}"})
+        return marks
 
     def _error_lines(self, error: dict) -> list[int]:
         """The printed lines an error is about. Errors name a source line, which scheduling may have copied into
@@ -161,9 +196,6 @@ class StepResult:
         quoted = [q.split("(...)")[0] + ("(" if "(...)" in q else "") for q in re.findall(r"`([^`]+)`", error["message"])]
         named = [n for n in lines if any(q and q in self.view.lines[n].text for q in quoted)]
         return named or lines
-
-    def _mark(self, line: int, kind: str, label: str, text: str) -> None:
-        self.marks.setdefault(line, []).append({"kind": kind, "label": label, "text": text})
 
     @property
     def stale(self) -> bool:
@@ -338,7 +370,6 @@ class Workbench:
             sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
             progress = _Progress(f"sync check of {p.name()} at {sizes}")
             r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress)
-            progress.done()
         return r
 
     @property
@@ -364,7 +395,7 @@ class Workbench:
                cuda: bool = False, error: Optional[dict] = None) -> dict:
         """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default),
         with the `error` of a step that failed there (a picture shows the error it was displayed with)."""
-        r = self.result(step)
+        r = self.result(step)  # its sync check runs in the background: what needs no check is drawn first
         index = r.index_of(selection) if selection is not None else r.index_of(self._selection)
         if index is None:
             index = r.index_of(r.default_selection())
@@ -374,6 +405,7 @@ class Workbench:
         pages = dict(pages or {})
         cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "
                                                             "in a running notebook (sl.compile_procs_to_strings)")
+        r.view.highlighted  # noqa: B018 -- computed while the check runs; the header below waits for it
         views = {
             "header": self.header(step, error),
             "code": _render.code(r.view, r.marks, index, changed),
