@@ -176,3 +176,38 @@ def test_the_bf16_gemm_host_code_compiles(tmp_path):
     (tmp_path / "gemm_bf16.h").write_text(h)
     done = subprocess.run(["gcc", "-c", "-Wall", "-Werror", "gemm_bf16.c"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("how", ["make_gemm", "scheduled", "stepwise"])
+def test_the_gemm_in_clusters_of_one_cta_is_checked_and_compiled(how):
+    """CL=1: no multicast and no cluster rank (each CTA loads its whole B tile and releases its own ring), by
+    each of the example's three routes; sync_check finds nothing and the kernel compiles for sm_90a."""
+    import sm90_gemm
+
+    cfg = sm90_gemm.Config("tf32", CL=1, G=1)
+    p = {"make_gemm": lambda: sm90_gemm.make_gemm("tf32", CL=1, G=1),
+         "scheduled": lambda: sm90_gemm.scheduled_gemm("tf32", CL=1, G=1),
+         "stepwise": lambda: sm90_gemm.schedule(sm90_gemm.naive(cfg), cfg)}[how]()  # fmt: skip
+    assert sl.sync_check(p, M=256, N=512, K=256).hazards == []
+    cu = _cu(p)
+    kernel = cu[cu.index("__global__") :]
+    assert "cp.async.bulk.tensor" in kernel
+    for cluster_only in ("multicast", "spork_mbar_arrive_remote(", "this_cluster()", "barrier.cluster"):
+        assert cluster_only not in kernel
+
+
+def test_a_multicast_barrier_slice_over_one_cta_names_both_uses():
+    """make_gemm's clusters-of-two text with CL=1: `>> ring[:]` slices one CTA, a point, where the other uses
+    index the ring by the CTA's iterator; the error says where each is and why the slice is not a multicast."""
+    import sm90_gemm
+
+    src, _ = sm90_gemm.gemm_source("tf32", CL=2, G=1)
+    _, consts = sm90_gemm.gemm_source("tf32", CL=1, G=1)
+    p = sl.parse_source(src, filename=sm90_gemm.__file__, first_line=sm90_gemm._FIRST_LINE, func_locals=consts)
+    lines = Path(sm90_gemm.__file__).read_text().splitlines()
+    first = 1 + next(i for i, s in enumerate(lines) if "ReverseAwait(ring[cta]" in s)
+    multicast = 1 + next(i for i, s in enumerate(lines) if s.strip().startswith("Sm90_multicast_copy_tensor_to_smem"))
+    with pytest.raises(sl.SyncError, match=rf"this use indexes so dimensions \[\], the use at line {first} dimensions "
+                                           r"\[0\]; dimension 0 has extent 1, so a slice `:` of it is the one point 0") as e:
+        sl.analyze(p)
+    assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, multicast)
