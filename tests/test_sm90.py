@@ -211,3 +211,23 @@ def test_a_multicast_barrier_slice_over_one_cta_names_both_uses():
                                            r"\[0\]; dimension 0 has extent 1, so a slice `:` of it is the one point 0") as e:
         sl.analyze(p)
     assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, multicast)
+
+
+def test_a_gemm_ring_over_the_shared_memory_limit_is_refused_when_compiled():
+    """make_gemm(S=6): six 48 KiB ring slots do not fit sm_90's 227 KiB; the error is at B_s's line and says where
+    the bytes go. Four (the default) fit."""
+    import sm90_gemm
+
+    _cu(sm90_gemm.make_gemm())
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([sm90_gemm.make_gemm(S=6)], "gemm_s6")
+    lines = Path(sm90_gemm.__file__).read_text().splitlines()
+    a_s, b_s, fn = (1 + next(i for i, s in enumerate(lines) if s.strip().startswith(text))
+                    for text in ("A_s: {t}[CL, S", "B_s: {t}[CL, S", "with CudaDeviceFunction(clusterDim=CL"))
+    assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, b_s)
+    assert e.value.message == (
+        f"the device function at line {fn} needs 296024 bytes of shared memory per CTA, over the 232448 bytes (227 KiB) "
+        "one CTA may use on sm_90 (no arch given: the most any target gives one CTA; pass arch= to check a smaller "
+        f"target's): B_s 196608 bytes (line {b_s}), A_s 98304 bytes (line {a_s}), mbarriers 88 bytes, alignment 1024 "
+        "bytes; shrink the largest (fewer ring stages, smaller tiles)"
+    )
