@@ -120,7 +120,7 @@ def lib_name(basename: str) -> str:
 
 def _check_arch(code: list, arch: Optional[str]) -> None:
     """What the target cannot run, said here rather than by nvcc or at launch: thread block clusters need
-    sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, its platform's)."""
+    sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, the most any target gives)."""
     cc = None
     if arch is not None:
         m = re.fullmatch(r"sm_(\d+)a?", arch)
