@@ -12,8 +12,9 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
   `D[cta, wg, :, :]`), zero-filled and fenced (wgmma.fence) once per tile;
 * per K-block the producer waits (ReverseAwait) until the consumers of every
   CTA released the stage, loads its CTA's A tile and its 1/CL share of the B
-  tile, multicast to the whole cluster (`>> ring[:]`), and arrives with the
-  stage's bytes; then (in program order: the sequential program must read
+  tile, multicast to the whole cluster (`>> ring[:]`; a cluster of one CTA
+  loads its whole B tile with a plain copy), and arrives with the stage's
+  bytes; then (in program order: the sequential program must read
   what it loaded, so every CTA's loads come before any CTA's consumers, as
   sl.sync_check checks) the consumers await the stage, run BK / k wgmma per
   warpgroup, and release the previous stage once its wgmma finished (a wgmma
@@ -128,12 +129,24 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
     src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW).strip("\n")
+    if CL == 1:
+        src = _single_cta(src)
     if NW != BN:
         src = _column_windows(src, BN > 256)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
               "NW": NW, "WARPS": WARPS}
     return src, consts
+
+
+def _single_cta(src: str) -> str:
+    """The text for clusters of one CTA: the B tile is a plain TMA copy and each CTA releases only its own
+    ring (a slice `ring[:]` of one CTA is the point `ring[0]`, and a multicast to one CTA a plain copy);
+    every statement keeps its line in this file."""
+    for old, new in [("Sm90_multicast_copy_", "Sm90_copy_"), ("B_s[:, ", "B_s[cta, "), (", ncta=CL) >> ring[:]", ") >> ring[cta]"),
+                     (">> ring[:]", ">> ring[cta]")]:  # fmt: skip
+        src = src.replace(old, new)
+    return src
 
 
 def _column_windows(src: str, zero_and_store: bool) -> str:
@@ -241,6 +254,8 @@ def unpipelined(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     _, consts = gemm_source(dt, BN, S, CL, G, out)
     suffix = "" if out == "f32" else f"_c{out}"
     src = _UNPIPELINED.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out).strip("\n")
+    if CL == 1:
+        src = _single_cta(src)
     return sl.parse_source(src, filename=__file__, func_locals=consts, first_line=_UNPIPELINED_LINE + 1)
 
 

@@ -311,6 +311,64 @@ def test_a_memory_that_cannot_lower_an_allocation_is_a_codegen_error_at_the_user
     assert not [f for f in traceback.extract_tb(info.value.__traceback__) if "/exo/" in f.filename]
 
 
+@proc
+def smem_over_sm80(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            row: f32[32] @ CudaSmemLinear
+            tile: f32[32, 1360] @ CudaSmemLinear  # 170 KiB: over sm_80's 163, under sm_90's 227
+            for t in cuda_threads(0, 32):
+                row[t] = x[task * 32 + t]
+                tile[t, 0] = row[t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def smem_over_every_target(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            tile: f32[32, 2048] @ CudaSmemLinear  # 256 KiB
+            for t in cuda_threads(0, 32):
+                tile[t, 0] = x[task * 32 + t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def _line(text: str) -> int:
+    return 1 + Path(__file__).read_text().splitlines().index(text)
+
+
+def test_shared_memory_over_the_per_cta_limit_is_a_codegen_error_at_the_largest_allocation():
+    """A kernel whose CTA needs more shared memory than its target gives would fail only at launch. Without
+    arch= the limit is sm_90's (no target gives more); the error names the total, the limit, and where the bytes
+    go, at the largest allocation's line."""
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([smem_over_every_target], "big")
+    tile = _line("            tile: f32[32, 2048] @ CudaSmemLinear  # 256 KiB")
+    assert (e.value.filename, e.value.lineno) == (__file__, tile)
+    assert e.value.message == (
+        f"the device function at line {tile - 2} needs 262144 bytes of shared memory per CTA, over the 232448 bytes "
+        "(227 KiB) one CTA may use on sm_90 (no arch given: the most any target gives one CTA; pass arch= to check a "
+        f"smaller target's): tile 262144 bytes (line {tile}); shrink the largest (fewer ring stages, smaller tiles)"
+    )
+    assert {Path(f.filename).name for f in traceback.extract_tb(e.value.__traceback__)} == {"test_codegen.py", "errors.py"}
+
+
+@pytest.mark.parametrize("arch, limit", [("sm_80", 166912), ("sm_86", 101376)])
+def test_the_shared_memory_limit_is_the_targets(arch, limit):
+    """170 KiB fits sm_90 (and any target, so no arch=) but not sm_80's 163 KiB or sm_86's 99 KiB."""
+    sl.compile_procs_to_strings([smem_over_sm80], "k")
+    sl.compile_procs_to_strings([smem_over_sm80], "k", arch="sm_90a")
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([smem_over_sm80], "k", arch=arch)
+    row = _line("            row: f32[32] @ CudaSmemLinear")
+    tile = _line("            tile: f32[32, 1360] @ CudaSmemLinear  # 170 KiB: over sm_80's 163, under sm_90's 227")
+    assert e.value.lineno == tile
+    assert (f"needs 174208 bytes of shared memory per CTA, over the {limit} bytes ({limit // 1024} KiB) one CTA may "
+            f"use on {arch} (the arch built for): tile 174080 bytes (line {tile}), row 128 bytes (line {row});") in e.value.message
+
+
 def test_api_misuse_says_what_to_write():
     with pytest.raises(TypeError, match=r"write compile_procs_to_strings\(\[p\], ...\)"):
         sl.compile_procs_to_strings(vec_add)

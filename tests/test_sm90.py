@@ -176,3 +176,76 @@ def test_the_bf16_gemm_host_code_compiles(tmp_path):
     (tmp_path / "gemm_bf16.h").write_text(h)
     done = subprocess.run(["gcc", "-c", "-Wall", "-Werror", "gemm_bf16.c"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("how", ["make_gemm", "scheduled", "stepwise"])
+def test_the_gemm_in_clusters_of_one_cta_is_checked_and_compiled(how):
+    """CL=1: no multicast and no cluster rank (each CTA loads its whole B tile and releases its own ring), by
+    each of the example's three routes; sync_check finds nothing and the kernel compiles for sm_90a."""
+    import sm90_gemm
+
+    cfg = sm90_gemm.Config("tf32", CL=1, G=1)
+    p = {"make_gemm": lambda: sm90_gemm.make_gemm("tf32", CL=1, G=1),
+         "scheduled": lambda: sm90_gemm.scheduled_gemm("tf32", CL=1, G=1),
+         "stepwise": lambda: sm90_gemm.schedule(sm90_gemm.naive(cfg), cfg)}[how]()  # fmt: skip
+    assert sl.sync_check(p, M=256, N=512, K=256).hazards == []
+    cu = _cu(p)
+    kernel = cu[cu.index("__global__") :]
+    assert "cp.async.bulk.tensor" in kernel
+    for cluster_only in ("multicast", "spork_mbar_arrive_remote(", "this_cluster()", "barrier.cluster"):
+        assert cluster_only not in kernel
+
+
+def test_a_multicast_barrier_slice_over_one_cta_names_both_uses():
+    """make_gemm's clusters-of-two text with CL=1: `>> ring[:]` slices one CTA, a point, where the other uses
+    index the ring by the CTA's iterator; the error says where each is and why the slice is not a multicast."""
+    import sm90_gemm
+
+    src, _ = sm90_gemm.gemm_source("tf32", CL=2, G=1)
+    _, consts = sm90_gemm.gemm_source("tf32", CL=1, G=1)
+    p = sl.parse_source(src, filename=sm90_gemm.__file__, first_line=sm90_gemm._FIRST_LINE, func_locals=consts)
+    lines = Path(sm90_gemm.__file__).read_text().splitlines()
+    first = 1 + next(i for i, s in enumerate(lines) if "ReverseAwait(ring[cta]" in s)
+    multicast = 1 + next(i for i, s in enumerate(lines) if s.strip().startswith("Sm90_multicast_copy_tensor_to_smem"))
+    with pytest.raises(sl.SyncError, match=rf"this use indexes so dimensions \[\], the use at line {first} dimensions "
+                                           r"\[0\]; dimension 0 has extent 1, so a slice `:` of it is the one point 0") as e:
+        sl.analyze(p)
+    assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, multicast)
+
+
+def test_a_gemm_ring_over_the_shared_memory_limit_is_refused_when_compiled():
+    """make_gemm(S=6): six 48 KiB ring slots do not fit sm_90's 227 KiB; the error is at B_s's line and says where
+    the bytes go. Four (the default) fit."""
+    import sm90_gemm
+
+    _cu(sm90_gemm.make_gemm())
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([sm90_gemm.make_gemm(S=6)], "gemm_s6")
+    lines = Path(sm90_gemm.__file__).read_text().splitlines()
+    a_s, b_s, fn = (1 + next(i for i, s in enumerate(lines) if s.strip().startswith(text))
+                    for text in ("A_s: {t}[CL, S", "B_s: {t}[CL, S", "with CudaDeviceFunction(clusterDim=CL"))
+    assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, b_s)
+    assert e.value.message == (
+        f"the device function at line {fn} needs 296024 bytes of shared memory per CTA, over the 232448 bytes (227 KiB) "
+        "one CTA may use on sm_90 (no arch given: the most any target gives one CTA; pass arch= to check a smaller "
+        f"target's): B_s 196608 bytes (line {b_s}), A_s 98304 bytes (line {a_s}), mbarriers 88 bytes, alignment 1024 "
+        "bytes; shrink the largest (fewer ring stages, smaller tiles)"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["tf32", "f16"])
+def test_the_gemm_in_clusters_of_one_cta_matches_float64(dt):
+    """make_gemm(CL=1) on the GPU against a float64 NumPy product (M = 512: four one-CTA tasks of 128 rows)."""
+    cupy = pytest.importorskip("cupy")
+    import numpy as np
+    import sm90_gemm
+
+    p = sm90_gemm.make_gemm(dt, CL=1, G=1)
+    built = getattr(sl.build([p], arch=sm90_gemm.ARCH), p.name())
+    args = sm90_gemm.make_args(np.random.default_rng(), n=512, dtype=np.float32 if dt == "tf32" else np.float16)
+    want = sm90_gemm.reference(**args)["C"]
+    dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(dev["C"].get(), want, **sm90_gemm.TOLERANCE)

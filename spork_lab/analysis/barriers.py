@@ -242,6 +242,7 @@ class _Walk:
         self.uses: dict = {}
         self.trailing: dict = {}
         self.cta_dims: dict = {}
+        self.cta_dims_line: dict = {}  # barrier -> the line of the use that set its cta_dims
         self.first_threads: dict = {}  # (barrier, reverse, arrive, index text) -> (threads, line) of the first use
 
     def block(self, stmts: list, pending: Optional[dict] = None) -> None:
@@ -374,11 +375,15 @@ class _Walk:
             if not is_point_interval(w) or (isinstance(w.lo, LoopIR.Read) and w.lo.name in self.cta_iters)
         )
         seen = self.cta_dims.setdefault(sym, dims)
+        line = self.cta_dims_line.setdefault(sym, srcinfo.lineno)
         if seen != dims:
+            ones = [k for k in sorted(set(dims) ^ set(seen)) if self.allocs[sym].dims[k] == 1]
+            hint = (f"; dimension {ones[0]} has extent 1, so a slice `:` of it is the one point 0, not a multicast: "
+                    "index it by the CTA's iterator in every use") if ones else ""
             raise SyncError(
                 f"barrier {sym}: a dimension indexed by the CTA's rank (the iterator of cuda_threads(0, clusterDim, "
-                "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; here "
-                f"dimensions {list(dims)} are, elsewhere {list(seen)}",
+                "unit=cuda_cta_in_cluster)) or sliced for multicast must be indexed so by every use; this use "
+                f"indexes so dimensions {list(dims)}, the use at line {line} dimensions {list(seen)}{hint}",
                 srcinfo,
             )
 

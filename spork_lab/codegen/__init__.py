@@ -25,6 +25,7 @@ from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_s
 from ..errors import CodegenError, user_facing
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
+from ._device import check_smem
 from ._host import HostRewriter
 from ._host_c import host_c_to_strings
 from .barrier_text import prelude_lines
@@ -118,19 +119,22 @@ def lib_name(basename: str) -> str:
 
 
 def _check_arch(code: list, arch: Optional[str]) -> None:
-    """Thread block clusters need sm_90: say so here rather than through nvcc's error on this_cluster()."""
-    if arch is None:
-        return
-    m = re.fullmatch(r"sm_(\d+)a?", arch)
-    if m is None:
-        raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+    """What the target cannot run, said here rather than by nvcc or at launch: thread block clusters need
+    sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, the most any target gives)."""
+    cc = None
+    if arch is not None:
+        m = re.fullmatch(r"sm_(\d+)a?", arch)
+        if m is None:
+            raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+        cc = int(m[1])
     for d in code:
-        if int(m[1]) < 90 and d.cluster > 1:
+        if cc is not None and cc < 90 and d.cluster > 1:
             raise CodegenError(
                 f"this device function uses clusterDim={d.cluster}, which needs sm_90 or newer; build it for "
                 f"sm_90a, or use clusterDim=1 for {arch}",
                 d.srcinfo,
             )
+        check_smem(d, cc)
 
 
 def _memory_error(e: MemGenError) -> CodegenError:

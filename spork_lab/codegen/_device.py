@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from exo.backend.LoopIR_compiler import Compiler, _window_struct
 from exo.backend.mem_analysis import MemoryAnalysis
@@ -27,7 +28,7 @@ from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.memories import CudaMemory, elem_bytes
+from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
@@ -79,6 +80,8 @@ class DeviceCode:
     srcinfo: object = None
     cuda_globals: tuple = ()  # file-scope text its instrs need (InstrInfo.cuda_includes), in first-use order
     uses_tensor_maps: bool = False  # the .cu then needs the host encoder of CUtensorMaps
+    smem_bytes: int = 0  # shared memory per CTA, static and dynamic, as laid out
+    smem_parts: tuple = ()  # (what, bytes, srcinfo or None) making up smem_bytes, largest allocation first
 
 
 def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list:
@@ -120,7 +123,13 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     align = comp.smem_align
     if smem and align > SMEM_ALIGN:  # align the pool's start by hand: the slack is part of the pool
         smem += align
-    dynamic = smem > STATIC_SMEM_LIMIT
+    allocs = sorted(comp.smem_allocs.values(), key=lambda part: -part[1])
+    barrier_bytes = sum(lowering(i.mem).smem_bytes(i) for i in comp.barriers.values())
+    total = smem + barrier_bytes
+    padding = smem - sum(part[1] for part in allocs)
+    parts = (*allocs, *([("mbarriers", barrier_bytes, None)] if barrier_bytes else []),
+             *([("alignment", padding, None)] if padding else []))
+    dynamic = total > STATIC_SMEM_LIMIT
     raw = "exo_smem" if align <= SMEM_ALIGN else "exo_smem_raw"
     if not smem:
         smem_decl = []
@@ -199,7 +208,34 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
     # launcher_decl keeps exo's C type names: the host .c declares the launcher with it
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
-                      tuple(comp.cuda_globals), bool(maps))
+                      tuple(comp.cuda_globals), bool(maps), total, parts)
+
+
+def check_smem(code: DeviceCode, cc: Optional[int]) -> None:
+    """Shared memory over the per-CTA limit fails only at launch: refuse it here, naming what takes it. The
+    limit is that of compute capability `cc`; without one (or one not in SMEM_PER_CTA) the largest any target
+    gives, sm_90's: a kernel over it runs nowhere, and an Sm80 kernel under it may be meant for an H100."""
+    if cc in SMEM_PER_CTA:
+        target, why = cc, "the arch built for"
+    else:
+        target = max(SMEM_PER_CTA, key=SMEM_PER_CTA.get)
+        given = "no arch given" if cc is None else f"no limit known here for sm_{cc}"
+        why = f"{given}: the most any target gives one CTA; pass arch= to check a smaller target's"
+    limit = SMEM_PER_CTA[target]
+    if code.smem_bytes <= limit:
+        return
+    shown = [f"{what} {n} bytes" + (f" (line {where.lineno})" if where is not None else "")
+             for what, n, where in code.smem_parts[:4]]
+    rest = code.smem_parts[4:]
+    if rest:
+        shown.append(f"{len(rest)} more {sum(n for _, n, _ in rest)} bytes")
+    largest = code.smem_parts[0][2] or code.srcinfo
+    raise CodegenError(
+        f"the device function at line {code.srcinfo.lineno} needs {code.smem_bytes} bytes of shared memory per CTA, "
+        f"over the {limit} bytes ({limit // 1024} KiB) one CTA may use on sm_{target} ({why}): {', '.join(shown)}; "
+        "shrink the largest (fewer ring stages, smaller tiles)",
+        largest,
+    )
 
 
 def _encode_lines(a, comp) -> list:
@@ -248,6 +284,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self._smem_offsets: dict = {}
         self.smem_bytes = 0
         self.smem_align = SMEM_ALIGN  # the largest alignment an allocation of the pool needs
+        self.smem_allocs: dict = {}  # id(alloc) -> (name, bytes, srcinfo) of the pool's allocations
         self.cuda_globals: list = []  # InstrInfo.cuda_includes of the instrs used, in first-use order
         self._analysed = stmt_pairs(df.block, block)  # id(compiled stmt) -> the analysed statement
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
@@ -516,6 +553,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
                 self.smem_align = max(self.smem_align, align)
                 self._smem_offsets[id(s)] = math.ceil(self.smem_bytes / align) * align
                 self.smem_bytes = self._smem_offsets[id(s)] + math.ceil(nbytes / SMEM_ALIGN) * SMEM_ALIGN
+                self.smem_allocs[id(s)] = (s.name.name(), nbytes, s.srcinfo)
             smem_ptr = f"exo_smem + {self._smem_offsets[id(s)]}"
         self.add_line(mem.cuda_alloc(name, ctype, shape, s.srcinfo, smem_ptr))
         return None

@@ -129,6 +129,10 @@ class BarrierText:
 
     device_helpers = False  # its lines call prelude_lines()' helpers
 
+    def smem_bytes(self, info: BarrierInfo) -> int:
+        """Static shared memory its kernel-scope lines declare, per CTA."""
+        return 0
+
     def kernel_scope_lines(self, info: BarrierInfo) -> list:
         return []
 
@@ -164,6 +168,9 @@ class MbarrierText(BarrierText):
         if info.reverse_depth:
             out.append(("r", info.reverse_depth, info.reverse_arrivals))
         return out
+
+    def smem_bytes(self, info: BarrierInfo) -> int:
+        return sum(8 * info.positions * depth for _, depth, _ in self._arrays(info))  # one u64 per mbarrier
 
     def kernel_scope_lines(self, info: BarrierInfo) -> list:
         """__shared__ arrays, their initialisation (thread 0, then the CTA waits), per-thread counters."""

@@ -61,6 +61,12 @@ ELEM_BYTES = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2,
               BF16_C_NAME: 2}
 
 
+# The most shared memory one CTA may use (static plus dynamic, with the opt-in attribute), by compute
+# capability (sm_90a: 90). The code generator refuses a kernel over its target's; pipeline_loop sizes rings to
+# sm_90's by default.
+SMEM_PER_CTA = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+
 def elem_bytes(basetype) -> int:
     """Bytes of one element of an exo base type (f32: 4, f16: 2, ...), as allocations lay them out."""
     return ELEM_BYTES[basetype.ctype()]

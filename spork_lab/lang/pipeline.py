@@ -67,7 +67,7 @@ from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
 from ..core.ir import interval_width, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..core.memories import CudaMemory, elem_bytes
+from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
 from ..core.sync_stmts import (
     BARRIER_CARRIER,
     BarrierMemory,
@@ -80,8 +80,9 @@ from ..core.sync_stmts import (
 )
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order, cuda_in_order_instr, default_usage
 
-# The most shared memory one CTA may use on sm_90 (227 KiB); pass smem_budget= for other targets.
-SMEM_BUDGET = 227 * 1024
+# pipeline_loop's default budget: the most shared memory one CTA may use on sm_90 (227 KiB); pass smem_budget=
+# for other targets.
+SMEM_BUDGET = SMEM_PER_CTA[90]
 
 
 # ---------------------------------------------------------------------------
