@@ -40,39 +40,40 @@ def test_compile_a_file_without_procs(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_user_error_is_one_line_with_file_and_line(tmp_path):
-    bad = tmp_path / "bad.py"
-    bad.write_text(
-        "from __future__ import annotations\n"
-        "from spork_lab import proc\n"
-        "from spork_lab.platforms.cuda import *\n"
-        "@proc\n"
-        "def k(x: f32[32] @ CudaGmemLinear):\n"
-        "    Fence(cuda_in_order)\n"
-    )
-    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(bad), "-o", str(tmp_path)],
+_HEADER = (
+    "from __future__ import annotations\n"
+    "from spork_lab import proc\n"
+    "from spork_lab.platforms.cuda import *\n"
+    "@proc\n"
+    "def k(x: f32[32] @ CudaGmemLinear):\n"
+)
+
+
+def _compile(tmp_path, body: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """`spork-lab compile` on a file of one proc `k` whose body (from line 6) is `body`."""
+    source = tmp_path / "k.py"
+    source.write_text(_HEADER + body)
+    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(source), "-o", str(tmp_path)],
                          capture_output=True, text=True)
+    return source, run
+
+
+def test_user_error_is_one_line_with_file_and_line(tmp_path):
+    bad, run = _compile(tmp_path, "    Fence(cuda_in_order)\n")
     assert run.returncode == 2
     assert run.stderr.strip() == f"error: {bad}:6: Fence takes 2 arguments, got 1: write Fence(first_sync_tl, second_sync_tl)"
 
 
 def test_shared_memory_over_the_limit_is_one_line_at_the_allocation(tmp_path):
     """Found when compiling, not at launch: the CLI prints the CodegenError as one line, with no traceback."""
-    big = tmp_path / "big.py"
-    big.write_text(
-        "from __future__ import annotations\n"
-        "from spork_lab import proc\n"
-        "from spork_lab.platforms.cuda import *\n"
-        "@proc\n"
-        "def k(x: f32[32] @ CudaGmemLinear):\n"
+    big, run = _compile(
+        tmp_path,
         "    with CudaDeviceFunction(blockDim=32):\n"
         "        for task in cuda_tasks(0, 1):\n"
         "            tile: f32[32, 2048] @ CudaSmemLinear\n"
         "            for t in cuda_threads(0, 32):\n"
-        "                tile[t, 0] = x[t]\n"
+        "                tile[t, 0] = x[t]\n",
     )
-    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(big), "-o", str(tmp_path)],
-                         capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {big}:8: the device function at line 6 needs 262144 bytes of shared memory")
     assert len(run.stderr.strip().splitlines()) == 1

@@ -202,13 +202,15 @@ def test_sm90_off_by_one_counts_are_flagged(which):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt", ["tf32", "f16"])
-@pytest.mark.parametrize("how", ["stepwise", "multicast"])
+@pytest.mark.parametrize("how", ["stepwise", "multicast", "one_cta_clusters"])
 def test_sm90_scheduled_gemm_matches_float64(dt, how):
-    """The GEMM scheduled from the naive loop nest (stepwise) and the multicast one pipelined from
-    `unpipelined`, on the H100, against a float64 NumPy product on fresh random inputs."""
+    """The GEMM scheduled from the naive loop nest (stepwise), the multicast one pipelined from `unpipelined`,
+    and make_gemm's clusters of one CTA (M = 512: four one-CTA tasks of 128 rows), on the H100, against a
+    float64 NumPy product on fresh random inputs."""
     cupy = pytest.importorskip("cupy")
     cfg = h.Config(dt, 256, 4, 2, 1)
-    p = h.schedule(h.naive(cfg), cfg) if how == "stepwise" else h.scheduled_gemm(dt, 256, 4, 2, 1)
+    p = {"stepwise": lambda: h.schedule(h.naive(cfg), cfg), "multicast": lambda: h.scheduled_gemm(dt, 256, 4, 2, 1),
+         "one_cta_clusters": lambda: h.make_gemm(dt, CL=1, G=1)}[how]()
     built = getattr(sl.build([p], arch=h.ARCH), p.name())
     args = h.make_args(np.random.default_rng(), n=512, dtype=np.float32 if dt == "tf32" else np.float16)
     want = h.reference(**args)["C"]

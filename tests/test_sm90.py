@@ -231,21 +231,3 @@ def test_a_gemm_ring_over_the_shared_memory_limit_is_refused_when_compiled():
         f"target's): B_s 196608 bytes (line {b_s}), A_s 98304 bytes (line {a_s}), mbarriers 88 bytes, alignment 1024 "
         "bytes; shrink the largest (fewer ring stages, smaller tiles)"
     )
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dt", ["tf32", "f16"])
-def test_the_gemm_in_clusters_of_one_cta_matches_float64(dt):
-    """make_gemm(CL=1) on the GPU against a float64 NumPy product (M = 512: four one-CTA tasks of 128 rows)."""
-    cupy = pytest.importorskip("cupy")
-    import numpy as np
-    import sm90_gemm
-
-    p = sm90_gemm.make_gemm(dt, CL=1, G=1)
-    built = getattr(sl.build([p], arch=sm90_gemm.ARCH), p.name())
-    args = sm90_gemm.make_args(np.random.default_rng(), n=512, dtype=np.float32 if dt == "tf32" else np.float16)
-    want = sm90_gemm.reference(**args)["C"]
-    dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-    built(*dev.values())
-    cupy.cuda.runtime.deviceSynchronize()
-    np.testing.assert_allclose(dev["C"].get(), want, **sm90_gemm.TOLERANCE)

