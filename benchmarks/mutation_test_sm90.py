@@ -63,8 +63,8 @@ _SAFE_NOTES = [
     "waits for the release of the stage one iteration later than needed: strictly more waiting, and the ring "
     "still has a stage per outstanding load. `N 1 -> 0` in the consumers' `Await(cg, cuda_in_order, 1)` waits "
     "for every wgmma group, the current one included, before releasing the previous stage: strictly more "
-    "waiting (the wgmma of one stage no longer overlaps the next stage's issue). Both ran correctly on the "
-    "H100 in the earlier device sweep.",
+    "waiting (the wgmma of one stage no longer overlaps the next stage's issue). The last column is each "
+    "survivor's run on the GPU (`--gpu`).",
 ]
 
 
