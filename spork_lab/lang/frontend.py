@@ -268,9 +268,28 @@ class _GpuSyntaxRewriter:
 
     def rewrite_function(self, fdef: pyast.FunctionDef) -> None:
         for a in fdef.args.args:
+            if a.annotation is not None and self._is_barrier_annotation(a.annotation):
+                self.err(a, f"barrier '{a.arg}' cannot be a proc argument: allocate it inside the proc, "
+                            f"`{a.arg}: barrier @ CudaMbarrier`")
+            if a.annotation is not None:
+                self.check_data_memory(a.arg, a.annotation)
             if a.annotation is not None and self.bf16_to_f16(a.annotation):
                 self.bf16_decls.add((a.arg, None, None))
         fdef.body = self.block(fdef.body)
+
+    def check_data_memory(self, name: str, annotation) -> None:
+        """The memory of a data tensor, evaluated here so that a memory's own check (`Sm90_SmemSwizzled(100)`)
+        or a barrier memory names the user's line; exo would evaluate it with its parser's frames around."""
+        if not (isinstance(annotation, pyast.BinOp) and isinstance(annotation.op, pyast.MatMult)):
+            return
+        try:
+            mem = self.eval(annotation.right, "memory")
+        except _Unknown:
+            return  # exo reports the unknown name
+        if isinstance(mem, type) and issubclass(mem, BarrierMemory):
+            self.err(annotation.right, f"{mem.__name__} holds barriers, not data: declare a barrier as "
+                                       f"`{name}: barrier @ {mem.__name__}`, or put '{name}' in a data memory "
+                                       "such as CudaSmemLinear")
 
     @staticmethod
     def bf16_to_f16(annotation) -> bool:
@@ -287,6 +306,8 @@ class _GpuSyntaxRewriter:
     def stmt(self, s):
         if isinstance(s, pyast.AnnAssign) and self._is_barrier_annotation(s.annotation):
             return self.barrier_decl(s)
+        if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name):
+            self.check_data_memory(s.target.id, s.annotation)
         if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name) and self.bf16_to_f16(s.annotation):
             info = self.getsrcinfo(s)
             self.bf16_decls.add((s.target.id, info.lineno, info.col_offset))
