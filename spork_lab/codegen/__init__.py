@@ -123,7 +123,7 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
     sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, the most any target gives)."""
     cc = None
     if arch is not None:
-        m = re.fullmatch(r"sm_(\d+)a?", arch)
+        m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
         if m is None:
             raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
         cc = int(m[1])
@@ -135,6 +135,19 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
                 d.srcinfo,
             )
         check_smem(d, cc)
+
+
+def _check_distinct_names(procs: list) -> None:
+    """Each proc becomes a C function of its name: two different procs of one name (a proc and a scheduled
+    version of it, before `rename`) would be one function twice."""
+    seen: dict = {}
+    for p in procs:
+        ir = p._loopir_proc
+        other = seen.setdefault(ir.name, ir)
+        if other is not ir:
+            raise CodegenError(f"two different procs are named {ir.name} (the other is at line {other.srcinfo.lineno}); "
+                               f"each becomes a C function of its name: give one another, e.g. "
+                               f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
 
 
 def _memory_error(e: MemGenError) -> CodegenError:
@@ -159,6 +172,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
         raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
     for p in procs:
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
+    _check_distinct_names(procs)
     lib = lib_name(basename)
     rewriter = HostRewriter(lib)
     try:
