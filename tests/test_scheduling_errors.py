@@ -41,6 +41,23 @@ def test_a_loop_pattern_that_matches_nothing_lists_the_loops():
                  "divide_loop: no loop matches 'rows'", "did you mean 'row'?", "its loops are: row, col")
 
 
+@pytest.mark.parametrize("find, fragments", [
+    (lambda: add_rows.find_loop("rows"), ["add_rows.find_loop: no loop matches 'rows'", "did you mean 'row'?"]),
+    (lambda: add_rows.find_loop("col #1"), ["no loop matches 'col #1'", "did you mean 'col'?"]),
+    (lambda: add_rows.find("y[_] = _"), ["add_rows.find: no statement matches 'y[_] = _'", "did you mean 'y[_] += _'?"]),
+    (lambda: add_rows.find_alloc_or_arg("z"), ["add_rows.find_alloc_or_arg: no buffer named 'z'", "its buffers are: x, y"]),
+    (lambda: add_rows.find("for row in"), ["exo cannot parse the pattern 'for row in'"]),
+])  # fmt: skip
+def test_finding_what_a_proc_lacks_is_reported_like_the_ops(find, fragments):
+    """exo's proc.find* raised `find: failed to find matches` (or a SyntaxError for a pattern it cannot parse)
+    from its own frames."""
+    with pytest.raises(SporkSchedulingError) as e:
+        find()
+    assert (e.value.filename, e.value.lineno) == (__file__, find.__code__.co_firstlineno)
+    assert all(f in e.value.message for f in fragments), e.value.message
+    assert add_rows.find_loop("col").name() == "col"
+
+
 def test_reorder_of_loops_that_are_not_directly_nested_lists_the_pairs():
     _raises_here(lambda: reorder_loops(add_rows, "col row"), "no loop 'row' directly inside a loop 'col'",
                  "did you mean 'row col'?")
@@ -73,6 +90,12 @@ def test_find_blocks_takes_a_block_class():
 
 def test_exo_errors_raised_outside_a_proc_method_lose_the_unknown_directive_prefix():
     _raises_here(lambda: divide_loop(add_rows, "col", 7, ["a", "b"], perfect=True), "divide_loop: cannot perfectly divide")
+
+
+def test_a_pattern_exo_cannot_parse_is_named():
+    """Was "exo failed inside this op (SyntaxError ...), a limit of exo's implementation"."""
+    _raises_here(lambda: divide_loop(add_rows, "for row in", 4, ["a", "b"]),
+                 "divide_loop: exo cannot parse the pattern 'for row in' (invalid syntax)")
 
 
 def test_argument_type_errors_from_exo_become_errors_at_the_users_line():

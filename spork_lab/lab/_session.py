@@ -332,12 +332,8 @@ class Workbench:
         if index is None or template_call_of(r.view.stmts[index].f.name) is None:
             try:
                 node = self.proc.find(pattern)._impl._node
-            except SchedulingError as e:
+            except (SchedulingError, SyntaxError) as e:
                 raise explain(e, "select", self.proc, user_frame()).with_traceback(None) from None
-            except SyntaxError as e:
-                raise SporkSchedulingError(f"select: exo cannot parse the pattern {pattern!r} ({e.msg}); patterns "
-                                           "read like code with _ for any part: 'for i in _: _', 'y[_] += _'",
-                                           user_frame()).with_traceback(None) from None
             index = next(i for i, s in enumerate(r.view.stmts) if s is node)
         self._selection = (r.view.paths[index], type(r.view.stmts[index]))
         return self
