@@ -72,6 +72,11 @@ CASES = {
                                ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
     "data in a barrier memory": ("t: f32[4] @ CudaMbarrier  # <-\nt[0] = 0.0",
                                  ["CudaMbarrier holds barriers, not data", "`t: barrier @ CudaMbarrier`"]),
+    "template instr operand by keyword": ("s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+                                          "    with CudaAsync(Sm80_cp_async_instr):\n"
+                                          "        Sm80_cp_async_f32(dst=s[4 * i:4 * i + 4], src=x[0:4], size=16)  # <-",
+                                          ["Sm80_cp_async_f32 takes its operands positionally, and only size=... by "
+                                           "keyword, not dst=..."]),
     "template instr window of another shape": (
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",

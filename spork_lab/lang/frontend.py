@@ -502,6 +502,10 @@ class _GpuSyntaxRewriter:
 
     def template_call(self, call: pyast.Call, template: InstrTemplate):
         """`Sm80_cp_async_f32(dst, src, size=16)` -> a call of the concrete instr for size=16."""
+        operand = next((kw for kw in call.keywords if kw.arg is not None and kw.arg not in template.defaults), None)
+        if operand is not None:  # `dst=s[...]` would be evaluated as a compile-time keyword: a misleading NameError
+            self.err(operand.value, f"{template.name} takes its operands positionally, and only "
+                                    f"{', '.join(f'{k}=...' for k in template.defaults)} by keyword, not {operand.arg}=...")
         kwargs = self.keywords(call, template.name)
         try:
             concrete = template.instantiate(**kwargs)
