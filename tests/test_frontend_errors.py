@@ -192,3 +192,9 @@ def test_a_proc_without_source_text_says_where_to_define_it():
     with pytest.raises(SporkSyntaxError, match=r"Python has none for k: define it in a .py file or a notebook cell") as info:
         exec("@proc\ndef k(x: f32[4] @ DRAM):\n    x[0] = 1.0\n", {"proc": __import__("spork_lab").proc})
     assert (info.value.filename, info.value.lineno) == ("<string>", 1)  # the line of `@proc`
+
+
+def test_a_blocks_own_message_is_not_prefixed_with_its_name_again(tmp_path):
+    """Was `CudaWarps: CudaWarps(2, 1): ...` (and `CudaDeviceFunction: CudaDeviceFunction: ...`)."""
+    err, path, line = _load(tmp_path, "with CudaWarps(2, 1):  # <-\n    pass")
+    assert str(err) == f"{path}:{line}: CudaWarps(2, 1): need 0 <= lo < hi; write CudaWarps(lo, hi, name=...)"

@@ -242,7 +242,8 @@ class _GpuSyntaxRewriter:
             callee = self.lookup(node.func) if isinstance(node, pyast.Call) else None
             usage = f"; write {callee.usage()}" if hasattr(callee, "usage") else ""
             reason = re.sub(r"^[\w.]*__init__[(][)] ", "", str(e))
-            self.err(node, f"{what}: {reason}{usage}")
+            prefix = "" if reason.startswith(what) else f"{what}: "  # the block's own check names it already
+            self.err(node, f"{prefix}{reason}{usage}")
         except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
             self.err(node, f"{what}: evaluating `{pyast.unparse(node)}` raised {type(e).__name__}: {e}")
 
