@@ -55,7 +55,7 @@ CASES = {
     ">> after Fence": ("Fence(cuda_in_order, cuda_in_order) >> bar  # <-", ["`>>` only follows Arrive(...) or ReverseArrive(...)"]),
     "several items in with": ("with CudaWarps(0, 1), CudaWarps(1, 2):  # <-\n    pass", ["one context per `with`"]),
     "as in with": ("with CudaWarps(0, 1) as w:  # <-\n    pass", ["`with ... as name` is not allowed"]),
-    "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier"]),
+    "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier", "before using it in Await"]),
     "barrier as data": ("x[0] = bar  # <-", ["'bar' is a barrier, not data"]),
     "non-integer N": ("Await(bar, cuda_in_order, 1.5)  # <-", ["N must be an int", "~1"]),
     "instr-tl as sync-tl": ("Fence(Sm80_cp_async_instr, cuda_in_order)  # <-", ["Sm80_cp_async_instr is an instr-tl: write Sm80_cp_async"]),

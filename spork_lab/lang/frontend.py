@@ -403,7 +403,7 @@ class _GpuSyntaxRewriter:
             self.err(node, f"{kind} needs a barrier variable here, e.g. `bar` or `bar[i]`, not `{pyast.unparse(node)}`")
         if base.id not in self.barriers:
             self.err(node, f"'{base.id}' is not a barrier: declare it as `{base.id}: barrier @ CudaMbarrier` "
-                           "(or CudaCommitGroup, CudaEvent) before using it in {kind}")
+                           f"(or CudaCommitGroup, CudaEvent) before using it in {kind}")
         mem, ndim = self.barriers[base.id]
         idx = []
         if isinstance(node, pyast.Subscript):
