@@ -53,6 +53,8 @@ CASES = {
     "Arrive arity": ("Arrive(cuda_in_order) >> bar  # <-", ["Arrive takes 2 arguments", "Arrive(first_sync_tl, N) >> bar[...]"]),
     "Arrive without >>": ("Arrive(cuda_in_order, 1)  # <-", ["needs its barrier after `>>`"]),
     ">> after Fence": ("Fence(cuda_in_order, cuda_in_order) >> bar  # <-", ["`>>` only follows Arrive(...) or ReverseArrive(...)"]),
+    "too many block arguments": ("with CudaAsync(Sm80_cp_async_instr, cuda_in_order_instr):  # <-\n    pass",
+                                 ["CudaAsync: takes 1 positional argument, got 2; write CudaAsync(instr_tl)"]),
     "several items in with": ("with CudaWarps(0, 1), CudaWarps(1, 2):  # <-\n    pass", ["one context per `with`"]),
     "as in with": ("with CudaWarps(0, 1) as w:  # <-\n    pass", ["`with ... as name` is not allowed"]),
     "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier", "before using it in Await"]),

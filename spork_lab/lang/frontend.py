@@ -208,6 +208,16 @@ def _register_tensor_maps(stmts: list, specs: dict) -> None:
             _register_tensor_maps(s.orelse, specs)
 
 
+def _without_self(message: str) -> str:
+    """A block class's __init__ TypeError as the user called it: no `X.__init__()`, and counts without `self`
+    (`CudaAsync(a, b)` "takes 2 positional arguments but 3 were given")."""
+    counts = re.fullmatch(r"[\w.]*__init__[(][)] takes (\d+) positional arguments? but (\d+) (?:were|was) given", message)
+    if counts:
+        takes, given = int(counts[1]) - 1, int(counts[2]) - 1
+        return f"takes {takes} positional argument{'s' * (takes != 1)}, got {given}"
+    return re.sub(r"^[\w.]*__init__[(][)] ", "", message)
+
+
 def _suggest(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -241,7 +251,7 @@ class _GpuSyntaxRewriter:
         except TypeError as e:
             callee = self.lookup(node.func) if isinstance(node, pyast.Call) else None
             usage = f"; write {callee.usage()}" if hasattr(callee, "usage") else ""
-            reason = re.sub(r"^[\w.]*__init__[(][)] ", "", str(e))
+            reason = _without_self(str(e))
             prefix = "" if reason.startswith(what) else f"{what}: "  # the block's own check names it already
             self.err(node, f"{prefix}{reason}{usage}")
         except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
