@@ -181,6 +181,8 @@ def test_a_size_that_is_not_an_int_is_refused_at_its_declaration(value):
 def test_limits_that_are_not_ints_are_refused():
     with pytest.raises(TypeError, match=r"sync_check\(max_hazards='all'\): give an int >= 0"):
         sync_check(P.reverse_tiles, n=256, max_hazards="all")
+    with pytest.raises(TypeError, match=r"takes the sizes as keywords: write sync_check\(p, n=256\) or sync_check\(p, \*\*sizes\)"):
+        sync_check(P.reverse_tiles, {"n": 256})
 
 
 def test_sizes_too_big_to_track_are_refused_before_the_run():

@@ -82,6 +82,9 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     """
     if engine not in ENGINES:
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
+    if isinstance(max_hazards, dict):  # sync_check(p, {"n": 1024}): the sizes landed in the first positional parameter
+        raise TypeError("sync_check takes the sizes as keywords: write sync_check(p, "
+                        f"{', '.join(f'{k}={v!r}' for k, v in max_hazards.items())}) or sync_check(p, **sizes)")
     for name, limit in (("max_hazards", max_hazards), ("max_events", max_events), ("max_elements", max_elements)):
         if not _is_int(limit) or limit < 0:
             raise TypeError(f"sync_check({name}={limit!r}): give an int >= 0")
