@@ -42,10 +42,10 @@ def test_a_loop_pattern_that_matches_nothing_lists_the_loops():
 
 
 @pytest.mark.parametrize("find, fragments", [
-    (lambda: add_rows.find_loop("rows"), ["add_rows.find_loop: no loop matches 'rows'", "did you mean 'row'?"]),
+    (lambda: add_rows.find_loop("rows"), ["find_loop: no loop matches 'rows'", "did you mean 'row'?"]),
     (lambda: add_rows.find_loop("col #1"), ["no loop matches 'col #1'", "did you mean 'col'?"]),
-    (lambda: add_rows.find("y[_] = _"), ["add_rows.find: no statement matches 'y[_] = _'", "did you mean 'y[_] += _'?"]),
-    (lambda: add_rows.find_alloc_or_arg("z"), ["add_rows.find_alloc_or_arg: no buffer named 'z'", "its buffers are: x, y"]),
+    (lambda: add_rows.find("y[_] = _"), ["find: no statement matches 'y[_] = _'", "did you mean 'y[_] += _'?"]),
+    (lambda: add_rows.find_alloc_or_arg("z"), ["find_alloc_or_arg: no buffer named 'z'", "its buffers are: x, y"]),
     (lambda: add_rows.find("for row in"), ["exo cannot parse the pattern 'for row in'"]),
 ])  # fmt: skip
 def test_finding_what_a_proc_lacks_is_reported_like_the_ops(find, fragments):

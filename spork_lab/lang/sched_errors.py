@@ -185,11 +185,12 @@ def install() -> None:
             return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
         except (exo.SchedulingError, SyntaxError) as e:
             caller = sys._getframe(1)
-            method = caller.f_code.co_name if caller.f_code.co_name in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
+            method = caller.f_code.co_name
+            method = method if method in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
             user = caller.f_back if method != "find" else caller
             if user.f_code.co_filename.startswith(_LIBRARIES):
                 raise  # a scheduling op looking for something: the op explains its failure
-            raise explain(e, f"{self.name()}.{method}", self, user_frame()).with_traceback(None) from None
+            raise explain(e, method, self, user_frame()).with_traceback(None) from None  # as the notebook shows it
 
     Procedure.find = functools.wraps(exo_find)(find)
 
