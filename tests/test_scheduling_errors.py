@@ -122,6 +122,12 @@ def test_make_tensor_map_errors():
     _raises_here(lambda: make_tensor_map(add_rows, "x", "x_tm", 128, (4,)), "x has 2 dimensions, the box [4] has 1")
 
 
+def test_a_barrier_takes_a_new_name():
+    """A barrier `x` beside the argument `x` printed as `x_1`, and "x" in a later insert_arrive named the argument."""
+    _raises_here(lambda: insert_barrier_alloc(add_rows, add_rows.find_loop("row").before(), "x", [], CudaMbarrier),
+                 "insert_barrier_alloc: 'x' is already a name in add_rows")
+
+
 def test_make_tensor_map_renames_the_reads():
     text = str(make_tensor_map(add_rows, "x", "x_tm", 128, (4, 16)))
     assert "x_tm = x[0:n, 0:16] @ Sm90_tensorMap(128, 4, 16)" in text and "y[row, col] += x_tm[row, col]" in text
