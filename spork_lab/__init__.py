@@ -16,11 +16,13 @@ from .errors import (
 )
 from .lang import pipeline as _pipeline
 from .lang import printer as _printer
+from .lang import sched_errors as _sched_errors
 from .lang.decorators import instr, proc
 from .lang.frontend import parse_source
 from .platforms import cuda as _cuda  # noqa: F401  (registers the names printed procs use)
 
 _printer.install()
+_sched_errors.install()
 
 # Heavier parts load on first use, so `import spork_lab` stays fast and needs no GPU stack.
 _LAZY = {

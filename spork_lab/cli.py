@@ -22,6 +22,11 @@ def load_procs(path: pathlib.Path) -> dict:
     """Import a Python file (which may import files beside it) and return its procs (not instrs) by name,
     in definition order. Any error the file raises becomes a SporkError at the user's line."""
     folder = str(path.resolve().parent)
+    if not path.exists():
+        raise SporkError(f"{path}: no such file")
+    if path.suffix != ".py" or not path.is_file():
+        raise SporkError(f"{path} is not a Python file: give the .py file that defines the procs (a notebook: "
+                         "`jupyter nbconvert --to script` it first)")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
@@ -116,6 +121,9 @@ def compile_file(args: argparse.Namespace) -> int:
             print(f"error: {path} defines no proc {', '.join(missing)} (it has: {', '.join(procs)})", file=sys.stderr)
             return 2
         procs = {n: procs[n] for n in args.proc}
+    if pathlib.Path(args.out).exists() and not pathlib.Path(args.out).is_dir():
+        print(f"error: -o {args.out} is a file; give a directory for the generated files", file=sys.stderr)
+        return 2
     for f in compile_procs(list(procs.values()), args.out, path.stem):
         print(f)
     return 0

@@ -237,6 +237,14 @@ def wgmma_zero_by_misaligned_warps(y: f32[32] @ CudaGmemLinear):
 
 
 @proc
+def wgmma_zero_in_a_64_thread_cta(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 1):
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            Sm90_zero_scale_d_f32(D, N=8)  # error here
+
+
+@proc
 def cp_async_misaligned(A: f32[64] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, 1):

@@ -34,6 +34,9 @@ CASES = [
     ("cp_async_by_warp", CollectiveError, ["Sm80_cp_async_f32 must", "unit cuda_thread", "cuda_warp (32 threads)"]),
     ("wgmma_zero_by_misaligned_warps", CollectiveError,
      ["unit cuda_warpgroup", "threads [32, 160) are as many as a cuda_warpgroup but not one", "multiple of 128"]),
+    # a unit larger than the whole CTA: the same error, at the instr's line (was one without a line)
+    ("wgmma_zero_in_a_64_thread_cta", CollectiveError,
+     ["Sm90_zero_scale_d_f32 must be executed by a collective of unit cuda_warpgroup", "cuda_cta_in_cluster (64 threads)"]),
     # layouts: instrs address contiguous rows (cp.async writes 16 adjacent bytes), a column is not one
     ("cp_async_misaligned", MemoryMismatchError,
      ["Sm80_cp_async_f32 needs each row of dst aligned to 16 bytes", "`A_smem[4 * t + 2:4 * t + 6]` starts 8 bytes past"]),

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from spork_lab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,23 @@ def test_compile_one_proc(tmp_path):
 def test_compile_unknown_proc(tmp_path, capsys):
     rc = main(["compile", str(ROOT / "examples" / "vec_add.py"), "--proc", "nope", "-o", str(tmp_path)])
     assert rc == 2 and "defines no proc nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, message", [("k.ipynb", " is not a Python file: give the .py file"),
+                                           ("folder", " is not a Python file"), ("missing.py", ": no such file")])
+def test_compile_something_other_than_a_python_file(tmp_path, capsys, name, message):
+    """Was an AttributeError (no import spec for a notebook or a folder) or a FileNotFoundError, with a traceback."""
+    (tmp_path / "k.ipynb").write_text("{}")
+    (tmp_path / "folder").mkdir()
+    rc = main(["compile", str(tmp_path / name), "-o", str(tmp_path / "out")])
+    assert rc == 2 and capsys.readouterr().err.startswith(f"error: {tmp_path / name}{message}")
+
+
+def test_compile_into_a_file_says_to_give_a_directory(tmp_path, capsys):
+    """Was a FileExistsError traceback from mkdir."""
+    (tmp_path / "out").write_text("")
+    rc = main(["compile", str(ROOT / "examples" / "vec_add.py"), "-o", str(tmp_path / "out")])
+    assert rc == 2 and capsys.readouterr().err == f"error: -o {tmp_path / 'out'} is a file; give a directory for the generated files\n"
 
 
 def test_compile_a_file_without_procs(tmp_path, capsys):

@@ -372,5 +372,37 @@ def test_the_shared_memory_limit_is_the_targets(arch, limit):
 def test_api_misuse_says_what_to_write():
     with pytest.raises(TypeError, match=r"write compile_procs_to_strings\(\[p\], ...\)"):
         sl.compile_procs_to_strings(vec_add)
+    with pytest.raises(sl.CodegenError, match="arch must look like sm_80 or sm_90a, got 80"):  # was re's TypeError
+        sl.compile_procs_to_strings([vec_add], arch=80)
     with pytest.raises(TypeError, match="analyze takes a proc .*, not function"):
         sl.analyze(lambda: None)
+
+
+def test_two_procs_of_one_name_are_refused_at_the_second():
+    """A proc and a scheduled version of it keep one name until `rename`: exo's compiler raised a bare TypeError
+    ("multiple procs named vec_add") from its own frames."""
+    from vec_add import vec_add_wide
+
+    from spork_lab.scheduling import rename
+
+    other = rename(vec_add_wide, "vec_add")
+    with pytest.raises(sl.CodegenError, match=r"two different procs are named vec_add .* rename\(p, \"vec_add_gpu\"\)") as e:
+        sl.compile_procs_to_strings([vec_add, other])
+    assert (e.value.filename, e.value.lineno) == (other._loopir_proc.srcinfo.filename, other._loopir_proc.srcinfo.lineno)
+    sl.compile_procs_to_strings([vec_add, vec_add])  # the same proc twice is one function
+
+
+def test_names_the_generated_code_cannot_declare_are_refused_at_the_declaration():
+    """exo writes names unchanged: a buffer `new` was `float *new = ...` in the .cu, which nvcc rejects."""
+    @proc
+    def keyword_names(n: size, x: f32[n] @ CudaGmemLinear):
+        assert n % 32 == 0
+        with CudaDeviceFunction(blockDim=32):
+            for task in cuda_tasks(0, n / 32):
+                new: f32[32] @ CudaSmemLinear
+                for t in cuda_threads(0, 32):
+                    new[t] = x[32 * task + t]
+
+    with pytest.raises(sl.CodegenError, match="'new' is a C/C.. keyword or a CUDA built-in.*rename it") as e:
+        sl.compile_procs_to_strings([keyword_names])
+    assert (e.value.filename, e.value.lineno) == (__file__, keyword_names.find("new : _")._impl._node.srcinfo.lineno)

@@ -53,9 +53,11 @@ CASES = {
     "Arrive arity": ("Arrive(cuda_in_order) >> bar  # <-", ["Arrive takes 2 arguments", "Arrive(first_sync_tl, N) >> bar[...]"]),
     "Arrive without >>": ("Arrive(cuda_in_order, 1)  # <-", ["needs its barrier after `>>`"]),
     ">> after Fence": ("Fence(cuda_in_order, cuda_in_order) >> bar  # <-", ["`>>` only follows Arrive(...) or ReverseArrive(...)"]),
+    "too many block arguments": ("with CudaAsync(Sm80_cp_async_instr, cuda_in_order_instr):  # <-\n    pass",
+                                 ["CudaAsync: takes 1 positional argument, got 2; write CudaAsync(instr_tl)"]),
     "several items in with": ("with CudaWarps(0, 1), CudaWarps(1, 2):  # <-\n    pass", ["one context per `with`"]),
     "as in with": ("with CudaWarps(0, 1) as w:  # <-\n    pass", ["`with ... as name` is not allowed"]),
-    "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier"]),
+    "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier", "before using it in Await"]),
     "barrier as data": ("x[0] = bar  # <-", ["'bar' is a barrier, not data"]),
     "non-integer N": ("Await(bar, cuda_in_order, 1.5)  # <-", ["N must be an int", "~1"]),
     "instr-tl as sync-tl": ("Fence(Sm80_cp_async_instr, cuda_in_order)  # <-", ["Sm80_cp_async_instr is an instr-tl: write Sm80_cp_async"]),
@@ -70,6 +72,13 @@ CASES = {
     "missing instr argument": ("s: f32[64] @ CudaSmemLinear\nwith CudaAsync(Sm80_cp_async_instr):\n"
                                "    Sm80_cp_async_f32(s[0:4], size=16)  # <-",
                                ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
+    "data in a barrier memory": ("t: f32[4] @ CudaMbarrier  # <-\nt[0] = 0.0",
+                                 ["CudaMbarrier holds barriers, not data", "`t: barrier @ CudaMbarrier`"]),
+    "template instr operand by keyword": ("s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
+                                          "    with CudaAsync(Sm80_cp_async_instr):\n"
+                                          "        Sm80_cp_async_f32(dst=s[4 * i:4 * i + 4], src=x[0:4], size=16)  # <-",
+                                          ["Sm80_cp_async_f32 takes its operands positionally, and only size=... by "
+                                           "keyword, not dst=..."]),
     "template instr window of another shape": (
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",
@@ -140,3 +149,54 @@ def test_instr_alignment_names_a_parameter(tmp_path):
     with pytest.raises(SporkSyntaxError, match=r"@instr\(aligned=...\) names dst, not a parameter of zero4 \(d\)") as e:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     assert (e.value.filename, e.value.lineno) == (str(path), 5)
+
+
+MODULES = {
+    # the source after the imports; `# <-` marks the line the error names
+    "barrier argument": ("@proc\ndef k(n: size, bar: barrier @ CudaMbarrier):  # <-\n    pass\n",
+                         ["barrier 'bar' cannot be a proc argument", "bar: barrier @ CudaMbarrier"]),
+    "memory whose constructor refuses its argument": (
+        "@proc\ndef k(x: f32[64, 32] @ CudaGmemLinear):\n    with CudaDeviceFunction(blockDim=128):\n"
+        "        for task in cuda_tasks(0, 1):\n            s: f32[64, 32] @ Sm90_SmemSwizzled(100)  # <-\n",
+        ["evaluating `Sm90_SmemSwizzled(100)` raised ValueError", "swizzle must be 128, 64 or 32 bytes"]),
+    "@instr instr_tl given a sync-tl": ("@instr('{d_data} = 0;', instr_tl=cuda_in_order)\n"
+                                        "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
+                                        ["takes an instr-tl, and cuda_in_order is a sync-tl", "instr_tl=cuda_in_order_instr"]),
+    "@instr coll_unit given a string": ("@instr('{d_data} = 0;', coll_unit='cuda_warp')\n"
+                                        "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
+                                        ["@instr(coll_unit=...) takes a collective unit", "got 'cuda_warp'"]),
+    "@instr template naming no parameter": ("@instr('{dst_data} = 0;')\n"
+                                            "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
+                                            ["template of zero1 names {dst_data}", "{d}, {d_data}, {d_int}"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", MODULES)
+def test_module_level_error_names_file_line_and_fix(tmp_path, case):
+    """Mistakes in a proc's signature or an @instr's arguments, which the task-loop template cannot hold; before,
+    they surfaced as exo's parse error, a ValueError inside exo's parser, or an AttributeError or KeyError from
+    the analyses or the code generator at the first use."""
+    body, expected = MODULES[case]
+    source = "from __future__ import annotations\nfrom spork_lab import instr, proc\nfrom spork_lab.platforms.cuda import *\n" \
+             "from spork_lab.platforms.Sm90 import *\n" + body
+    marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
+    path = tmp_path / "user_module.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("user_module", path)
+    with pytest.raises(SporkSyntaxError) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert (info.value.filename, info.value.lineno) == (str(path), marked)
+    for text in expected:
+        assert text in info.value.message
+
+
+def test_a_proc_without_source_text_says_where_to_define_it():
+    with pytest.raises(SporkSyntaxError, match=r"Python has none for k: define it in a .py file or a notebook cell") as info:
+        exec("@proc\ndef k(x: f32[4] @ DRAM):\n    x[0] = 1.0\n", {"proc": __import__("spork_lab").proc})
+    assert (info.value.filename, info.value.lineno) == ("<string>", 1)  # the line of `@proc`
+
+
+def test_a_blocks_own_message_is_not_prefixed_with_its_name_again(tmp_path):
+    """Was `CudaWarps: CudaWarps(2, 1): ...` (and `CudaDeviceFunction: CudaDeviceFunction: ...`)."""
+    err, path, line = _load(tmp_path, "with CudaWarps(2, 1):  # <-\n    pass")
+    assert str(err) == f"{path}:{line}: CudaWarps(2, 1): need 0 <= lo < hi; write CudaWarps(lo, hi, name=...)"

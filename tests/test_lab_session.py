@@ -11,7 +11,7 @@ import pytest
 from conftest import ir_equal
 from stepwise_gemm import gemm
 
-from spork_lab import proc
+from spork_lab import SporkSchedulingError, SyncError, proc
 from spork_lab.lab import Workbench
 from spork_lab.lab._results import Background, Interrupted
 from spork_lab.platforms.cuda import *
@@ -260,6 +260,37 @@ def test_missing_sizes_say_not_checked(monkeypatch):
     monkeypatch.setattr(_results, "sync_check", lambda p, **s: pytest.fail("sync_check must not run without sizes"))
     wb = Workbench(warp_halves)
     assert "give sizes for n" in wb.state["data"]["check"]["message"]
+
+
+def test_sizes_that_are_not_the_procs_are_refused_when_the_workbench_is_made():
+    """A misspelt size was dropped, and the check said "give sizes for n"; sizes=1024 was dict()'s TypeError."""
+    with pytest.raises(SyncError, match="Workbench\\(sizes=...\\): warp_halves has no size 'N'; its sizes are n") as e:
+        Workbench(warp_halves, sizes={"N": 1024})
+    assert (e.value.filename, e.value.lineno) == (__file__, warp_halves._loopir_proc.srcinfo.lineno)
+    with pytest.raises(TypeError, match=r"takes a dict of the proc's sizes, e.g. sizes=\{'n': 1024\}, not 1024"):
+        Workbench(warp_halves, sizes=1024)
+
+
+def test_a_size_that_is_not_an_int_is_the_checks_error():
+    """Was int()'s ValueError from the checker's thread."""
+    check = Workbench(warp_halves, sizes={"n": "big"}).check
+    assert check.error["kind"] == "SyncError" and "n='big', but n is size: give an int" in check.error["message"]
+
+
+def test_misused_session_calls_say_what_to_write():
+    """Were an IndexError, an AttributeError, exo's `find: failed to find matches` and a SyntaxError from exo's
+    pattern parser, each from inside the workbench or exo."""
+    wb = Workbench(seq_reverse)
+    with pytest.raises(IndexError, match="step 3: this workbench has steps 0 to 0"):
+        wb.proc_at(3)
+    with pytest.raises(TypeError, match=r"apply takes a scheduling operation, as in wb.apply\(divide_loop, ...\), not 'divide_loop'"):
+        wb.apply("divide_loop", "tid", 32, ["w", "l"])
+    line = __import__("inspect").currentframe().f_lineno + 2
+    with pytest.raises(SporkSchedulingError, match="select: no loop matches 'tidd'; did you mean 'tid'") as e:
+        wb.select("for tidd in _: _")
+    assert (e.value.filename, e.value.lineno) == (__file__, line)
+    with pytest.raises(SporkSchedulingError, match=r"select: exo cannot parse the pattern 'for tid in'"):
+        wb.select("for tid in")
 
 
 def test_real_checker_finds_the_missing_fence_and_clears_after_fences():

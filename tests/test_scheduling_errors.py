@@ -41,6 +41,23 @@ def test_a_loop_pattern_that_matches_nothing_lists_the_loops():
                  "divide_loop: no loop matches 'rows'", "did you mean 'row'?", "its loops are: row, col")
 
 
+@pytest.mark.parametrize("find, fragments", [
+    (lambda: add_rows.find_loop("rows"), ["find_loop: no loop matches 'rows'", "did you mean 'row'?"]),
+    (lambda: add_rows.find_loop("col #1"), ["no loop matches 'col #1'", "did you mean 'col'?"]),
+    (lambda: add_rows.find("y[_] = _"), ["find: no statement matches 'y[_] = _'", "did you mean 'y[_] += _'?"]),
+    (lambda: add_rows.find_alloc_or_arg("z"), ["find_alloc_or_arg: no buffer named 'z'", "its buffers are: x, y"]),
+    (lambda: add_rows.find("for row in"), ["exo cannot parse the pattern 'for row in'"]),
+])  # fmt: skip
+def test_finding_what_a_proc_lacks_is_reported_like_the_ops(find, fragments):
+    """exo's proc.find* raised `find: failed to find matches` (or a SyntaxError for a pattern it cannot parse)
+    from its own frames."""
+    with pytest.raises(SporkSchedulingError) as e:
+        find()
+    assert (e.value.filename, e.value.lineno) == (__file__, find.__code__.co_firstlineno)
+    assert all(f in e.value.message for f in fragments), e.value.message
+    assert add_rows.find_loop("col").name() == "col"
+
+
 def test_reorder_of_loops_that_are_not_directly_nested_lists_the_pairs():
     _raises_here(lambda: reorder_loops(add_rows, "col row"), "no loop 'row' directly inside a loop 'col'",
                  "did you mean 'row col'?")
@@ -75,6 +92,12 @@ def test_exo_errors_raised_outside_a_proc_method_lose_the_unknown_directive_pref
     _raises_here(lambda: divide_loop(add_rows, "col", 7, ["a", "b"], perfect=True), "divide_loop: cannot perfectly divide")
 
 
+def test_a_pattern_exo_cannot_parse_is_named():
+    """Was "exo failed inside this op (SyntaxError ...), a limit of exo's implementation"."""
+    _raises_here(lambda: divide_loop(add_rows, "for row in", 4, ["a", "b"]),
+                 "divide_loop: exo cannot parse the pattern 'for row in' (invalid syntax)")
+
+
 def test_argument_type_errors_from_exo_become_errors_at_the_users_line():
     _raises_here(lambda: divide_loop(add_rows, "col", 4, "ab"), "expected a list or tuple")
 
@@ -97,6 +120,12 @@ def test_make_tensor_map_errors():
     _raises_here(lambda: make_tensor_map(add_rows, "x", "x_tm", 100, (4, 16)), "swizzle must be one of 0, 32, 64, 128")
     _raises_here(lambda: make_tensor_map(add_rows, "x", "y", 128, (4, 16)), "'y' is already a name in add_rows")
     _raises_here(lambda: make_tensor_map(add_rows, "x", "x_tm", 128, (4,)), "x has 2 dimensions, the box [4] has 1")
+
+
+def test_a_barrier_takes_a_new_name():
+    """A barrier `x` beside the argument `x` printed as `x_1`, and "x" in a later insert_arrive named the argument."""
+    _raises_here(lambda: insert_barrier_alloc(add_rows, add_rows.find_loop("row").before(), "x", [], CudaMbarrier),
+                 "insert_barrier_alloc: 'x' is already a name in add_rows")
 
 
 def test_make_tensor_map_renames_the_reads():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import procs_sync as P
@@ -165,6 +166,23 @@ def test_sizes_are_checked():
         sync_check(P.reverse_tiles, n=256, m=256)
     with pytest.raises(SyncError, match="n=0, but a size is positive"):
         sync_check(P.reverse_tiles, n=0)
+
+
+@pytest.mark.parametrize("value", ["1024x", None, 256.0, 256.5, True], ids=["str", "None", "float", "fraction", "bool"])
+def test_a_size_that_is_not_an_int_is_refused_at_its_declaration(value):
+    """int() used to raise a ValueError or TypeError from inside the checker, truncate 256.5 to a checked
+    256, or take True for 1."""
+    with pytest.raises(SyncError, match=rf"sync_check: n={re.escape(repr(value))}, but n is size: give an int") as e:
+        sync_check(P.reverse_tiles, n=value)
+    info = P.reverse_tiles._loopir_proc.srcinfo  # the size is declared on the def line (examples/reverse_tiles.py)
+    assert (e.value.filename, e.value.lineno) == (info.filename, line_of(P.reverse_tiles, "def "))
+
+
+def test_limits_that_are_not_ints_are_refused():
+    with pytest.raises(TypeError, match=r"sync_check\(max_hazards='all'\): give an int >= 0"):
+        sync_check(P.reverse_tiles, n=256, max_hazards="all")
+    with pytest.raises(TypeError, match=r"takes the sizes as keywords: write sync_check\(p, n=256\) or sync_check\(p, \*\*sizes\)"):
+        sync_check(P.reverse_tiles, {"n": 256})
 
 
 def test_sizes_too_big_to_track_are_refused_before_the_run():

@@ -125,7 +125,11 @@ def _check_instr_unit(s: LoopIR.Call, info: StmtInfo, unit) -> None:
     tiling = info.tiling
     n = tiling.thread_count
     who = info.coll_unit_text if info.coll_unit_text.endswith(")") else f"{info.coll_unit_text} ({_threads(n)})"
-    if unit.substitute(tiling.blockDim, tiling.clusterDim).thread_count == n:  # the right size, not aligned
+    try:
+        size = unit.substitute(tiling.blockDim, tiling.clusterDim).thread_count
+    except CollectiveError:  # a unit larger than the launch (a warpgroup in 64 threads): not the right size
+        size = None
+    if size == n:  # the right size, not aligned
         first = tiling.threads({name: 0 for name, _ in tiling.iters})[0][0]
         who += (f": threads [{first}, {first + n}) are as many as a {unit} but not one (a {unit}'s threads start "
                 f"at a multiple of {n})")

@@ -18,10 +18,12 @@ from types import SimpleNamespace
 from typing import Optional, Sequence
 
 from exo.API import Procedure
+from exo.core.LoopIR import LoopIR
 from exo.core.memory import MemGenError
 
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
+from ..core.ir import walk_stmts
 from ..errors import CodegenError, user_facing
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
@@ -123,7 +125,7 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
     sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, the most any target gives)."""
     cc = None
     if arch is not None:
-        m = re.fullmatch(r"sm_(\d+)a?", arch)
+        m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
         if m is None:
             raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
         cc = int(m[1])
@@ -135,6 +137,46 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
                 d.srcinfo,
             )
         check_smem(d, cc)
+
+
+def _check_distinct_names(procs: list) -> None:
+    """Each proc becomes a C function of its name: two different procs of one name (a proc and a scheduled
+    version of it, before `rename`) would be one function twice."""
+    seen: dict = {}
+    for p in procs:
+        ir = p._loopir_proc
+        other = seen.setdefault(ir.name, ir)
+        if other is not ir:
+            raise CodegenError(f"two different procs are named {ir.name} (the other is at line {other.srcinfo.lineno}); "
+                               f"each becomes a C function of its name: give one another, e.g. "
+                               f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
+
+
+# Names the generated C and CUDA C++ cannot declare: keywords of either language (that Python allows as names)
+# and CUDA's built-in variables. exo writes the proc's own names into the code unchanged.
+_RESERVED_NAMES = frozenset("""
+    alignas alignof and_eq asm auto bitand bitor bool case catch char char16_t char32_t char8_t compl concept const
+    const_cast consteval constexpr constinit co_await co_return co_yield decltype default delete do double
+    dynamic_cast enum explicit export extern float friend goto inline int long mutable namespace new noexcept not_eq
+    nullptr operator or_eq private protected public register reinterpret_cast requires restrict short signed sizeof
+    static static_assert static_cast struct switch template this thread_local throw typedef typeid typename union
+    unsigned using virtual void volatile wchar_t xor xor_eq threadIdx blockIdx blockDim gridDim warpSize
+""".split())
+
+
+def _check_c_names(proc_ir) -> None:
+    """A buffer, size or loop named like a C/C++ keyword (`new`, `int`) or a CUDA built-in would make code nvcc
+    or gcc rejects: said at its declaration instead."""
+    declared = [(a.name, a.srcinfo) for a in proc_ir.args]
+    for s in walk_stmts(proc_ir.body):
+        if isinstance(s, (LoopIR.Alloc, LoopIR.WindowStmt)):
+            declared.append((s.name, s.srcinfo))
+        elif isinstance(s, LoopIR.For):
+            declared.append((s.iter, s.srcinfo))
+    for sym, srcinfo in declared:
+        if str(sym) in _RESERVED_NAMES:
+            raise CodegenError(f"'{sym}' is a C/C++ keyword or a CUDA built-in, so the generated code cannot use it "
+                               f"as a name: rename it (e.g. '{sym}_')", srcinfo)
 
 
 def _memory_error(e: MemGenError) -> CodegenError:
@@ -159,6 +201,9 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
         raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
     for p in procs:
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
+    _check_distinct_names(procs)
+    for p in procs:
+        _check_c_names(p._loopir_proc)
     lib = lib_name(basename)
     rewriter = HostRewriter(lib)
     try:

@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import re
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from html import escape
@@ -30,7 +31,7 @@ from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import template_call_of
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..errors import SporkError, SporkSchedulingError
+from ..errors import SporkError, SporkSchedulingError, SyncError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
@@ -249,6 +250,14 @@ class Workbench:
     def __init__(self, proc: Procedure, sizes: Optional[dict] = None):
         if not isinstance(proc, Procedure):
             raise TypeError(f"Workbench needs a proc (made with @proc), got {type(proc).__name__}")
+        if sizes is not None and not isinstance(sizes, Mapping):
+            raise TypeError(f"Workbench(sizes=...) takes a dict of the proc's sizes, e.g. sizes={{'n': 1024}}, "
+                            f"not {sizes!r}")
+        names = [str(a.name) for a in proc._loopir_proc.args if not a.type.is_numeric()]
+        unknown = sorted(set(sizes or {}) - set(names))
+        if unknown:
+            raise SyncError(f"Workbench(sizes=...): {proc.name()} has no size {', '.join(map(repr, unknown))}; its "
+                            f"sizes are {', '.join(names) or '(none)'}", proc._loopir_proc.srcinfo)
         self.initial = proc
         self.sizes = dict(sizes or {})
         self.steps: list[Step] = []
@@ -267,10 +276,14 @@ class Workbench:
 
     def proc_at(self, step: int) -> Procedure:
         """The proc after `step` steps (0: the initial proc)."""
+        if not 0 <= step <= len(self.steps):
+            raise IndexError(f"step {step}: this workbench has steps 0 to {len(self.steps)}")
         return self.steps[step - 1].proc if step else self.initial
 
     def apply(self, op: Callable, *args, **kwargs) -> "Workbench":
         """Run `op(proc, *args, **kwargs)` as the next step; a failing op shows its error and changes nothing."""
+        if not callable(op):
+            raise TypeError(f"apply takes a scheduling operation, as in wb.apply(divide_loop, ...), not {op!r}")
         current = self.proc
         call = f"{getattr(op, '__name__', op)}(...)"
         try:
@@ -317,7 +330,10 @@ class Workbench:
         index = next((i for i, s in enumerate(r.view.stmts) if template and isinstance(s, LoopIR.Call)
                       and (template_call_of(s.f.name) or (s.f,))[0].name == template[1]), None)
         if index is None or template_call_of(r.view.stmts[index].f.name) is None:
-            node = self.proc.find(pattern)._impl._node
+            try:
+                node = self.proc.find(pattern)._impl._node
+            except (SchedulingError, SyntaxError) as e:
+                raise explain(e, "select", self.proc, user_frame()).with_traceback(None) from None
             index = next(i for i, s in enumerate(r.view.stmts) if s is node)
         self._selection = (r.view.paths[index], type(r.view.stmts[index]))
         return self

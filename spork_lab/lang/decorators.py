@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import re
+import string
 import types
 from typing import Callable, Optional
 
@@ -11,7 +13,7 @@ from exo.frontend.pyparser import ParseError
 
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
-from ..core.timelines import InstrTl, cuda_in_order_instr
+from ..core.timelines import INSTR_TLS, InstrTl, SyncTl, cuda_in_order_instr
 from ..errors import SporkSyntaxError, user_facing
 from .frontend import parse_function
 
@@ -22,6 +24,11 @@ def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
         raise TypeError("@proc and @instr must decorate a function")
     try:
         return parse_function(func, caller_locals, instr=instr)
+    except OSError:  # inspect finds no source: exec(), python -c, the bare REPL
+        code = func.__code__
+        raise SporkSyntaxError(f"@proc and @instr read the function's source, and Python has none for {func.__name__}: "
+                               "define it in a .py file or a notebook cell (not in exec() or python -c)",
+                               types.SimpleNamespace(filename=code.co_filename, lineno=code.co_firstlineno)) from None
     except (ParseError, TypeError) as e:
         source = inspect.getsourcefile(func)
         if not source or source not in str(e):
@@ -54,13 +61,40 @@ def instr(
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
-        params = [str(a.name) for a in p._loopir_proc.args]
-        unknown = [name for name, _ in aligned if name not in params]
-        if unknown:
-            raise SporkSyntaxError(f"@instr(aligned=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
-                                   f"({', '.join(params)})", p._loopir_proc.srcinfo)
+        _check_instr(p, c_instr, instr_tl, coll_unit, aligned)
         register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent,
                                            aligned=tuple(aligned)))
         return p
 
     return decorate
+
+
+@user_facing
+def _check_instr(p: Procedure, c_instr: str, instr_tl, coll_unit, aligned: tuple) -> None:
+    """@instr's own arguments, checked at the definition: otherwise the analyses or the code generator would
+    meet them as an AttributeError or a KeyError far from the user's line."""
+    where = p._loopir_proc.srcinfo
+    params = [str(a.name) for a in p._loopir_proc.args]
+    if isinstance(instr_tl, SyncTl):
+        meant = INSTR_TLS.get(f"{instr_tl.name}_instr")
+        hint = f": write instr_tl={meant.name}" if meant else ""
+        raise SporkSyntaxError(f"@instr(instr_tl=...) takes an instr-tl, and {instr_tl.name} is a sync-tl{hint}", where)
+    if not isinstance(instr_tl, InstrTl):
+        raise SporkSyntaxError(f"@instr(instr_tl=...) takes an instr-tl such as cuda_in_order_instr, got {instr_tl!r}",
+                               where)
+    if not isinstance(coll_unit, CollUnit):
+        raise SporkSyntaxError(f"@instr(coll_unit=...) takes a collective unit such as cuda_thread, cuda_warp or "
+                               f"4 * cuda_thread, got {coll_unit!r}", where)
+    unknown = [name for name, _ in aligned if name not in params]
+    if unknown:
+        raise SporkSyntaxError(f"@instr(aligned=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
+                               f"({', '.join(params)})", where)
+    known = {f"{a}{suffix}" for a in params for suffix in ("", "_data", "_int")}
+    try:
+        fields = [re.match(r"[^.\[]*", f).group() for _, f, _, _ in string.Formatter().parse(c_instr) if f is not None]
+    except ValueError as e:  # an unmatched brace: C braces are written {{ and }}
+        raise SporkSyntaxError(f"@instr template of {p.name()}: {e}; write C braces as {{{{ and }}}}", where) from None
+    wrong = [f for f in dict.fromkeys(fields) if f not in known]
+    if wrong:
+        raise SporkSyntaxError(f"@instr template of {p.name()} names {{{wrong[0]}}}, but {p.name()} has no such "
+                               f"parameter; it may name {', '.join('{' + k + '}' for k in sorted(known))}", where)

@@ -208,6 +208,16 @@ def _register_tensor_maps(stmts: list, specs: dict) -> None:
             _register_tensor_maps(s.orelse, specs)
 
 
+def _without_self(message: str) -> str:
+    """A block class's __init__ TypeError as the user called it: no `X.__init__()`, and counts without `self`
+    (`CudaAsync(a, b)` "takes 2 positional arguments but 3 were given")."""
+    counts = re.fullmatch(r"[\w.]*__init__[(][)] takes (\d+) positional arguments? but (\d+) (?:were|was) given", message)
+    if counts:
+        takes, given = int(counts[1]) - 1, int(counts[2]) - 1
+        return f"takes {takes} positional argument{'s' * (takes != 1)}, got {given}"
+    return re.sub(r"^[\w.]*__init__[(][)] ", "", message)
+
+
 def _suggest(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -241,8 +251,9 @@ class _GpuSyntaxRewriter:
         except TypeError as e:
             callee = self.lookup(node.func) if isinstance(node, pyast.Call) else None
             usage = f"; write {callee.usage()}" if hasattr(callee, "usage") else ""
-            reason = re.sub(r"^[\w.]*__init__[(][)] ", "", str(e))
-            self.err(node, f"{what}: {reason}{usage}")
+            reason = _without_self(str(e))
+            prefix = "" if reason.startswith(what) else f"{what}: "  # the block's own check names it already
+            self.err(node, f"{prefix}{reason}{usage}")
         except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
             self.err(node, f"{what}: evaluating `{pyast.unparse(node)}` raised {type(e).__name__}: {e}")
 
@@ -268,9 +279,28 @@ class _GpuSyntaxRewriter:
 
     def rewrite_function(self, fdef: pyast.FunctionDef) -> None:
         for a in fdef.args.args:
+            if a.annotation is not None and self._is_barrier_annotation(a.annotation):
+                self.err(a, f"barrier '{a.arg}' cannot be a proc argument: allocate it inside the proc, "
+                            f"`{a.arg}: barrier @ CudaMbarrier`")
+            if a.annotation is not None:
+                self.check_data_memory(a.arg, a.annotation)
             if a.annotation is not None and self.bf16_to_f16(a.annotation):
                 self.bf16_decls.add((a.arg, None, None))
         fdef.body = self.block(fdef.body)
+
+    def check_data_memory(self, name: str, annotation) -> None:
+        """The memory of a data tensor, evaluated here so that a memory's own check (`Sm90_SmemSwizzled(100)`)
+        or a barrier memory names the user's line; exo would evaluate it with its parser's frames around."""
+        if not (isinstance(annotation, pyast.BinOp) and isinstance(annotation.op, pyast.MatMult)):
+            return
+        try:
+            mem = self.eval(annotation.right, "memory")
+        except _Unknown:
+            return  # exo reports the unknown name
+        if isinstance(mem, type) and issubclass(mem, BarrierMemory):
+            self.err(annotation.right, f"{mem.__name__} holds barriers, not data: declare a barrier as "
+                                       f"`{name}: barrier @ {mem.__name__}`, or put '{name}' in a data memory "
+                                       "such as CudaSmemLinear")
 
     @staticmethod
     def bf16_to_f16(annotation) -> bool:
@@ -287,6 +317,8 @@ class _GpuSyntaxRewriter:
     def stmt(self, s):
         if isinstance(s, pyast.AnnAssign) and self._is_barrier_annotation(s.annotation):
             return self.barrier_decl(s)
+        if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name):
+            self.check_data_memory(s.target.id, s.annotation)
         if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name) and self.bf16_to_f16(s.annotation):
             info = self.getsrcinfo(s)
             self.bf16_decls.add((s.target.id, info.lineno, info.col_offset))
@@ -381,7 +413,7 @@ class _GpuSyntaxRewriter:
             self.err(node, f"{kind} needs a barrier variable here, e.g. `bar` or `bar[i]`, not `{pyast.unparse(node)}`")
         if base.id not in self.barriers:
             self.err(node, f"'{base.id}' is not a barrier: declare it as `{base.id}: barrier @ CudaMbarrier` "
-                           "(or CudaCommitGroup, CudaEvent) before using it in {kind}")
+                           f"(or CudaCommitGroup, CudaEvent) before using it in {kind}")
         mem, ndim = self.barriers[base.id]
         idx = []
         if isinstance(node, pyast.Subscript):
@@ -481,6 +513,10 @@ class _GpuSyntaxRewriter:
 
     def template_call(self, call: pyast.Call, template: InstrTemplate):
         """`Sm80_cp_async_f32(dst, src, size=16)` -> a call of the concrete instr for size=16."""
+        operand = next((kw for kw in call.keywords if kw.arg is not None and kw.arg not in template.defaults), None)
+        if operand is not None:  # `dst=s[...]` would be evaluated as a compile-time keyword: a misleading NameError
+            self.err(operand.value, f"{template.name} takes its operands positionally, and only "
+                                    f"{', '.join(f'{k}=...' for k in template.defaults)} by keyword, not {operand.arg}=...")
         kwargs = self.keywords(call, template.name)
         try:
             concrete = template.instantiate(**kwargs)

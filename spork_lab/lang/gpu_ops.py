@@ -177,9 +177,17 @@ def insert_fence(proc: Procedure, gap, first_tl: SyncTl, second_tl: SyncTl) -> P
     return _insert_sync(proc, gap, SyncSpec("Fence", first_tl=first_tl, second_tl=second_tl), [])
 
 
+def _names(ir) -> set:
+    """The names of a proc's arguments and of the buffers, barriers and windows it declares."""
+    return {a.name.name() for a in ir.args} | {s.name.name() for s in walk_stmts(ir.body)
+                                               if hasattr(s, "name") and isinstance(s.name, Sym)}
+
+
 @sched_op([GapCursorA, NameA, _ShapeA, _BarrierMemoryA])
 def insert_barrier_alloc(proc: Procedure, gap, name: str, shape, memory) -> Procedure:
     """Insert `name: barrier[shape] @ memory` at a gap (shape [] for a single barrier)."""
+    if name in _names(proc._loopir_proc):  # a second `x` would print as `x_1`, and 'x' would name the other one
+        raise SchedulingError(f"{name!r} is already a name in {proc.name()}: give the barrier another")
     srcinfo = gap.anchor()._impl._node.srcinfo
     typ = BARRIER_CARRIER
     if shape:
@@ -246,7 +254,7 @@ def make_tensor_map(proc: Procedure, tensor, name: str, swizzle: int, box: tuple
     except ValueError as e:
         raise SchedulingError(str(e)) from None
     ir = proc._loopir_proc
-    if name in {a.name.name() for a in ir.args} | {s.name.name() for s in walk_stmts(ir.body) if hasattr(s, "name") and isinstance(s.name, Sym)}:
+    if name in _names(ir):
         raise SchedulingError(f"{name!r} is already a name in {ir.name}")
     dims = tensor.type.shape()
     if len(box) != len(dims):

@@ -16,6 +16,7 @@ the closest ones first ("did you mean").
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import sys
 from pathlib import Path
@@ -126,10 +127,14 @@ def _choices(wanted: str, existing: list[str], what: str, likely: tuple = ()) ->
 
 
 def _not_found(pattern: str, proc: Procedure) -> str:
-    loop = re.fullmatch(r"for (\w+) in _: _", pattern)
+    loop = re.fullmatch(r"for (\w+) in _: _(?:\s*(#)\s*(\d+))?", pattern)  # find_loop("tid #1"): "... _: _#1"
     pair = re.fullmatch(r"for (\w+) in _:\s*for (\w+) in _: _", pattern, re.S)
+    buffer = re.fullmatch(r"(\w+)\s*:\s*_", pattern)
+    if buffer:
+        return f"no buffer named {buffer.group(1)!r}; " + _choices(buffer.group(1), _buffers(proc), "its buffers are")
     if loop:
-        return f"no loop matches {loop.group(1)!r}; " + _choices(loop.group(1), loop_patterns(proc), "its loops are")
+        wanted = f"{loop.group(1)} #{loop.group(3)}" if loop.group(2) else loop.group(1)
+        return f"no loop matches {wanted!r}; " + _choices(wanted, loop_patterns(proc), "its loops are")
     if pair:
         outer, inner = pair.groups()
         return (f"no loop {inner!r} directly inside a loop {outer!r} (nothing else in between); "
@@ -147,6 +152,9 @@ def explain(
         return e
     if isinstance(e, AssertionError):
         return SporkSchedulingError(f"{op}: {_failed_assertion(e, proc, given or {})}", where)
+    if isinstance(e, SyntaxError):  # exo parses a pattern as Python
+        return SporkSchedulingError(f"{op}: exo cannot parse the pattern {(e.text or '').strip()!r} ({e.msg}); patterns "
+                                    "read like code with _ for any part: 'for i in _: _', 'y[_] += _'", where)
     if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
         return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
                                     "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
@@ -165,6 +173,26 @@ def explain(
     elif proc is not None and missing_buffer:
         text = f"no buffer named {missing_buffer.group(1)!r}; " + _choices(missing_buffer.group(1), _buffers(proc), "its buffers are")
     return SporkSchedulingError(f"{op}: {text}", where)
+
+
+def install() -> None:
+    """Make exo's `Procedure.find` (and so `find_loop`, `find_alloc_or_arg`) report a pattern that matches nothing
+    as the scheduling ops do: `p.find_loop("j")` raised `find: failed to find matches` from exo's frames."""
+    exo_find = Procedure.find
+
+    def find(self, pattern, many=False, call_depth=1):
+        try:
+            return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
+        except (exo.SchedulingError, SyntaxError) as e:
+            caller = sys._getframe(1)
+            method = caller.f_code.co_name
+            method = method if method in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
+            user = caller.f_back if method != "find" else caller
+            if user.f_code.co_filename.startswith(_LIBRARIES):
+                raise  # a scheduling op looking for something: the op explains its failure
+            raise explain(e, method, self, user_frame()).with_traceback(None) from None  # as the notebook shows it
+
+    Procedure.find = functools.wraps(exo_find)(find)
 
 
 def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict) -> str:

@@ -19,6 +19,7 @@ the reference engine runs it and the report says so (`engine`,
 from __future__ import annotations
 
 import math
+import numbers
 
 from exo.core.LoopIR import T
 
@@ -81,6 +82,12 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     """
     if engine not in ENGINES:
         raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
+    if isinstance(max_hazards, dict):  # sync_check(p, {"n": 1024}): the sizes landed in the first positional parameter
+        raise TypeError("sync_check takes the sizes as keywords: write sync_check(p, "
+                        f"{', '.join(f'{k}={v!r}' for k, v in max_hazards.items())}) or sync_check(p, **sizes)")
+    for name, limit in (("max_hazards", max_hazards), ("max_events", max_events), ("max_elements", max_elements)):
+        if not _is_int(limit) or limit < 0:
+            raise TypeError(f"sync_check({name}={limit!r}): give an int >= 0")
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
     values = _size_values(ir, sizes, max_elements)
@@ -110,6 +117,11 @@ def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:
     return run
 
 
+def _is_int(value) -> bool:
+    """An int the machine can take as is: a float is not silently truncated, nor a bool taken for 0 or 1."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
     """The size arguments' values in order, checked: every one given and positive, no other name given,
     every assertion true, and at most `max_elements` argument elements."""
@@ -125,6 +137,8 @@ def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
             if name not in sizes:
                 raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", a.srcinfo)
             env[a.name] = P.Var(len(values))
+            if not _is_int(sizes[name]):
+                raise SyncError(f"sync_check: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", a.srcinfo)
             values.append(int(sizes[name]))
             if values[-1] < 1 and isinstance(a.type, T.Size):
                 raise SyncError(f"sync_check: {name}={values[-1]}, but a size is positive", a.srcinfo)
