@@ -11,6 +11,7 @@ from spork_lab import instr, proc
 from spork_lab.core.memories import CudaMemory
 from spork_lab.core.timelines import wgmma_usage_a, wgmma_usage_b, wgmma_usage_d
 from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm90 import *
 from spork_lab.sync.mutants import without_syncs
 from spork_lab.scheduling import rename
 
@@ -88,6 +89,76 @@ def wgmma_tiles(
 wgmma_no_proxy_fence = rename(without_syncs(wgmma_tiles, [0]), "wgmma_no_proxy_fence")
 wgmma_no_wgmma_fence = rename(without_syncs(wgmma_tiles, [1]), "wgmma_no_wgmma_fence")
 wgmma_no_wait = rename(without_syncs(wgmma_tiles, [2, 3]), "wgmma_no_wait")
+
+
+
+# Only wgmma.fence orders a warpgroup's register writes before its wgmma (seed 003, "wgmma"): a CTA-wide fence
+# whose second sync-tl names wgmma (here the CTA is the warpgroup) lowers to bar.sync and fence.proxy.async,
+# no wgmma.fence, so the zeroed accumulator is read and written by the wgmma unordered.
+@proc
+def wgmma_cta_fence_only(
+    k: size, A: f32[64, k, 8] @ CudaGmemLinear, B: f32[k, 8, 8] @ CudaGmemLinear, C: f32[64, 8] @ CudaGmemLinear
+):
+    assert k >= 2
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            cg: barrier @ CudaCommitGroup
+            for wg in cuda_threads(0, 1, unit=cuda_warpgroup):
+                D: f32[64, 8] @ WgAccumulator
+                wg_zero(D)
+                for kt in seq(0, k):
+                    A_s: f32[64, 8] @ CudaSmemLinear
+                    B_s: f32[8, 8] @ CudaSmemLinear
+                    for t in cuda_threads(0, 64, unit=2 * cuda_thread):
+                        for q in cuda_threads(0, 2):
+                            for j in seq(0, 4):
+                                A_s[t, 4 * q + j] = A[t, kt, 4 * q + j]
+                    for t in cuda_threads(0, 64):
+                        B_s[t / 8, t % 8] = B[kt, t / 8, t % 8]
+                    Fence(cuda_in_order, wgmma_async)  # no wgmma.fence
+                    with CudaAsync(wgmma_async_instr):
+                        wg_mma(D, A_s, B_s)
+                    Arrive(wgmma_async, 1) >> cg
+                    Await(cg, cuda_in_order, 0)
+                    Fence(cuda_in_order, cuda_in_order)
+                wg_store(C, D)
+
+
+# wgmma's A operand in registers (rmem_a) is a register operand like the accumulator: the wgmma.fence before
+# its load does not order the load, and the proxy fence after it is no wgmma.fence.
+@proc
+def wgmma_rmem_a_fenced_before_its_load(k: size, A: f32[64, 8] @ CudaGmemLinear, B: f32[8, 8] @ CudaGmemLinear,
+                                        C: f32[64, 8] @ CudaGmemLinear):
+    assert k >= 2
+    B_tm = B[:, :] @ Sm90_tensorMap(32, 8, 8)
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            A_s: f32[64, 8] @ CudaSmemLinear
+            B_s: f32[8, 8] @ Sm90_SmemSwizzled(32)
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            A_r: f32[64, 8] @ Sm90_RmemMatrixA
+            bar: barrier @ CudaMbarrier
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s, B_tm[:, :], box=(8, 8)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            for r in cuda_threads(0, 64, unit=2 * cuda_thread):
+                for c in cuda_threads(0, 2):
+                    for q in seq(0, 4):
+                        A_s[r, 4 * c + q] = A[r, 4 * c + q]
+            Fence(cuda_in_order, cuda_in_order)
+            Await(bar, wgmma_async_smem, ~0)
+            Sm90_zero_scale_d_f32(D, N=8)
+            Fence(wgmma_fence_1, wgmma_fence_2)
+            Sm90_mma_load_a_tf32(A_r, A_s)
+            Fence(cuda_in_order, wgmma_async_smem)  # no wgmma.fence
+            with CudaAsync(wgmma_async_instr):
+                Sm90_mma_async_tf32(D, A_r, B_s, N=8, rmem_a=True)
+            Arrive(wgmma_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Sm90_mma_store_d_row_major_f32(C, D, N=8)
+            Fence(cuda_in_order, cuda_in_order)
 
 
 @instr("tma_load({dst_data}, {src_data});", instr_tl=tma_to_smem_async_instr)

@@ -73,3 +73,31 @@ def test_a_tma_load_without_a_trailing_barrier_never_completes():
         assert [(h.kind, h.buffer) for h in hazards][0] == ("RAW", "s")
         assert hazards[0].access.stmt.line == line_of(W.uses_tma, "dst[i] = s[i]")
         assert "procs_wgmma.py" in hazards[0].access.stmt.file and "tma_load(s, src)" in hazards[0].other.stmt.text
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_only_wgmma_fence_orders_register_writes_before_wgmma(engine):
+    """A CTA fence whose second sync-tl names wgmma lowers to bar.sync and fence.proxy.async: no wgmma.fence,
+    so it does not order the zeroed accumulator (seed 003: wgmma.fence between a register access and the
+    wgmma that accesses the register)."""
+    assert hazards(W.wgmma_cta_fence_only, engine) == {
+        ("RAW", "D", "wg_mma(D, A_s, B_s)", "wg_zero(D)"),
+        ("WAW", "D", "wg_mma(D, A_s, B_s)", "wg_zero(D)"),
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_a_operand_in_registers_needs_a_wgmma_fence_after_its_load(engine):
+    """rmem_a: A is a register operand of wgmma like the accumulator; the wgmma.fence before its load and the
+    proxy fence after it leave the load unordered."""
+    assert hazards(W.wgmma_rmem_a_fenced_before_its_load, engine) == {
+        ("RAW", "A_r", "Sm90_mma_async_tf32(D, A_r, B_s, N=8, rmem_a=True)", "Sm90_mma_load_a_tf32(A_r, A_s)"),
+    }
+
+
+def test_wgmma_register_operands_are_ordered_by_wgmma_fence_only():
+    """The pair of wgmma's register operands is in the second sync-tl of syncs whose lowering has wgmma.fence."""
+    assert tl.emits_wgmma_fence("Fence", tl.wgmma_fence_2)
+    for kind, second in [("Fence", tl.wgmma_async), ("Fence", tl.cuda_generic_and_async_proxy),
+                         ("Fence", tl.wgmma_async_smem), ("Await", tl.wgmma_async)]:
+        assert not tl.emits_wgmma_fence(kind, second)

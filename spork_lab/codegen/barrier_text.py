@@ -317,6 +317,6 @@ def fence_epilogue_lines(spec: SyncSpec) -> list:
     lines = []
     if tl.needs_proxy_fence(spec.first_tl, spec.second_tl):
         lines.append(_asm("fence.proxy.async;"))
-    if tl.wgmma_async_instr in spec.second_tl.instr_tls and spec.second_tl.name.startswith("wgmma_fence"):
+    if tl.emits_wgmma_fence(spec.kind, spec.second_tl):
         lines.append(_asm("wgmma.fence.sync.aligned;"))
     return lines

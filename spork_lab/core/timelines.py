@@ -185,6 +185,18 @@ def needs_proxy_fence(first_tl: SyncTl, second_tl: SyncTl) -> bool:
     return bool(first_tl.instr_tls & generic) and bool(second_tl.instr_tls & ASYNC_PROXY_INSTR_TLS)
 
 
+# wgmma's register operands (the accumulator, and A in registers: the lowering gives both this pair) are
+# ordered after in-order register accesses by wgmma.fence only (seed 003, "wgmma"): a sync statement grants
+# the pair only where its CUDA text has one (`emits_wgmma_fence`).
+WGMMA_REGISTER_OPERAND = (wgmma_async_instr, wgmma_usage_d)
+
+
+def emits_wgmma_fence(kind: str, second_tl: SyncTl) -> bool:
+    """Does a sync statement of `kind` ("Fence", "Await", ...) with this second sync-tl lower with
+    `wgmma.fence`? Only Fences into wgmma_fence_2 do (codegen/barrier_text.py); no Await does."""
+    return kind == "Fence" and wgmma_async_instr in second_tl.instr_tls and second_tl.name.startswith("wgmma_fence")
+
+
 def program_order_mask(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
     """The pairs that see an access of a thread without any sync statement (0: none).
 

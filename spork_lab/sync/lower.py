@@ -80,6 +80,8 @@ class _Ctx:
 
 
 REGISTER_PAIR = tl.pair_bit(tl.cuda_in_order_instr, tl.register_usage)
+WGMMA_REGISTER_PAIR = tl.pair_bit(*tl.WGMMA_REGISTER_OPERAND)
+WGMMA_REGISTER_BIT = 1 << WGMMA_REGISTER_PAIR
 
 # TMA loads complete only through the mbarriers they trail (`copy(...) >> bar[...]`, a `Trail` op): no Arrive
 # or Fence orders them, so their pair is dropped from every first sync-tl (program.Trail).
@@ -352,9 +354,12 @@ class _Lowering:
 
     def pair(self, ctx: _Ctx, view: _View) -> int:
         """The (instr-tl, usage-tl) pair bit of an access: in-order accesses to registers have their own
-        (core/timelines.py: wgmma.fence orders them, and nothing in shared memory)."""
+        (core/timelines.py: wgmma.fence orders them, and nothing in shared memory), and so do wgmma's
+        accesses to registers, whichever operand (timelines.WGMMA_REGISTER_OPERAND)."""
         if ctx.instr_tl is tl.cuda_in_order_instr and view.usage is None and not self.slots[view.slot].shared:
             return REGISTER_PAIR
+        if ctx.instr_tl is tl.wgmma_async_instr and not self.slots[view.slot].shared:
+            return WGMMA_REGISTER_PAIR  # the accumulator, or A in registers (see second_masks)
         return tl.pair_bit(ctx.instr_tl, view.usage)
 
     def access(self, op: P.Access, ctx: _Ctx) -> None:
@@ -680,12 +685,21 @@ class _Lowering:
 
     # ---- synchronization ----
 
+    @staticmethod
+    def second_masks(spec) -> tuple:
+        """(m2a, m2s) of a Fence or Await: its second sync-tl's pairs, less wgmma's register operands unless
+        its CUDA text has wgmma.fence, the only instruction that orders register writes before a wgmma
+        (timelines.WGMMA_REGISTER_OPERAND): a CTA fence into `wgmma_async` is bar.sync + fence.proxy.async."""
+        m2 = spec.second_tl.mask
+        if not tl.emits_wgmma_fence(spec.kind, spec.second_tl):
+            m2 &= ~WGMMA_REGISTER_BIT
+        return m2, tl.program_order_closure(m2)
+
     def sync(self, s, spec, ctx: _Ctx, env: dict) -> None:
         mask = self.mask(ctx)
         if spec.kind == "Fence":
             if ctx.dev is not None:
-                m2 = spec.second_tl.mask
-                self.emit(P.Fence(mask, spec.first_tl.mask & ~TMA_LOAD_BIT, m2, tl.program_order_closure(m2)))
+                self.emit(P.Fence(mask, spec.first_tl.mask & ~TMA_LOAD_BIT, *self.second_masks(spec)))
             return
         arg = s.args[0]
         bar = env[arg.name]
@@ -698,8 +712,7 @@ class _Lowering:
             if spec.is_arrive:
                 self.emit(P.Arrive(queue, mask, spec.first_tl.mask & ~TMA_LOAD_BIT, site, bar.tx.get(id(s), 0)))
             else:
-                m2 = spec.second_tl.mask
-                self.emit(P.Await(queue, mask, m2, tl.program_order_closure(m2), spec.N, site))
+                self.emit(P.Await(queue, mask, *self.second_masks(spec), spec.N, site))
             return
         if spec.is_arrive:
             if sliced is None:
@@ -717,11 +730,10 @@ class _Lowering:
             return
         if sliced is not None:
             raise SyncError(f"{spec.kind} on a slice of {arg.name}: await one barrier", s.srcinfo)
-        m2 = spec.second_tl.mask
+        m2a, m2s = self.second_masks(spec)
         flat = self.let(self.flat(bar, point, None, P.Const(0)))
         for sub in range(subs):
-            self.emit(P.Await(bar.queue(flat, reverse, P.Const(sub)), mask, m2, tl.program_order_closure(m2), spec.N,
-                              site))
+            self.emit(P.Await(bar.queue(flat, reverse, P.Const(sub)), mask, m2a, m2s, spec.N, site))
 
     def barrier_indices(self, arg, bar: _Barrier, env: dict, site: int) -> tuple:
         """(index Expr per dimension (None for the sliced one), (slice start Expr, width) or None) of a barrier
