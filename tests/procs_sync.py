@@ -330,3 +330,46 @@ def err_event_count(n: size, x: f32[n] @ CudaGmemLinear):
                 x[task * 32 + t] = 0.0
     Arrive(cuda_in_order, 1) >> done
     Await(done, cpu_in_order, 1)
+
+
+# ---- known misses of the checker (tests/test_sync_barriers.py: strict xfails until fixed) ----
+
+
+# The producer never waits for the consumer: with one mbarrier it can complete phases 0 to 3 before the
+# consumer's first try_wait.parity, which then waits for a phase that never comes (the data, not reused, has
+# no WAR to catch it).
+@proc
+def mbar_phase_overrun(src: f32[128] @ CudaGmemLinear, dst: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=ring_warps):
+        for task in cuda_tasks(0, 1):
+            buf: f32[4, 32] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            for it in seq(0, 4):
+                with CudaWarps(name="producer"):
+                    for t in cuda_threads(0, 32):
+                        buf[it, t] = src[it * 32 + t]
+                    Arrive(cuda_in_order, 1) >> bar
+                with CudaWarps(name="consumer"):
+                    Await(bar, cuda_in_order, ~0)
+                    for t in cuda_threads(0, 32):
+                        dst[it * 32 + t] = buf[it, t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# Global data handed from one CTA of a cluster to the other through a remote mbarrier arrive: the arrive
+# (mbarrier.arrive.shared::cluster) releases at .cta scope by default and the wait acquires at .cta scope, so
+# under the PTX memory model the other CTA's writes are not ordered before these reads.
+@proc
+def remote_arrive_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(clusterDim=2, blockDim=32):
+        for task in cuda_tasks(0, 1):
+            ring: barrier[2] @ CudaMbarrier
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 32):
+                    y[64 * cta + t] = x[64 * cta + t]
+                Arrive(cuda_in_order, 1) >> ring[:]
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                Await(ring[cta], cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]
+            Fence(cuda_in_order, cuda_in_order)
