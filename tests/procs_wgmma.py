@@ -7,13 +7,15 @@ The instrs stand in for Sm90's (platforms/Sm90.py): what the machine needs of th
 
 from __future__ import annotations
 
+from exo.API import Procedure
+
 from spork_lab import instr, proc
 from spork_lab.core.memories import CudaMemory
 from spork_lab.core.timelines import wgmma_usage_a, wgmma_usage_b, wgmma_usage_d
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm90 import *
 from spork_lab.sync.mutants import without_syncs
-from spork_lab.scheduling import rename
+from spork_lab.scheduling import insert_fence, rename
 
 
 class WgAccumulator(CudaMemory):
@@ -92,36 +94,16 @@ wgmma_no_wait = rename(without_syncs(wgmma_tiles, [2, 3]), "wgmma_no_wait")
 
 
 
-# Only wgmma.fence orders a warpgroup's register writes before its wgmma (seed 003, "wgmma"): a CTA-wide fence
-# whose second sync-tl names wgmma (here the CTA is the warpgroup) lowers to bar.sync and fence.proxy.async,
-# no wgmma.fence, so the zeroed accumulator is read and written by the wgmma unordered.
-@proc
-def wgmma_cta_fence_only(
-    k: size, A: f32[64, k, 8] @ CudaGmemLinear, B: f32[k, 8, 8] @ CudaGmemLinear, C: f32[64, 8] @ CudaGmemLinear
-):
-    assert k >= 2
-    with CudaDeviceFunction(blockDim=128):
-        for task in cuda_tasks(0, 1):
-            cg: barrier @ CudaCommitGroup
-            for wg in cuda_threads(0, 1, unit=cuda_warpgroup):
-                D: f32[64, 8] @ WgAccumulator
-                wg_zero(D)
-                for kt in seq(0, k):
-                    A_s: f32[64, 8] @ CudaSmemLinear
-                    B_s: f32[8, 8] @ CudaSmemLinear
-                    for t in cuda_threads(0, 64, unit=2 * cuda_thread):
-                        for q in cuda_threads(0, 2):
-                            for j in seq(0, 4):
-                                A_s[t, 4 * q + j] = A[t, kt, 4 * q + j]
-                    for t in cuda_threads(0, 64):
-                        B_s[t / 8, t % 8] = B[kt, t / 8, t % 8]
-                    Fence(cuda_in_order, wgmma_async)  # no wgmma.fence
-                    with CudaAsync(wgmma_async_instr):
-                        wg_mma(D, A_s, B_s)
-                    Arrive(wgmma_async, 1) >> cg
-                    Await(cg, cuda_in_order, 0)
-                    Fence(cuda_in_order, cuda_in_order)
-                wg_store(C, D)
+# Only wgmma.fence orders a warpgroup's register writes before its wgmma (seed 003, "wgmma"): wgmma_tiles with
+# its two fences replaced by one CTA-wide fence whose second sync-tl names wgmma (here the CTA is the
+# warpgroup), which lowers to bar.sync and fence.proxy.async, no wgmma.fence, so the zeroed accumulator is
+# read and written by the wgmma unordered.
+def _cta_fence_only() -> Procedure:
+    p = without_syncs(wgmma_tiles, [0, 1])
+    return rename(insert_fence(p, p.find_loop("t #1").after(), cuda_in_order, wgmma_async), "wgmma_cta_fence_only")
+
+
+wgmma_cta_fence_only = _cta_fence_only()
 
 
 # wgmma's A operand in registers (rmem_a) is a register operand like the accumulator: the wgmma.fence before

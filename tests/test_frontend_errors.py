@@ -29,7 +29,11 @@ def bad(n: size, x: f32[n] @ CudaGmemLinear):
 def _load(tmp_path, body: str, error: type = SporkSyntaxError):
     """Write a proc whose task-loop body is `body` and import it; return the error, the file and the marked line."""
     lines = textwrap.dedent(body).strip("\n").splitlines()
-    source = HEADER + "".join(f"            {line}\n" for line in lines)
+    return _import_failing(tmp_path, HEADER + "".join(f"            {line}\n" for line in lines), error)
+
+
+def _import_failing(tmp_path, source: str, error: type = SporkSyntaxError):
+    """Import `source` as a user's file, which must raise `error`; return it, the file and the line marked `# <-`."""
     marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
     path = tmp_path / "user_kernel.py"
     path.write_text(source)
@@ -179,15 +183,10 @@ def test_module_level_error_names_file_line_and_fix(tmp_path, case):
     body, expected = MODULES[case]
     source = "from __future__ import annotations\nfrom spork_lab import instr, proc\nfrom spork_lab.platforms.cuda import *\n" \
              "from spork_lab.platforms.Sm90 import *\n" + body
-    marked = next(i for i, line in enumerate(source.splitlines(), 1) if "# <-" in line)
-    path = tmp_path / "user_module.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("user_module", path)
-    with pytest.raises(SporkSyntaxError) as info:
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    assert (info.value.filename, info.value.lineno) == (str(path), marked)
+    error, path, marked = _import_failing(tmp_path, source)
+    assert (error.filename, error.lineno) == (str(path), marked)
     for text in expected:
-        assert text in info.value.message
+        assert text in error.message
 
 
 def test_a_proc_without_source_text_says_where_to_define_it():
