@@ -124,7 +124,7 @@ def compile_file(args: argparse.Namespace) -> int:
     if pathlib.Path(args.out).exists() and not pathlib.Path(args.out).is_dir():
         print(f"error: -o {args.out} is a file; give a directory for the generated files", file=sys.stderr)
         return 2
-    for f in compile_procs(list(procs.values()), args.out, path.stem):
+    for f in compile_procs(list(procs.values()), args.out, path.stem, args.arch):
         print(f)
     return 0
 
@@ -146,6 +146,8 @@ def main(argv: Optional[list] = None) -> int:
     p_compile.add_argument("file")
     p_compile.add_argument("--proc", action="append", help="only this proc (repeatable)")
     p_compile.add_argument("-o", "--out", required=True, help="output directory")
+    p_compile.add_argument("--arch", help="the GPU the code is for (sm_80, sm_90a, ...): its limits are checked "
+                           "(shared memory per CTA, clusters); without it, the most any target allows")
     p_compile.set_defaults(run=compile_file)
     p_lab = sub.add_parser("lab", help="open JupyterLab on the tutorial notebooks")
     p_lab.add_argument("--port", type=int, default=8888)

@@ -68,11 +68,11 @@ _HEADER = (
 )
 
 
-def _compile(tmp_path, body: str) -> tuple[Path, subprocess.CompletedProcess]:
+def _compile(tmp_path, body: str, *options: str) -> tuple[Path, subprocess.CompletedProcess]:
     """`spork-lab compile` on a file of one proc `k` whose body (from line 6) is `body`."""
     source = tmp_path / "k.py"
     source.write_text(_HEADER + body)
-    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(source), "-o", str(tmp_path)],
+    run = subprocess.run([sys.executable, "-m", "spork_lab.cli", "compile", str(source), "-o", str(tmp_path), *options],
                          capture_output=True, text=True)
     return source, run
 
@@ -96,6 +96,25 @@ def test_shared_memory_over_the_limit_is_one_line_at_the_allocation(tmp_path):
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {big}:8: the device function at line 6 needs 262144 bytes of shared memory")
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_compile_checks_the_limits_of_the_arch_asked_for(tmp_path):
+    """100 KiB of shared memory fit sm_80 and sm_90 (the default checks the most any target allows), not sm_86."""
+    body = (
+        "    with CudaDeviceFunction(blockDim=32):\n"
+        "        for task in cuda_tasks(0, 1):\n"
+        "            tile: f32[25, 1024] @ CudaSmemLinear\n"
+        "            for t in cuda_threads(0, 32):\n"
+        "                tile[t % 25, 0] = x[t]\n"
+    )
+    for ok in ((), ("--arch", "sm_80")):
+        assert _compile(tmp_path, body, *ok)[1].returncode == 0
+    small, run = _compile(tmp_path, body, "--arch", "sm_86")
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {small}:8: the device function at line 6 needs 102400 bytes of shared memory")
+    assert "sm_86" in run.stderr
+    assert _compile(tmp_path, body, "--arch", "ampere")[1].stderr.strip() == (
+        "error: arch must look like sm_80 or sm_90a, got 'ampere'")
 
 
 def _sibling_files(tmp_path: Path, kernel_tail: str = "") -> Path:
