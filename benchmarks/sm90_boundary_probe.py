@@ -136,6 +136,8 @@ def run(folder: Path, shapes=((8192, 8192, 8192), (4096, 4096, 4096))) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run") or (sys.argv[1] == "build" and len(sys.argv) < 4):
+        raise SystemExit(__doc__)
     if sys.argv[1] == "build":
         build(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:] or list(VARIANTS))
     else:
