@@ -14,7 +14,13 @@ from exo.API import Procedure
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
-from spork_lab.scheduling import insert_arrive, insert_await, insert_barrier_alloc, insert_fence, rename
+from spork_lab.scheduling import (
+    insert_arrive,
+    insert_await,
+    insert_barrier_alloc,
+    insert_fence,
+    rename,
+)
 from spork_lab.sync.mutants import with_await_n, without_syncs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))

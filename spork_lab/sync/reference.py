@@ -123,7 +123,7 @@ class _Order:
     joins to them), and the queues whose awaits carry that order: queue -> the earliest arrive carrying it
     (an await of that arrive or a later one joins its threads)."""
 
-    __slots__ = ("acc", "threads", "marks")
+    __slots__ = ("acc", "marks", "threads")
 
     def __init__(self, acc: P.RawAccess, threads: ss.SigSet):
         self.acc, self.threads, self.marks = acc, threads, {}
