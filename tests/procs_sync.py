@@ -14,7 +14,13 @@ from exo.API import Procedure
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
-from spork_lab.scheduling import rename
+from spork_lab.scheduling import (
+    insert_arrive,
+    insert_await,
+    insert_barrier_alloc,
+    insert_fence,
+    rename,
+)
 from spork_lab.sync.mutants import with_await_n, without_syncs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -332,12 +338,12 @@ def err_event_count(n: size, x: f32[n] @ CudaGmemLinear):
     Await(done, cpu_in_order, 1)
 
 
-# ---- known misses of the checker (tests/test_sync_barriers.py: strict xfails until fixed) ----
+# ---- ring slots reused in execution order (tests/test_sync_barriers.py) ----
 
 
 # The producer never waits for the consumer: with one mbarrier it can complete phases 0 to 3 before the
 # consumer's first try_wait.parity, which then waits for a phase that never comes (the data, not reused, has
-# no WAR to catch it).
+# no WAR to catch it): a DEADLOCK at the producer's second Arrive.
 @proc
 def mbar_phase_overrun(src: f32[128] @ CudaGmemLinear, dst: f32[128] @ CudaGmemLinear):
     with CudaDeviceFunction(warp_config=ring_warps):
@@ -354,6 +360,28 @@ def mbar_phase_overrun(src: f32[128] @ CudaGmemLinear, dst: f32[128] @ CudaGmemL
                     for t in cuda_threads(0, 32):
                         dst[it * 32 + t] = buf[it, t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# Its correct counterparts, the producer ordered after the consumer's Await through syncs whose sync-tls
+# order none of the ring's data: the consumer hands each slot back on a second mbarrier (a cp.async arrive)
+# that the producer awaits, or the CTA meets at a cuda_temporal Fence each iteration.
+def _mbar_handed_back() -> Procedure:
+    p = mbar_phase_overrun
+    p = insert_barrier_alloc(p, p.find_loop("it").before(), "back", [], CudaMbarrier)
+    p = insert_arrive(p, p.find_loop("t #1").after(), Sm80_cp_async, "back")
+    p = insert_await(p, p.find_loop("t").before(), "back", cuda_in_order, ~1)
+    return rename(p, "mbar_handed_back")
+
+
+mbar_handed_back = _mbar_handed_back()
+mbar_fenced_each_iteration = rename(
+    insert_fence(mbar_phase_overrun, mbar_phase_overrun.find_loop("t #1").parent().after(), cuda_temporal,
+                 cuda_temporal),
+    "mbar_fenced_each_iteration",
+)
+
+
+# ---- known miss of the checker (tests/test_sync_barriers.py: a strict xfail until fixed) ----
 
 
 # Global data handed from one CTA of a cluster to the other through a remote mbarrier arrive: the arrive

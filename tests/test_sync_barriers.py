@@ -104,15 +104,31 @@ def test_a_fence_in_cpu_code_is_a_user_error():
     assert e.value.filename == P.reverse_tiles._loopir_proc.srcinfo.filename
 
 
-# Known misses (found by the session-7 soundness audit): each program races or hangs on the GPU and passes
-# sync_check. Strict xfails: a fix that makes the checker report them turns these into failures to update.
-@pytest.mark.xfail(strict=True, reason="an mbarrier Arrive is not required to be ordered after the Await of the "
-                   "phase its slot last completed: a producer that never waits overruns the consumer's phase")
 def test_a_producer_running_phases_ahead_of_the_consumer_is_reported():
-    report = sync_check(P.mbar_phase_overrun)
-    assert not report.ok and report.hazards[0].kind == "DEADLOCK"
+    """Arrive #2 takes over the slot of arrive #1: the producer must be ordered after the consumer's Await of
+    arrive #1 (else the GPU's parity wait meets an overrun phase), which here nothing does."""
+    for engine in ("compiled", "python"):
+        report = sync_check(P.mbar_phase_overrun, engine=engine)
+        h = report.hazards[0]
+        assert h.kind == "DEADLOCK" and "Arrive #2 on bar reuses ring slot 0 (depth 1)" in h.message
+        assert "not ordered after the Await of arrive #1" in h.message
+        assert h.access.stmt.line == line_of(P.mbar_phase_overrun, "Arrive(cuda_in_order, 1) >> bar")
+        assert h.access.threads == ((0, 32),) and h.access.iters["it"] == 1
+        assert h.other.stmt.line == line_of(P.mbar_phase_overrun, "Await(bar, cuda_in_order, ~0)")
+        assert h.other.threads == ((32, 64),) and h.other.iters["it"] == 0
 
 
+@pytest.mark.parametrize("p, sizes", [(P.ring_copy, {"n": 256}), (P.mbar_handed_back, {}),
+                                      (P.mbar_fenced_each_iteration, {})])
+def test_a_producer_ordered_after_the_consumers_await_may_reuse_the_slot(p, sizes):
+    """Ordered through the reverse queue, through another barrier, or through a Fence: execution order
+    flows through every sync, also those whose sync-tls order none of the ring's data (cp.async, temporal)."""
+    for engine in ("compiled", "python"):
+        assert sync_check(p, engine=engine, **sizes).ok
+
+
+# Known miss (found by the session-7 soundness audit): the program races on the GPU and passes sync_check.
+# Strict xfail: a fix that makes the checker report it turns this into a failure to update.
 @pytest.mark.xfail(strict=True, reason="a remote mbarrier arrive releases at .cta scope (the generated "
                    "mbarrier.arrive.shared::cluster), so it does not order global writes before another CTA's reads")
 def test_global_data_handed_over_by_a_remote_arrive_is_reported():

@@ -86,8 +86,13 @@ def test_ring_without_forward_barrier_is_raw():
     assert h.other.stmt.line == line_of(P.ring_copy, "buf[it % 2, t] = src[it * 32 + t]") and h.other.threads == ((0, 1),)
 
 
-def test_ring_without_reverse_barrier_is_war_two_iterations_later():
-    h = only(sync_check(P.ring_copy_no_reverse, n=256), "WAR")
+def test_ring_without_reverse_barrier_overruns_the_phase_then_is_war_two_iterations_later():
+    report = sync_check(P.ring_copy_no_reverse, n=256)
+    h = report.hazards[0]
+    assert h.kind == "DEADLOCK" and h.access.iters["it"] == 1 and h.other.iters["it"] == 0
+    assert h.access.stmt.line == line_of(P.ring_copy, " Arrive(cuda_in_order, 1) >> bar")
+    assert h.other.stmt.line == line_of(P.ring_copy, "Await(bar, cuda_in_order, ~0)")
+    h = only(report, "WAR")
     assert (h.buffer, h.index) == ("buf", (0, 0))
     assert h.access.stmt.line == line_of(P.ring_copy, "buf[it % 2, t] = src[it * 32 + t]") and h.access.iters["it"] == 2
     assert h.other.stmt.line == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]") and h.other.iters["it"] == 0
@@ -143,7 +148,7 @@ def test_events_and_hazards_name_the_scheduled_statement_by_path():
     for event in sync_check(P.ring_copy, n=128).barrier_timeline:
         assert sync_spec_of(at(ir, event.stmt.path)).kind == event.kind
     broken = P.ring_copy_no_reverse
-    h = sync_check(broken, n=128).hazards[0]
+    h = only(sync_check(broken, n=128), "WAR")
     assert str(at(broken._loopir_proc, h.other.stmt.path)).strip() == "dst[it * 32 + t] = buf[it % 2, t]"
     assert h.to_json()["other"]["stmt"]["path"] == list(h.other.stmt.path)
 
@@ -151,8 +156,8 @@ def test_events_and_hazards_name_the_scheduled_statement_by_path():
 def test_report_is_json():
     report = sync_check(P.ring_copy_no_reverse, n=128)
     data = json.loads(json.dumps(report.to_json()))
-    assert data["ok"] is False and data["hazards"][0]["kind"] == "WAR"
-    assert data["hazards"][0]["other"]["stmt"]["line"] == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]")
+    assert data["ok"] is False and [h["kind"] for h in data["hazards"]] == ["DEADLOCK", "WAR"]
+    assert data["hazards"][1]["other"]["stmt"]["line"] == line_of(P.ring_copy, "dst[it * 32 + t] = buf[it % 2, t]")
     assert data["barriers"]["bar"]["forward_depth"] == 1
     assert data["barrier_timeline"][0]["kind"] == "Arrive"
 

@@ -104,7 +104,7 @@ def test_every_op_type_has_a_meaning_in_both_engines():
 
 def test_hazards_name_both_accesses_in_both_engines():
     for engine in ("compiled", "python"):
-        h = sync_check(procs_sync.ring_copy_no_reverse, n=256, engine=engine).hazards[0]
+        h = sync_check(procs_sync.ring_copy_no_reverse, n=256, engine=engine).hazards[1]
         assert (h.kind, h.buffer, h.index) == ("WAR", "buf", (0, 0))
         assert "buf[it % 2, t] = src" in h.access.stmt.text and "dst[it * 32 + t] = buf" in h.other.stmt.text
 

@@ -101,3 +101,14 @@ def test_wgmma_register_operands_are_ordered_by_wgmma_fence_only():
     for kind, second in [("Fence", tl.wgmma_async), ("Fence", tl.cuda_generic_and_async_proxy),
                          ("Fence", tl.wgmma_async_smem), ("Await", tl.wgmma_async)]:
         assert not tl.emits_wgmma_fence(kind, second)
+
+
+def test_wgmma_fence_alone_orders_no_execution_between_threads():
+    """wgmma.fence has no thread barrier (codegen), so the checker's execution order (ring slot reuse)
+    goes through every other Fence of wgmma_tiles but not through it."""
+    from spork_lab.sync import program as P
+    from spork_lab.sync.checker import program_of
+
+    fences = [op for op in program_of(W.wgmma_tiles._loopir_proc).ops if isinstance(op, P.Fence)]
+    assert [(op.m1 == tl.wgmma_fence_1.mask, op.barrier) for op in fences] == [(False, True), (True, False),
+                                                                                (False, True)]

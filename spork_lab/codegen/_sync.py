@@ -16,6 +16,7 @@ from typing import Optional
 from exo.core.LoopIR import LoopIR, T
 
 from ..analysis.barriers import BarrierInfo
+from ..core import timelines as tl
 from ..core.sync_stmts import SyncSpec, barrier_window_indices, is_point_interval, sync_spec_of
 from ..errors import CodegenError
 from ._collectives import Collective
@@ -49,7 +50,7 @@ def lower_fence(
     `split_paths`: the kernel has one code path per warp name, so the warps of one barrier reach
     it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
     """
-    if spec.first_tl.name == "wgmma_fence_1" and spec.second_tl.name == "wgmma_fence_2":
+    if tl.is_bare_wgmma_fence(spec.first_tl, spec.second_tl):
         # wgmma.fence: orders the warpgroup's register accesses (and its earlier wgmma) before its next wgmma
         if coll.size != 128 or not coll.contiguous or any(s % 128 for s in coll.starts):
             raise CodegenError(f"Fence(wgmma_fence_1, wgmma_fence_2) is wgmma.fence: a warpgroup executes it, not "

@@ -197,6 +197,12 @@ def emits_wgmma_fence(kind: str, second_tl: SyncTl) -> bool:
     return kind == "Fence" and wgmma_async_instr in second_tl.instr_tls and second_tl.name.startswith("wgmma_fence")
 
 
+def is_bare_wgmma_fence(first_tl: SyncTl, second_tl: SyncTl) -> bool:
+    """Is `Fence(first_tl, second_tl)` wgmma.fence alone, with no barrier among its threads
+    (codegen/_sync.py; the sync checker orders no execution through it)?"""
+    return first_tl.name == "wgmma_fence_1" and second_tl.name == "wgmma_fence_2"
+
+
 def program_order_mask(instr_tl: InstrTl, usage_tl: UsageTl = None) -> int:
     """The pairs that see an access of a thread without any sync statement (0: none).
 

@@ -18,6 +18,10 @@
  *   A second run watches the elements of the first run's hazards, keeping
  *   their access history, to name the other access of each. Barrier events
  *   are logged up to a cap.
+ * - Execution order is kept apart from the records: an await of a ring
+ *   queue starts an Order (the threads ordered after it), which every sync
+ *   grows whatever its sync-tls; the arrive reusing the awaited arrive's
+ *   ring slot must be made by threads it holds (reference.py, _Order).
  */
 #include "_machine.h"
 
@@ -62,6 +66,15 @@ typedef struct {
     int64_t caparr;
     int64_t *txd, captxd, ntxd;   /* TMA bytes delivered per phase (txd[n], n <= ntxd: the last phase reached) */
 } Queue;
+
+/* The threads ordered after one await of a ring queue, and the queues whose awaits carry that order. */
+typedef struct {
+    int32_t q, pad;
+    int64_t k;                    /* the arrive it awaited */
+    Acc acc;                      /* the await */
+    uint64_t *threads;            /* nw words */
+    int64_t *marks;               /* per queue: the earliest arrive carrying it (0: none) */
+} Order;
 
 /* The access history of a watched element (second run): the last write and the reads since. */
 typedef struct {
@@ -109,6 +122,8 @@ struct Machine {
     int nq;
     const QueueParams *qp;
     Queue *qs;
+    Order *ord;                   /* awaits of ring queues whose slot no arrive reused yet; buffers kept past nord */
+    int64_t nord, capord;
     /* the second run: watched elements and their histories */
     int nwatch;
     History *hist;
@@ -692,6 +707,11 @@ void sc_delete(Machine *M) {
         free(M->qs[i].txe);
         free(M->qs[i].txd);
     }
+    for (int64_t i = 0; i < M->capord; i++) {
+        free(M->ord[i].threads);
+        free(M->ord[i].marks);
+    }
+    free(M->ord);
     for (int i = 0; i < M->nwatch; i++) {
         free(M->hist[i].rrec);
         free(M->hist[i].reads);
@@ -954,8 +974,53 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
     return changed;
 }
 
+/* ---- execution order (reference.py, _Order) ---- */
+
+/* `tm` have waited for each other: each is ordered after what any one was. */
+static void join(Machine *M, const uint64_t *tm) {
+    for (int64_t i = 0; i < M->nord; i++) {
+        uint64_t *t = M->ord[i].threads;
+        if (intersects(t, tm, M->nw))
+            for (int j = 0; j < M->nw; j++) t[j] |= tm[j];
+    }
+}
+
+/* `tm` make arrive n on queue q (or a TMA load completing on its phase n): awaits of it carry their order. */
+static void carry(Machine *M, const uint64_t *tm, int q, int64_t n) {
+    for (int64_t i = 0; i < M->nord; i++) {
+        int64_t *m = &M->ord[i].marks[q];
+        if (intersects(M->ord[i].threads, tm, M->nw) && (!*m || n < *m)) *m = n;
+    }
+}
+
+/* Order i is done with: its buffers move past nord, for reuse. */
+static void drop_order(Machine *M, int64_t i) {
+    Order o = M->ord[i];
+    M->ord[i] = M->ord[--M->nord];
+    M->ord[M->nord] = o;
+}
+
+static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64_t *tm) {
+    if (M->nord == M->capord) {
+        int64_t cap = M->capord;
+        M->ord = grow(M->ord, &cap, M->nord + 1, sizeof(Order));
+        for (int64_t i = M->capord; i < cap; i++) {
+            M->ord[i].threads = malloc(sizeof(uint64_t) * M->nw);
+            M->ord[i].marks = malloc(sizeof(int64_t) * (M->nq ? M->nq : 1));
+            if (!M->ord[i].threads || !M->ord[i].marks) abort();
+        }
+        M->capord = cap;
+    }
+    Order *o = &M->ord[M->nord++];
+    o->q = q;
+    o->k = k;
+    o->acc = *acc;
+    memcpy(o->threads, tm, sizeof(uint64_t) * M->nw);
+    memset(o->marks, 0, sizeof(int64_t) * M->nq);
+}
+
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
-void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
+void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s, int barrier) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     const uint64_t *tm = mask_bits(M, mask);
     for (int32_t r = M->live_head, nx; r; r = nx) {
@@ -967,6 +1032,7 @@ void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s) {
         add_threads(M, r, 1, tm, m2s, 1);
     }
     settle(M);
+    if (barrier) join(M, tm);
 }
 
 static int mark_index(Machine *M, int32_t r, int q) {
@@ -1050,15 +1116,23 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
         parity = ((n - 1) / P->depth) & 1;
-        int64_t reuse = n - P->depth; /* the arrive whose ring slot this one takes over */
-        if (reuse >= 1 && Q->upto < reuse) {
+        int64_t reuse = n - P->depth, i = 0; /* the arrive whose ring slot this one takes over */
+        while (i < M->nord && (M->ord[i].q != q || M->ord[i].k != reuse)) i++;
+        if (reuse >= 1 && i == M->nord) { /* not awaited yet */
             const int64_t params[5] = {0, n, slot, P->depth, reuse};
             queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
+        } else if (i < M->nord) {
+            if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
+                const int64_t params[5] = {2, n, slot, P->depth, reuse};
+                queue_hazard(M, K_DEADLOCK, site, q, &a, &M->ord[i].acc, 5, params);
+            }
+            drop_order(M, i);
         }
     }
     event(M, q, n, slot, parity, &a);
     if (!mask) return; /* CPU code: nothing to mark */
     const uint64_t *tm = mask_bits(M, mask);
+    if (!P->scope) carry(M, tm, q, n); /* a commit group orders its own threads' async instructions only */
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
         if (!meets(M, r, tm, m1)) continue;
@@ -1100,6 +1174,7 @@ void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t
         }
         Q->txd[n] += tx;
         if (n > Q->ntxd) Q->ntxd = n;
+        carry(M, mask_bits(M, mask), (int)qs[i], n); /* the phase completes only once the load issued now does */
     }
     int32_t r = find_fresh(M, mask, pair, 0);
     if (!r) return;
@@ -1145,8 +1220,14 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
     if (k < 1) return;
     check_tx(M, q, k, site, &a);
     if (k > Q->upto) Q->upto = k;
-    if (!mask) return;
     const uint64_t *tm = mask_bits(M, mask);
+    for (int64_t i = 0; i < M->nord; i++) {
+        const int64_t m = M->ord[i].marks[q];
+        if (m && m <= k)
+            for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
+    }
+    if (P->depth > 0) new_order(M, q, k, &a, tm);
+    if (!mask) return;
     int64_t floor = P->lag >= 0 ? Q->awaits + 1 - P->lag : Q->narr - P->max_wait_n;
     uint64_t *c2 = M->tmp;
     for (int32_t r = M->live_head, nx; r; r = nx) {
@@ -1202,6 +1283,10 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
         if (Q->txd) memset(Q->txd, 0, sizeof(int64_t) * (Q->ntxd + 1));
         Q->narr = Q->awaits = Q->upto = Q->ntxd = 0;
         Q->arr_mask = Q->await_mask = -1;
+    }
+    for (int64_t i = M->nord - 1; i >= 0; i--) {
+        if (M->ord[i].q >= q0 && M->ord[i].q < q0 + nq) drop_order(M, i);
+        else memset(M->ord[i].marks + q0, 0, sizeof(int64_t) * nq);
     }
     settle(M);
 }

@@ -102,7 +102,7 @@ class _Printer:
         self.line(f"  if (!sc_done(S, {k}, {op.slot}, e, m)) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
 
     def fence(self, op: P.Fence) -> None:
-        self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u);")
+        self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u, {int(op.barrier)});")
 
     def arrive(self, op: P.Arrive) -> None:
         self.line(f"sc_arrive(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m1}u, {op.site}, {self.iv(op.site)}, "

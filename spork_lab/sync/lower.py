@@ -699,7 +699,8 @@ class _Lowering:
         mask = self.mask(ctx)
         if spec.kind == "Fence":
             if ctx.dev is not None:
-                self.emit(P.Fence(mask, spec.first_tl.mask & ~TMA_LOAD_BIT, *self.second_masks(spec)))
+                self.emit(P.Fence(mask, spec.first_tl.mask & ~TMA_LOAD_BIT, *self.second_masks(spec),
+                                  not tl.is_bare_wgmma_fence(spec.first_tl, spec.second_tl)))
             return
         arg = s.args[0]
         bar = env[arg.name]

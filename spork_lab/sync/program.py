@@ -223,19 +223,27 @@ class Access:
 
 @dataclass(frozen=True)
 class Fence:
-    """Records whose V_A meets m1 x C get V_A |= m2a x C and V_S |= m2s x C (C: the threads of mask)."""
+    """Records whose V_A meets m1 x C get V_A |= m2a x C and V_S |= m2s x C (C: the threads of mask).
+    `barrier`: the threads of C wait for each other (every Fence but a bare wgmma.fence), which orders
+    them in execution (see Arrive)."""
 
     mask: Expr
     m1: int
     m2a: int
     m2s: int
+    barrier: bool
 
 
 @dataclass(frozen=True)
 class Arrive:
     """Arrive on queue `queue`: the records meeting m1 x C become pending on this arrive. `tx`: the bytes
     of TMA loads its phase expects (mbarrier.arrive.expect_tx; 0 for a plain arrive): the await that pairs
-    with it checks them against the bytes delivered to the phase (see `Trail`)."""
+    with it checks them against the bytes delivered to the phase (see `Trail`).
+
+    On a ring (QueueRule.depth D), arrive n reuses the slot of arrive n - D: every thread of C must be
+    ordered after the await of arrive n - D in execution order (program order, Fences with `barrier`,
+    and arrive -> await edges of every queue but commit groups, TMA loads included, whatever the sync-tls),
+    else a DEADLOCK (the arrive could complete a phase the consumer has not waited for)."""
 
     queue: Expr
     mask: Expr
@@ -252,7 +260,8 @@ class Trail:
     the phase that the issuing threads' next Arrive closes (the code generator picks the mbarrier slot
     from the issuer's own arrive count), and `tx` bytes are delivered to phase n of each of `queues`.
     Nothing else completes a TMA load: arrives and fences never order the TMA-load pair (lower.py drops it
-    from their first sync-tl)."""
+    from their first sync-tl). In execution order (see Arrive), the awaits of phase n are ordered after the
+    issuing threads, as after an arrive on each of `queues`."""
 
     mask: Expr
     pair: int

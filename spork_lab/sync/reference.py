@@ -7,6 +7,12 @@ pending on. Reads need their signature in V_S of the write record (RAW);
 writes in V_S of the write record (WAW) and of every read record (WAR).
 Fences, and awaits through their paired arrives, grow V_A and V_S.
 
+Execution order, apart from the records: an await of a ring queue (an
+mbarrier) starts an `_Order`, the threads ordered after that await, grown by
+every sync whatever its sync-tls (program order plus arrive -> await edges,
+transitively); the arrive that reuses the awaited arrive's ring slot must be
+made by threads it holds (else DEADLOCK: the producer can overrun the phase).
+
 Records are hash-consed and shared by every element with equal visibility; a
 sync updates each distinct record once, in place, and records that become
 equal are merged (later lookups follow `fwd`). Only the records of the
@@ -112,6 +118,20 @@ class _QueueState:
         self.tx_delivered: dict = {}  # phase (arrive number) -> TMA bytes delivered to it
 
 
+class _Order:
+    """The threads ordered after one await of a ring queue (its own threads, then every thread a sync
+    joins to them), and the queues whose awaits carry that order: queue -> the earliest arrive carrying it
+    (an await of that arrive or a later one joins its threads)."""
+
+    __slots__ = ("acc", "marks", "threads")
+
+    def __init__(self, acc: P.RawAccess, threads: ss.SigSet):
+        self.acc, self.threads, self.marks = acc, threads, {}
+
+    def carry(self, qid: int, n: int) -> None:
+        self.marks[qid] = min(n, self.marks.get(qid, n))
+
+
 # Expressions as Python source over `V` (variables) and `T` (tables); Python's // and % are floor division.
 _PYTHON = {
     "const": "{}", "var": "V[{}]", "neg": "(-{})", "table": "T[{}][{}]", "/": "({} // {})",
@@ -162,6 +182,7 @@ class _Run:
         self.bufs: list = [None] * len(p.slots)
         self.ordinal = 0
         self.queues = [_QueueState() for _ in p.queues]
+        self.orders: dict = {}  # (ring queue, arrive awaited) -> _Order, until the arrive reusing its slot
         self.task, self.base, self.n_tasks = -1, 0, 0
         self.fresh: dict = {}  # (threads, pair, unordered) -> (V_A, V_S) of a new access
 
@@ -413,6 +434,14 @@ class _Run:
             if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
                 self.update(rec, ss.union(rec.va, v2a), ss.union(rec.vs, v2s), rec.pending)
         self.settle()
+        if op.barrier:
+            self.join(threads)
+
+    def join(self, threads: tuple) -> None:
+        """Execution order: `threads` have waited for each other, so each is ordered after what any one was."""
+        for order in self.orders.values():
+            if ss.meets(order.threads, threads, 1):
+                order.threads = ss.union(order.threads, ss.product(threads, 1))
 
     def same_threads(self, qid: int, attr: str, mask: int, code: int, acc: P.RawAccess) -> None:
         q = self.queues[qid]
@@ -436,12 +465,19 @@ class _Run:
         if rule.depth:
             slot, parity = (n - 1) % rule.depth, ((n - 1) // rule.depth) & 1
             reuse = n - rule.depth  # the arrive whose ring slot this one takes over
-            if reuse >= 1 and q.upto < reuse:
+            order = self.orders.pop((qid, reuse), None)
+            if reuse >= 1 and order is None:  # not awaited yet
                 self.sync_hazard(P.DEADLOCK, op.site, acc, q.arrives[reuse - 1], qid, (0, n, slot, rule.depth, reuse))
+            elif order is not None and not ss.covers(order.threads, self.threads(mask), 1):
+                self.sync_hazard(P.DEADLOCK, op.site, acc, order.acc, qid, (2, n, slot, rule.depth, reuse))
         self.event(qid, n, slot, parity, acc)
         if not mask:
             return  # CPU code: nothing to mark
         threads = self.threads(mask)
+        if not rule.scope:  # a commit group orders its own threads' async instructions only
+            for order in self.orders.values():
+                if ss.meets(order.threads, threads, 1):
+                    order.carry(qid, n)
         for rec in list(self.live.get(self.task, ())):
             if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
                 mark_threads = ss.threads_with(rec.va, op.m1, threads) if rule.scope else ()
@@ -467,9 +503,14 @@ class _Run:
             return
         self.check_tx(qid, k, op.site, acc)
         q.upto = max(q.upto, k)
+        threads = self.threads(mask)
+        for order in self.orders.values():
+            if order.marks.get(qid, k + 1) <= k:
+                order.threads = ss.union(order.threads, ss.product(threads, 1))
+        if rule.depth:
+            self.orders[qid, k] = _Order(acc, ss.product(threads, 1))
         if not mask:
             return
-        threads = self.threads(mask)
         floor = q.awaits + 1 - rule.lag if rule.lag is not None else len(q.arrives) - rule.max_wait_n
         for rec in list(q.pending):
             rec = _find(rec)
@@ -506,6 +547,10 @@ class _Run:
             got = self.queues[qid].tx_delivered
             got[n] = got.get(n, 0) + op.tx
         threads = self.threads(mask)
+        for order in self.orders.values():  # the phase completes only once the load issued now completes
+            if ss.meets(order.threads, threads, 1):
+                for qid in qids:
+                    order.carry(qid, n)
         rec = self.table.get((ss.product(threads, 1 << op.pair), ss.product(threads, 0), ()))
         if rec is None:
             return
@@ -536,6 +581,10 @@ class _Run:
                 if _mark_of(rec.pending, qid) is not None:
                     self.update(rec, rec.va, rec.vs, tuple(m for m in rec.pending if m[0] != qid))
             self.queues[qid] = _QueueState()
+        ended = range(op.q0, op.q0 + op.count)
+        self.orders = {key: order for key, order in self.orders.items() if key[0] not in ended}
+        for order in self.orders.values():
+            order.marks = {qid: n for qid, n in order.marks.items() if qid not in ended}
         self.settle()
 
     dispatch = {

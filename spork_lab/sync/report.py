@@ -200,6 +200,12 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
         _, n, slot, depth, reuse = h.params
         message = (f"arrive #{n} on {q.barrier} reuses ring slot {slot} (depth {depth}) before arrive #{reuse} "
                    f"was awaited: more {q.kind_prefix}Await lag than the ring allows")
+    elif h.params[0] == 2:
+        _, n, slot, depth, reuse = h.params
+        message = (f"{q.kind_prefix}Arrive #{n} on {_queue_text(q)} reuses ring slot {slot} (depth {depth}), but its "
+                   f"threads are not ordered after the {q.kind_prefix}Await of arrive #{reuse} (line {other.stmt.line}) "
+                   "by any chain of program order, Fences and arrive -> await pairs: it can complete a phase before "
+                   f"that {q.kind_prefix}Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase)")
     else:
         _, k, arrived = h.params
         message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
