@@ -386,7 +386,7 @@ mbar_fenced_each_iteration = rename(
 
 # Global data handed from one CTA of a cluster to the other through a remote mbarrier arrive: the arrive
 # (mbarrier.arrive.shared::cluster) releases at .cta scope by default and the wait acquires at .cta scope, so
-# under the PTX memory model the other CTA's writes are not ordered before these reads.
+# under the PTX memory model the other CTA's writes are not ordered before these reads (a RAW on y).
 @proc
 def remote_arrive_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
     with CudaDeviceFunction(clusterDim=2, blockDim=32):
@@ -401,3 +401,17 @@ def remote_arrive_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ 
                 for t in cuda_threads(0, 32):
                     x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# The same handover through a Fence by the whole cluster (barrier.cluster.arrive.release / wait.acquire): ordered.
+@proc
+def cluster_fence_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(clusterDim=2, blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 32):
+                    y[64 * cta + t] = x[64 * cta + t]
+            Fence(cuda_in_order, cuda_in_order)
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 32):
+                    x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]

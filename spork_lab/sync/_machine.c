@@ -48,6 +48,7 @@ typedef struct {
     int32_t hnext;        /* hash chain */
     int32_t prev, next;   /* the running task's live list */
     uint8_t intable, live;
+    uint8_t glob;         /* a record of global memory (kept apart: program.Arrive's `own`) */
     uint32_t stamp;       /* changes whenever the value changes or the id is reused */
     uint32_t hash;
     uint32_t vamask;      /* pair bits with a non-empty V_A (a quick reject for syncs) */
@@ -205,7 +206,7 @@ static inline uint64_t mix(uint64_t h, uint64_t w) {
 static uint32_t rec_hash(Machine *M, int32_t r) {
     /* Only the pairs present (vamask, vsmask): equal values have equal masks. */
     Rec *x = R(M, r);
-    uint64_t h = mix((uint64_t)x->task, x->vamask ^ ((uint64_t)x->vsmask << 16));
+    uint64_t h = mix((uint64_t)x->task, x->vamask ^ ((uint64_t)x->vsmask << 16) ^ ((uint64_t)x->glob << 48));
     for (uint32_t bits = x->vamask, p = 0; bits; p++, bits >>= 1)
         if (bits & 1)
             for (int i = 0; i < M->nw; i++) h = mix(h, VA(M, r, p)[i]);
@@ -223,7 +224,7 @@ static uint32_t rec_hash(Machine *M, int32_t r) {
 static int rec_equal(Machine *M, int32_t a, int32_t b) {
     Rec *x = R(M, a), *y = R(M, b);
     if (x->hash != y->hash || x->task != y->task || x->nmarks != y->nmarks || x->vamask != y->vamask ||
-        x->vsmask != y->vsmask)
+        x->vsmask != y->vsmask || x->glob != y->glob)
         return 0;
     if (memcmp(VA(M, a, 0), VA(M, b, 0), sizeof(uint64_t) * 2 * NP * M->nw)) return 0;
     for (int i = 0; i < x->nmarks; i++)
@@ -353,9 +354,9 @@ static int32_t rec_alloc(Machine *M) {
 
 /* The record of a new access by threads `mask` on pair p (interned; refs not taken).
    `unordered`: visible to no thread yet (V_S empty), as sync/access.py explains. */
-/* The interned record of a new access by threads `mask` on pair p with V_S pairs `po`, or 0 if there is
-   none (the scratch record 0 holds its value). */
-static int32_t find_fresh(Machine *M, int mask, int p, int32_t po) {
+/* The interned record of a new access by threads `mask` on pair p with V_S pairs `po` to memory of kind
+   `glob`, or 0 if there is none (the scratch record 0 holds its value). */
+static int32_t find_fresh(Machine *M, int mask, int p, int32_t po, int glob) {
     const uint64_t *tm = mask_bits(M, mask);
     memset(VA(M, 0, 0), 0, sizeof(uint64_t) * M->rw);
     memcpy(VA(M, 0, p), tm, sizeof(uint64_t) * M->nw);
@@ -363,6 +364,7 @@ static int32_t find_fresh(Machine *M, int mask, int p, int32_t po) {
         if (po >> q & 1) memcpy(VS(M, 0, q), tm, sizeof(uint64_t) * M->nw);
     Rec *s = R(M, 0);
     s->task = M->task;
+    s->glob = (uint8_t)glob;
     s->nmarks = 0;
     s->vamask = 1u << p;
     s->vsmask = (uint32_t)po;
@@ -370,17 +372,18 @@ static int32_t find_fresh(Machine *M, int mask, int p, int32_t po) {
     return rtable_find(M, 0);
 }
 
-static int32_t fresh_record(Machine *M, int mask, int p, int unordered) {
-    Fresh *c = &M->fresh[((int64_t)unordered * NP + p) * M->nmasks + mask];
+static int32_t fresh_record(Machine *M, int mask, int p, int unordered, int glob) {
+    Fresh *c = &M->fresh[((int64_t)(2 * glob + unordered) * NP + p) * M->nmasks + mask];
     const int32_t po = unordered ? 0 : M->po[p];
     if (c->rec && c->task == M->task && M->ref[c->rec].slot >= 0 && R(M, c->rec)->stamp == c->stamp) return c->rec;
-    int32_t r = find_fresh(M, mask, p, po);
+    int32_t r = find_fresh(M, mask, p, po, glob);
     if (!r) {
         r = rec_alloc(M);
         memcpy(VA(M, r, 0), VA(M, 0, 0), sizeof(uint64_t) * M->rw);
         Rec *x = R(M, r);
         memset(x, 0, sizeof(Rec));
         x->task = M->task;
+        x->glob = (uint8_t)glob;
         x->hash = R(M, 0)->hash;
         x->vamask = 1u << p;
         x->vsmask = (uint32_t)po;
@@ -674,7 +677,7 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     M->qp = T->queues;
     M->qs = calloc(T->nqueues ? T->nqueues : 1, sizeof(Queue));
     for (int i = 0; i < T->nqueues; i++) M->qs[i].arr_mask = M->qs[i].await_mask = -1;
-    M->fresh = calloc((size_t)2 * NP * M->nmasks, sizeof(Fresh));
+    M->fresh = calloc((size_t)4 * NP * M->nmasks, sizeof(Fresh));
     M->nwatch = nwatch;
     M->hist = calloc(nwatch ? nwatch : 1, sizeof(History));
     for (int i = 0; i < nwatch; i++) {
@@ -932,7 +935,7 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
         }
         *x = out;
     } else {
-        int32_t rec = fresh_record(M, mask, pair, unordered);
+        int32_t rec = fresh_record(M, mask, pair, unordered, M->sp[slot].global_memory);
         if (mode & 1) access_step(M, slot, e, x, mask, pair, 0, rec, site, iv, mode == 1);
         if (mode & 2) access_step(M, slot, e, x, mask, pair, 1, rec, site, iv, 1);
         if (M->nwatch) return;
@@ -1096,7 +1099,7 @@ static int same_threads(Machine *M, int q, int32_t *first, int mask, int code, c
     return 0;
 }
 
-void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv, int64_t tx) {
+void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const int64_t *iv, int64_t tx, int64_t own) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     int q = (int)q64;
     const QueueParams *P = &M->qp[q];
@@ -1135,7 +1138,7 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
     if (!P->scope) carry(M, tm, q, n); /* a commit group orders its own threads' async instructions only */
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
-        if (!meets(M, r, tm, m1)) continue;
+        if ((!own && R(M, r)->glob) || !meets(M, r, tm, m1)) continue;
         uint64_t *mt = M->tmp;
         memset(mt, 0, sizeof(uint64_t) * M->nw);
         if (P->scope) /* scoped commit groups remember which threads' accesses they carry */
@@ -1176,12 +1179,14 @@ void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t
         if (n > Q->ntxd) Q->ntxd = n;
         carry(M, mask_bits(M, mask), (int)qs[i], n); /* the phase completes only once the load issued now does */
     }
-    int32_t r = find_fresh(M, mask, pair, 0);
-    if (!r) return;
     memset(M->tmp, 0, sizeof(uint64_t) * M->nw);
-    begin_update(M, r); /* every mark at once: the fresh record has none */
-    for (int i = 0; i < nq; i++)
-        if (mark_index(M, r, (int)qs[i]) < 0 && !insert_mark(M, r, (int)qs[i], n, M->tmp)) break;
+    for (int glob = 0; glob < 2; glob++) { /* the load's shared memory writes and global memory reads */
+        int32_t r = find_fresh(M, mask, pair, 0, glob);
+        if (!r) continue;
+        begin_update(M, r); /* every mark at once: the fresh record has none */
+        for (int i = 0; i < nq; i++)
+            if (mark_index(M, r, (int)qs[i]) < 0 && !insert_mark(M, r, (int)qs[i], n, M->tmp)) break;
+    }
     settle(M);
 }
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 from ..core.coll import cuda_thread, cuda_warp, cuda_warpgroup
 from ..core.instrs import instr_info_by_name
+from ..core.memories import CudaMemory
 
 REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
 
@@ -15,6 +16,13 @@ REGISTER_UNITS = (cuda_thread, cuda_warp, cuda_warpgroup)
 def is_shared_memory(mem) -> bool:
     """Memory that several collectives use (shared, global), not registers owned by one collective."""
     return getattr(mem, "native_unit", None) not in REGISTER_UNITS
+
+
+@lru_cache(maxsize=None)
+def is_global_memory(mem) -> bool:
+    """Global (device) memory: no collective allocates it; peer CTAs see its accesses only through
+    cluster-scope syncs (a remote mbarrier arrive releases at .cta scope)."""
+    return isinstance(mem, type) and issubclass(mem, CudaMemory) and not mem.device_allocated
 
 
 def distributed_shared(analysis, sym) -> bool:

@@ -106,7 +106,7 @@ class _Printer:
 
     def arrive(self, op: P.Arrive) -> None:
         self.line(f"sc_arrive(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m1}u, {op.site}, {self.iv(op.site)}, "
-                  f"INT64_C({op.tx}));")
+                  f"INT64_C({op.tx}), {c_expr(op.own)});")
 
     def trail(self, op: P.Trail) -> None:
         queues = ", ".join(c_expr(q) for q in op.queues)
@@ -165,7 +165,7 @@ def c_source(program: P.Program) -> str:
     for q in program.queues:
         r = q.rule
         queues.append(f"{{{-1 if r.lag is None else r.lag}, {r.depth}, {r.max_wait_n}, {r.scope}, {int(r.same_threads)}}}")
-    slots = [f"{{{s.name_id}, {int(s.shared)}}}" for s in program.slots]
+    slots = [f"{{{s.name_id}, {int(s.shared)}, {int(s.global_memory)}}}" for s in program.slots]
     sites = [f"{{{s.stmt}, {len(s.loops)}}}" for s in program.sites]
     access = [f"{{{a.slot}, {a.pair}, {a.mode}, {int(a.unordered)}, {a.site}}}" for a in printer.access_ops]
     tables = [f"static const int32_t TABLE_{k}[] = {{{', '.join(map(str, t))}}};" for k, t in enumerate(program.tables)]

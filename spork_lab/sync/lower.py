@@ -30,7 +30,7 @@ from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
 from . import program as P
-from .access import distributed_shared, is_shared_memory, unordered_access
+from .access import distributed_shared, is_global_memory, is_shared_memory, unordered_access
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ class _Lowering:
         name = str(decl.name)
         slot = len(self.slots)
         self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem),
-                                 decl.name in self.multicast_dst))
+                                 remote=decl.name in self.multicast_dst, global_memory=is_global_memory(decl.mem)))
         self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
         strides, size = [], P.Const(1)
@@ -726,8 +726,9 @@ class _Lowering:
                                   P.ERR_CTA, site))
             m1 = spec.first_tl.mask & ~TMA_LOAD_BIT
             tx = bar.tx.get(id(s), 0)
-            for flat in targets:
-                self.emit(P.Arrive(self.let(bar.queue(flat, reverse, sub)), mask, m1, site, tx))
+            for j, flat in enumerate(targets):  # target j is another CTA's barrier unless j is this CTA's `sub`
+                own = P.Const(1) if sliced is None else self.let(P.Bin("==", sub, P.Const(j)))
+                self.emit(P.Arrive(self.let(bar.queue(flat, reverse, sub)), mask, m1, site, tx, own))
             return
         if sliced is not None:
             raise SyncError(f"{spec.kind} on a slice of {arg.name}: await one barrier", s.srcinfo)

@@ -238,7 +238,10 @@ class Fence:
 class Arrive:
     """Arrive on queue `queue`: the records meeting m1 x C become pending on this arrive. `tx`: the bytes
     of TMA loads its phase expects (mbarrier.arrive.expect_tx; 0 for a plain arrive): the await that pairs
-    with it checks them against the bytes delivered to the phase (see `Trail`).
+    with it checks them against the bytes delivered to the phase (see `Trail`). `own` zero: the queue is
+    another CTA's barrier (a multicast arrive's remote part), which the CUDA signals at the default .cta
+    scope: records of global memory do not become pending there (another CTA's threads are not ordered
+    after this CTA's global accesses by it; shared memory the arriving CTA has finished with is).
 
     On a ring (QueueRule.depth D), arrive n reuses the slot of arrive n - D: every thread of C must be
     ordered after the await of arrive n - D in execution order (program order, Fences with `barrier`,
@@ -250,6 +253,7 @@ class Arrive:
     m1: int
     site: int
     tx: int = 0
+    own: Expr = Const(1)
 
 
 @dataclass(frozen=True)
@@ -342,6 +346,7 @@ class Slot:
     name_id: int  # hazards are reported once per (kind, name id, statement)
     shared: bool  # its memory is used by several collectives (freed memory is reused by others)
     remote: bool = False  # other CTAs of the cluster write it (a multicast destination): its free waits for them
+    global_memory: bool = False  # its records are kept apart: a remote arrive leaves them out (see `Arrive`)
 
 
 @dataclass(frozen=True)

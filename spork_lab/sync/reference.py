@@ -43,18 +43,20 @@ class _Stop(Exception):
 
 
 class _Record:
-    """A visibility record, shared by every element with equal (V_A, V_S, pending)."""
+    """A visibility record, shared by every element with equal (V_A, V_S, pending) of the same kind of memory
+    (`glob`: global memory, whose records a remote arrive leaves out for other CTAs: program.Arrive)."""
 
-    __slots__ = ("va", "vs", "pending", "key", "fwd", "task", "slo", "shi", "sbits")
+    __slots__ = ("va", "vs", "pending", "glob", "key", "fwd", "task", "slo", "shi", "sbits")
 
-    def __init__(self, va, vs, pending, task):
+    def __init__(self, va, vs, pending, glob, task):
         self.fwd = None
         self.task = task
+        self.glob = glob
         self.set(va, vs, pending)
 
     def set(self, va, vs, pending) -> None:
         self.va, self.vs, self.pending = va, vs, pending
-        self.key = (va, vs, pending)
+        self.key = (va, vs, pending, self.glob)
         # Fast path of `covers`: V_S as one interval (else an empty one, and the slow path decides).
         if len(vs) == 1:
             self.slo, self.shi, self.sbits = vs[0]
@@ -253,17 +255,17 @@ class _Run:
             return P.RawAccess(site, mask, self.task, ())
         return P.RawAccess(site, mask, self.task if mask else -1, tuple(self.V[v] for _, v in self.p.sites[site].loops))
 
-    def intern(self, va, vs, pending) -> _Record:
-        key = (va, vs, pending)
+    def intern(self, va, vs, pending, glob: bool) -> _Record:
+        key = (va, vs, pending, glob)
         rec = self.table.get(key)
         if rec is None:
-            rec = self.table[key] = _Record(va, vs, pending, self.task)
+            rec = self.table[key] = _Record(va, vs, pending, glob, self.task)
             self.live.setdefault(self.task, set()).add(rec)
         return rec
 
     def update(self, rec: _Record, va, vs, pending) -> None:
         """Change a record in place, as part of the running sync: it leaves the table until `settle`."""
-        if (va, vs, pending) == rec.key:
+        if (va, vs, pending, rec.glob) == rec.key:
             return
         if self.table.get(rec.key) is rec:
             del self.table[rec.key]
@@ -325,7 +327,7 @@ class _Run:
                     break
         if not record:
             return
-        rec = self.intern(key[0], key[1], ())
+        rec = self.intern(key[0], key[1], (), self.p.slots[op.slot].global_memory)
         if write:
             buf.w[e], buf.r[e] = rec, ()
         elif rec not in buf.r[e]:
@@ -478,8 +480,9 @@ class _Run:
             for order in self.orders.values():
                 if ss.meets(order.threads, threads, 1):
                     order.carry(qid, n)
+        own = self.ev(op.own)
         for rec in list(self.live.get(self.task, ())):
-            if rec.fwd is None and ss.meets(rec.va, threads, op.m1):
+            if rec.fwd is None and (own or not rec.glob) and ss.meets(rec.va, threads, op.m1):
                 mark_threads = ss.threads_with(rec.va, op.m1, threads) if rule.scope else ()
                 self.update(rec, rec.va, rec.vs, _add_mark(rec.pending, qid, n, mark_threads))
                 q.pending.add(rec)
@@ -551,13 +554,14 @@ class _Run:
             if ss.meets(order.threads, threads, 1):
                 for qid in qids:
                     order.carry(qid, n)
-        rec = self.table.get((ss.product(threads, 1 << op.pair), ss.product(threads, 0), ()))
-        if rec is None:
-            return
-        pending = rec.pending
-        for qid in qids:
-            pending = _add_mark(pending, qid, n, ())
-        self.update(rec, rec.va, rec.vs, pending)
+        for glob in (False, True):  # the load's shared memory writes and global memory reads
+            rec = self.table.get((ss.product(threads, 1 << op.pair), ss.product(threads, 0), (), glob))
+            if rec is None:
+                continue
+            pending = rec.pending
+            for qid in qids:
+                pending = _add_mark(pending, qid, n, ())
+            self.update(rec, rec.va, rec.vs, pending)
         self.settle()
 
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
