@@ -147,6 +147,10 @@ class _Lowering:
         self.rank_tables: dict = {}  # group size -> id of the table giving each mask's group (-1: several groups)
         self.multicast_dst = {s.args[0].name for s in walk_stmts(proc_ir.body)
                               if trailing_of(s) is not None and instr_info(s).multicast}
+        # Records of global memory are kept apart only where a remote arrive must leave them out (program.Arrive):
+        # elsewhere records shared by global and shared memory elements keep syncs cheap.
+        self.remote_arrives = any((spec := sync_spec_of(s)) is not None and spec.is_arrive and spec.window_shape
+                                  for s in walk_stmts(proc_ir.body))
         self.whole_tiles = self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
 
@@ -302,7 +306,8 @@ class _Lowering:
         name = str(decl.name)
         slot = len(self.slots)
         self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem),
-                                 remote=decl.name in self.multicast_dst, global_memory=is_global_memory(decl.mem)))
+                                 remote=decl.name in self.multicast_dst,
+                                 global_memory=self.remote_arrives and is_global_memory(decl.mem)))
         self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
         strides, size = [], P.Const(1)

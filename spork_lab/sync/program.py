@@ -346,7 +346,8 @@ class Slot:
     name_id: int  # hazards are reported once per (kind, name id, statement)
     shared: bool  # its memory is used by several collectives (freed memory is reused by others)
     remote: bool = False  # other CTAs of the cluster write it (a multicast destination): its free waits for them
-    global_memory: bool = False  # its records are kept apart: a remote arrive leaves them out (see `Arrive`)
+    global_memory: bool = False  # its records are kept apart: a remote arrive leaves them out (see `Arrive`); set
+    #   only in programs that have remote arrives
 
 
 @dataclass(frozen=True)
