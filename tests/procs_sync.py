@@ -381,7 +381,7 @@ mbar_fenced_each_iteration = rename(
 )
 
 
-# ---- known miss of the checker (tests/test_sync_barriers.py: a strict xfail until fixed) ----
+# ---- data handed between the CTAs of a cluster ----
 
 
 # Global data handed from one CTA of a cluster to the other through a remote mbarrier arrive: the arrive
@@ -400,6 +400,25 @@ def remote_arrive_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ 
                 Await(ring[cta], cuda_in_order, ~0)
                 for t in cuda_threads(0, 32):
                     x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# A cp.async arrive multicast to the cluster's barriers: cp.async.mbarrier.arrive has no remote form.
+@proc
+def err_multicast_cp_async_arrive(x: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(clusterDim=2, blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[2, 32] @ CudaSmemLinear
+            ring: barrier[2] @ CudaMbarrier
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 32):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[cta, t : t + 1], x[64 * cta + t : 64 * cta + t + 1], size=4)
+                Arrive(Sm80_cp_async, 1) >> ring[:]
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                Await(ring[cta], cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    x[64 * cta + 32 + t] = buf[cta, t]
             Fence(cuda_in_order, cuda_in_order)
 
 

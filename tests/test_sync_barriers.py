@@ -30,6 +30,8 @@ from spork_lab.sync.checker import sync_check
          "barrier bar"),
         (P.err_mbarrier_await_per_thread, "Await(bar[0], cuda_in_order, ~0)", "each of its 64 collectives .* awaits"),
         (P.err_mbarrier_alloc_per_thread, "bar: barrier @ CudaMbarrier", "lives in shared memory, one per CTA"),
+        (P.err_multicast_cp_async_arrive, "Arrive(Sm80_cp_async, 1) >> ring[:]",
+         r"a cp.async Arrive signals this CTA's mbarrier only .* cannot arrive on a slice ring\[...\]"),
         (P.err_mbarrier_two_warp_ranges, "# other threads",
          r"every Arrive on mbarrier bar must be made by the same threads .* is made by threads \[32, 64\), "
          r"the Arrive at line \d+ by threads \[0, 32\)"),

@@ -150,6 +150,11 @@ class CudaMbarrier(BarrierMemory):
                 raise _use_error(
                     u, f"an mbarrier arrive orders in-order CUDA, cp.async or TMA-load accesses, not {u.spec.first_tl}"
                 )
+            if u.spec.window_shape and tl.Sm80_cp_async_instr in u.spec.first_tl.instr_tls:
+                raise _use_error(u, f"a cp.async Arrive signals this CTA's mbarrier only (cp.async.mbarrier.arrive has "
+                                    f"no remote form), so it cannot arrive on a slice {name}[...] of the cluster's "
+                                    "barriers: arrive on this CTA's barrier, then order the peers with a Fence by "
+                                    "the whole cluster")
             if u.tx_bytes and tl.tma_to_smem_async_instr not in u.spec.first_tl.instr_tls:
                 raise _use_error(u, f"this Arrive closes a phase that TMA loads complete on: its first sync-tl must "
                                     f"include tma_to_smem_async (Arrive(tma_to_smem_async, 1)), not {u.spec.first_tl}")
