@@ -352,8 +352,6 @@ static int32_t rec_alloc(Machine *M) {
     return r;
 }
 
-/* The record of a new access by threads `mask` on pair p (interned; refs not taken).
-   `unordered`: visible to no thread yet (V_S empty), as sync/access.py explains. */
 /* The interned record of a new access by threads `mask` on pair p with V_S pairs `po` to memory of kind
    `glob`, or 0 if there is none (the scratch record 0 holds its value). */
 static int32_t find_fresh(Machine *M, int mask, int p, int32_t po, int glob) {
@@ -372,6 +370,8 @@ static int32_t find_fresh(Machine *M, int mask, int p, int32_t po, int glob) {
     return rtable_find(M, 0);
 }
 
+/* The record of a new access by threads `mask` on pair p to memory of kind `glob` (interned; refs not taken).
+   `unordered`: visible to no thread yet (V_S empty), as sync/access.py explains. */
 static int32_t fresh_record(Machine *M, int mask, int p, int unordered, int glob) {
     Fresh *c = &M->fresh[((int64_t)(2 * glob + unordered) * NP + p) * M->nmasks + mask];
     const int32_t po = unordered ? 0 : M->po[p];

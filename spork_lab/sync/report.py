@@ -185,7 +185,7 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
             verb = {"RAW": "read after write", "WAR": "write after read", "WAW": "write after write"}[kind]
             instr_tl = program.sites[h.access.site].instr_tl
             message = f"{verb} without synchronization: the earlier access is not visible to these threads on {instr_tl}"
-            if program.slots[h.slot].global_memory and _has_remote_arrives(program):
+            if program.slots[h.slot].global_memory:  # set only in programs with remote arrives (lower.py)
                 message += (f" ({name} is global memory: a remote `Arrive(...) >> bar[:]` does not order it for the "
                             "other CTAs of the cluster, a Fence by the whole cluster does)")
         return Hazard(kind, name, h.index, acc, other, message)
@@ -214,10 +214,6 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
         message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
                    f"happened before it: the GPU would wait forever")
     return Hazard(kind, None, None, acc, other, message)
-
-
-def _has_remote_arrives(program: P.Program) -> bool:
-    return any(isinstance(op, P.Arrive) and op.own != P.Const(1) for op in program.ops)
 
 
 def _events(program: P.Program, events: list) -> list:
