@@ -115,7 +115,7 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
         out = cfg.get("out", "f32")
         m = 128 * 2 * cfg.get("G", 8)  # a multiple of 128 CL G
         bn = cfg.get("BN", 256)
-        checks = ((m, 3 * bn, 256), (m, 10 * bn, 512))
+        checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * bn, 256), (m, 10 * bn, 512))
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
         kernels.append(Kernel(str(p.name()), "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY,
                               checks, out))
@@ -125,13 +125,13 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
 SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: raster groups (run 6: G = 8 best), K-blocks
     # of half a 128-byte swizzle row in twice the stages (the same shared memory, a longer lead for TMA; run 9),
     # narrower wgmma (NW columns each; cuBLAS's 128 x 320 kernel issues m64n64k16; run 9) and 128 x 320 tiles
-    # (cuBLAS's; N a multiple of 320 until partial tiles exist; run 10)
-    "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160)],
+    # (cuBLAS's; run 10 at N a multiple of 320), and 128 x 256 with partial tiles (`clip`: any M, N; run 12)
+    "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True)],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
             dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64), dict(BN=320, NW=160, out="f16"),
-            dict(BN=320, NW=64, out="f16"), dict(BN=320, NW=160)],
+            dict(BN=320, NW=64, out="f16"), dict(BN=320, NW=160), dict(out="f16", clip=True)],
     "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16"),
-             dict(BN=320, NW=160, out="bf16")],
+             dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True)],
 }
 
 

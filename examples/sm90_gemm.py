@@ -118,23 +118,26 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
 
 
 def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32",
-                SW: int = 128, NW: int = 0) -> tuple:
+                SW: int = 128, NW: int = 0, clip: bool = False) -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
     S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
     as cuBLAS writes a 16-bit product), K-blocks of one SW-byte swizzle row (128, 64 or 32), and wgmma NW
     columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator,
-    and so the zero-fill and the store where BN is past wgmma's 256); the mutation test edits the text before
-    parsing it."""
+    and so the zero-fill and the store where BN is past wgmma's 256); `clip`: any M and N, K a multiple of 16
+    bytes (partial tiles, see `_clipped`). The mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
+    suffix += "_clip" if clip else ""
     src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW).strip("\n")
+    if clip:
+        src = _clipped(src)
     if CL == 1:
         src = _single_cta(src)
     if NW != BN:
         src = _column_windows(src, BN > 256)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
-    consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
+    consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
               "NW": NW, "WARPS": WARPS}
     return src, consts
 
@@ -149,16 +152,51 @@ def _single_cta(src: str) -> str:
     return src
 
 
+def _clipped(src: str) -> str:
+    """The text for any M and N, and K a multiple of KA (TMA's rows are 16-byte aligned): as many tasks and
+    K-blocks as cover them, the last ones partial. The TMA loads
+    take their box at (row, column) of the whole tensor map and fill what lies past the matrix's edge with zeros
+    (which add nothing to the products), and the store leaves out the rows and columns past C's edge; every
+    statement keeps its line in this file."""
+    cta_row = "128 * (CL * (G * mg + mi) + cta)"
+    edits = [
+        ("    assert M % CM == 0\n", "\n"), ("    assert N % BN == 0\n", "\n"), ("assert K % BK == 0", "assert K % KA == 0"),
+        ("cuda_tasks(0, M / CM)", "cuda_tasks(0, (M + CM - 1) / CM)"), ("cuda_tasks(0, N / BN)", "cuda_tasks(0, (N + BN - 1) / BN)"),
+        ("seq(0, K / BK)", "seq(0, (K + BK - 1) / BK)"),
+        ("Sm90_copy_tensor_to_smem_swizzled_2", "Sm90_copy_tensor_clipped_to_smem_swizzled_2"),
+        ("Sm90_multicast_copy_tensor_to_smem_swizzled_2", "Sm90_multicast_copy_tensor_clipped_to_smem_swizzled_2"),
+        ("B_tm[BN * nt + BNC * cta:BN * nt + BNC * cta + BNC, BK * k:BK * k + BK],", "B_tm[0:N, 0:K],"),
+        (f"A_tm[{cta_row}:{cta_row} + 128,", "A_tm[0:M,"),
+        ("BK * k:BK * k + BK],\n", "0:K],\n"),  # the A window's second line
+        ("Sm90_mma_store_d_row_major_", "Sm90_mma_store_d_clipped_row_major_"),
+        (f"C[{cta_row} + 64 * wg:{cta_row} + 64 * wg + 64,", "C[0:M,"),
+        ("BN * nt:BN * nt + BN],", "0:N],"),
+    ]
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    for call, args in [("Sm90_copy_tensor_clipped_to_smem_swizzled_2", f"M, K, {cta_row}, BK * k,"),
+                       ("Sm90_multicast_copy_tensor_clipped_to_smem_swizzled_2", "N, K, BN * nt + BNC * cta, BK * k,"),
+                       ("Sm90_mma_store_d_clipped_row_major_", f"M, N, {cta_row} + 64 * wg, BN * nt,")]:
+        head, rest = src.split(call, 1)
+        name, rest = rest.split("(", 1)
+        src = f"{head}{call}{name}({args}{rest}"
+    return src
+
+
 def _column_windows(src: str, zero_and_store: bool) -> str:
     """The text with the wgmma (and, if asked, the zero-fill and the store) in `for j` loops over NW-column windows
     of the accumulator, each loop on its statement's own lines: every statement keeps its line in this file."""
     edits = [("Sm90_mma_async_", "B_s[cta, k % S, :, ", "B_s[cta, k % S, NW * j:NW * j + NW, ")]
     if zero_and_store:
         edits += [("Sm90_zero_scale_d_f32(", "", ""),
-                  ("Sm90_mma_store_d_row_major_", "BN * nt:BN * nt + BN]", "BN * nt + NW * j:BN * nt + NW * j + NW]")]
+                  ("Sm90_mma_store_d_row_major_", "BN * nt:BN * nt + BN]", "BN * nt + NW * j:BN * nt + NW * j + NW]"),
+                  ("Sm90_mma_store_d_clipped_row_major_", "BN * nt,", "BN * nt + NW * j,")]
     lines = src.split("\n")
     for call, old, new in edits:
-        first = next(n for n, line in enumerate(lines) if line.strip().startswith(call))
+        first = next((n for n, line in enumerate(lines) if line.strip().startswith(call)), None)
+        if first is None:
+            continue
         last = next(n for n in range(first, len(lines)) if lines[n].rstrip().endswith("N=BN)"))
         lines[first] = lines[first].replace(call, f"for j in seq(0, BN / NW): {call}", 1)
         for n in range(first, last + 1):
@@ -168,9 +206,9 @@ def _column_windows(src: str, zero_and_store: bool) -> str:
 
 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
-              NW: int = 0):
+              NW: int = 0, clip: bool = False):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW)
+    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW, clip)
     return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
 
 
@@ -178,10 +216,12 @@ def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 
 _FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
 
 
-CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of the input type (as cuBLAS), C f32
-    "tf32": [dict()],
-    "f16": [dict(out="f16"), dict()],
-    "bf16": [dict(out="bf16"), dict()],
+CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of the input type (as cuBLAS), C f32, and
+    # cuBLAS's own 128 x 320 tile with partial tiles (faster where the shape leaves few tiles in the last wave:
+    # benchmarks/sm90_gemm_notes.md, run 12)
+    "tf32": [dict(), dict(BN=320, NW=160, clip=True)],
+    "f16": [dict(out="f16"), dict(), dict(BN=320, NW=160, out="f16", clip=True)],
+    "bf16": [dict(out="bf16"), dict(), dict(BN=320, NW=160, out="bf16", clip=True)],
 }
 
 
@@ -440,7 +480,8 @@ def schedule(p, cfg: Config, upto: int = len(STEPS)):
     return p
 
 
-PROCS = [make_gemm("tf32", CL=2, G=1)]  # the runnable-example tests feed it float32 inputs
+PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True)]  # the runnable-example tests feed
+# them float32 inputs
 ARCH = "sm_90a"  # TMA, wgmma, setmaxnreg, clusters
 TOLERANCE = dict(rtol=2e-2, atol=2e-2)  # tf32 reads 10 mantissa bits (truncated); f16 inputs are exact
 
@@ -449,9 +490,10 @@ def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarra
     return {"C": (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)}
 
 
-def make_args(rng: np.random.Generator, n: int = 512, dtype=np.float32) -> dict:
-    """M = n, N = n + 256, K = n / 2: not square, so swapped indices show (n a multiple of 512)."""
-    M, N, K = n, n + 256, n // 2
+def make_args(rng: np.random.Generator, n: int = 512, dtype=np.float32, proc=None) -> dict:
+    """M = n, N = n + 256, K = n / 2: not square, so swapped indices show (n a multiple of 512); for a GEMM with
+    partial tiles (`clip`) sizes that no tile divides (K a multiple of 4: TMA's rows are 16-byte aligned)."""
+    M, N, K = (n - 83, n + 173, n // 2 + 20) if proc is not None and str(proc.name()).endswith("_clip") else (n, n + 256, n // 2)
     scale = np.float32(K**-0.25)  # C of unit variance at every K: TOLERANCE's atol stays a fixed number of sigmas
     A = (rng.standard_normal((M, K), dtype=np.float32) * scale).astype(dtype)
     B = (rng.standard_normal((N, K), dtype=np.float32) * scale).astype(dtype)

@@ -231,3 +231,68 @@ def test_a_gemm_ring_over_the_shared_memory_limit_is_refused_when_compiled():
         f"target's): B_s 196608 bytes (line {b_s}), A_s 98304 bytes (line {a_s}), mbarriers 88 bytes, alignment 1024 "
         "bytes; shrink the largest (fewer ring stages, smaller tiles)"
     )
+
+
+# ---- partial tiles: clipped TMA loads and accumulator stores ----
+
+
+def _clip_gemm_text(dt: str = "tf32", **kw) -> tuple:
+    import sm90_gemm
+
+    return sm90_gemm.gemm_source(dt, CL=2, G=1, clip=True, **kw)
+
+
+def _parse_clip(src: str, consts: dict):
+    import sm90_gemm
+
+    return sl.parse_source(src, filename=sm90_gemm.__file__, first_line=sm90_gemm._FIRST_LINE, func_locals=consts)
+
+
+def test_the_clipped_gemm_is_checked_at_sizes_no_tile_divides():
+    """Partial tiles in M, N and K pass; the checker reads the stores' guards: two warpgroups storing overlapping
+    rows (64 * wg -> 32 * wg, both within C) is a WAW on C, and rows past C's edge are not accessed at all."""
+    src, consts = _clip_gemm_text()
+    assert sl.sync_check(_parse_clip(src, consts), M=300, N=500, K=200).hazards == []
+    overlap = src.replace("cta) + 64 * wg, BN * nt,", "cta) + 32 * wg, BN * nt,")
+    assert overlap != src
+    report = sl.sync_check(_parse_clip(overlap, consts), M=300, N=500, K=200)
+    assert [h.kind for h in report.hazards][:1] == ["WAW"] and report.hazards[0].buffer == "C"
+
+
+def test_a_guarded_instr_access_is_recorded_under_its_guard():
+    """instr_accesses: the clipped load reads `src` only inside the tensor (its `if`) and writes every `dst`
+    element (both branches), so the write carries no guard."""
+    from spork_lab.sync.lower import instr_accesses
+
+    load = Sm90_copy_tensor_clipped_to_smem_swizzled_2f32.instantiate(box=(64, 32))
+    reads, writes = instr_accesses(load._loopir_proc.body)
+    assert (str(reads[0]), str(writes[0])) == ("src", "dst")
+    assert [str(c) for c, holds in reads[4] if holds] == ["r0 + r < n and c0 + c < k"]
+    assert writes[4] == ()
+
+
+def test_clipped_tma_and_store_lowering():
+    """The clipped load's coordinates are (c0, r0); the store takes the unclipped path for a whole aligned tile,
+    else one guarded element at a time."""
+    import sm90_gemm
+
+    cu = _cu(sm90_gemm.make_gemm("f16", CL=2, G=1, out="f16", clip=True))
+    assert '"r"((int) (64 * k)), "r"((int) (128 * (2 * (1 * mg + mi) + cta))) : "memory");' in cu  # A: (c0, r0)
+    assert '"r"((int) (64 * k)), "r"((int) (256 * nt + 128 * cta)) : "memory");' in cu  # B, multicast
+    assert "const int exo_count_1 = (N + 256 - 1) / 256;" in cu  # the last task column is partial
+    # the unclipped store writes pairs: the tile's start and the row pitch (2 bytes x sm90_ld) 4-byte aligned
+    assert ("if (sm90_r0 + 64 <= sm90_rows && sm90_c0 + 256 <= sm90_cols && "
+            "((reinterpret_cast<unsigned long long>(sm90_p) | 2ull * sm90_ld) & 3) == 0)") in cu
+    assert ("if (sm90_r0 + sm90_r < sm90_rows && sm90_c0 + sm90_c < sm90_cols) "
+            "sm90_p[(long long) sm90_r * sm90_ld + sm90_c] = __float2half_rn(sm90_d[4 * j + e]);") in cu
+
+
+def test_a_clipped_load_of_a_window_is_a_codegen_error():
+    """Zeros past the edge are TMA's only at the tensor map's own edge: the load takes the whole map and its shape."""
+    src, consts = _clip_gemm_text()
+    short = src.replace("B_tm[0:N, 0:K],", "B_tm[0:N - 1, 0:K],").replace("(N, K, BN * nt", "(N - 1, K, BN * nt")
+    short = short.replace("assert K % KA == 0", "assert K % KA == 0\n    assert N >= 2")
+    with pytest.raises(sl.CodegenError, match=r"reads the box at \(r0, c0\) of the whole tensor map T, and n, k are T's "
+                                              r"shape .*got a window at \(0, 0\) of shape \(N - 1, K\) of a map of "
+                                              r"shape \(N, K\)"):
+        _cu(_parse_clip(short, consts))

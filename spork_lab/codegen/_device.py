@@ -25,8 +25,8 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
-from ..core.instrs import LoweredArg, LoweredCall, instr_info, template_call_of
-from ..core.ir import walk_stmts
+from ..core.instrs import LoweredArg, LoweredCall, instr_info, multicast_dst, template_call_of
+from ..core.ir import constant_value, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
@@ -344,7 +344,8 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self.push(only="env")
         itr = self.new_varname(s.iter, typ=T.index)
         self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
-        if isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const) and s.hi.val - s.lo.val <= UNROLL_LIMIT:
+        lo_val, hi_val = constant_value(s.lo), constant_value(s.hi)
+        if lo_val is not None and hi_val is not None and hi_val - lo_val <= UNROLL_LIMIT:
             self.add_line("#pragma unroll")
         self.add_line(f"for (int {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
         self.push(only="tab")
@@ -614,10 +615,13 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             idx = e.idx[self._dist.get(e.name, 0) :]  # a shard's indices (rule 4)
             los = tuple(self.comp_e(w.lo if isinstance(w, LoopIR.Interval) else w.pt) for w in idx)
             sizes = tuple(
-                self.comp_e(LoopIR.BinOp("-", w.hi, w.lo, T.index, w.srcinfo)) for w in idx if isinstance(w, LoopIR.Interval)
+                self.comp_e(w.hi if isinstance(w.lo, LoopIR.Const) and w.lo.val == 0
+                            else LoopIR.BinOp("-", w.hi, w.lo, T.index, w.srcinfo))
+                for w in idx if isinstance(w, LoopIR.Interval)
             )
             data = "" if spec is not None else self.window_struct_fields(e)[0]
-            return LoweredArg(text, data, self.mems[e.name], los, sizes, self.env[e.name], spec)
+            shape = tuple(self.comp_e(d) for d in e.type.src_type.shape()) if spec is not None else ()
+            return LoweredArg(text, data, self.mems[e.name], los, sizes, self.env[e.name], spec, shape)
         if isinstance(e, LoopIR.Read) and e.type.is_tensor_or_window():
             zeros = tuple("0" for _ in e.type.shape()[self._dist.get(e.name, 0) :])
             return LoweredArg(text, f"{self.env[e.name]}[0]", self.mems[e.name], zeros, (), self.env[e.name])
@@ -625,7 +629,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
 
     def _cta_mask(self, s) -> str:
         """Multicast: bit mask of the CTAs the written operand's first sliced dimension (the CTA dimension) spans."""
-        first = next((w for w in s.args[0].idx if isinstance(w, LoopIR.Interval)), None)
+        first = next((w for w in multicast_dst(s).idx if isinstance(w, LoopIR.Interval)), None)
         if first is None or not isinstance(first.lo, LoopIR.Const) or not isinstance(first.hi, LoopIR.Const):
             raise CodegenError("a multicast copy writes a slice over the CTAs of the cluster with constant bounds, "
                                "e.g. dst[:, ...]", s.srcinfo)

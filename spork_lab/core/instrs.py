@@ -46,6 +46,7 @@ class LoweredArg:
     sizes: tuple = ()  # windows: the extent of each sliced dimension (ints where constant)
     buffer: str = ""  # windows: C name of the buffer (a tensor map: the kernel's CUtensorMap parameter)
     tensor_map: object = None  # windows of a tensor map: its TensorMapSpec
+    buffer_shape: tuple = ()  # windows of a tensor map: C expressions of the map's dimensions
 
     @property
     def ptr(self) -> str:
@@ -76,6 +77,15 @@ def instr_info(call_or_proc) -> Optional[InstrInfo]:
     """The InstrInfo of an Exo-GPU instr (a LoopIR.Call or proc), None for plain procs."""
     proc = call_or_proc.f if isinstance(call_or_proc, LoopIR.Call) else call_or_proc
     return instr_info_by_name(proc.name)
+
+
+def multicast_dst(s: LoopIR.stmt):
+    """The argument a multicast instr call writes to every CTA of the cluster (its `dst` parameter), None for
+    other statements."""
+    info = instr_info(s) if isinstance(s, LoopIR.Call) else None
+    if info is None or not info.multicast:
+        return None
+    return next(a for a, formal in zip(s.args, s.f.args) if str(formal.name) == "dst")
 
 
 def instr_info_by_name(name: str) -> Optional[InstrInfo]:

@@ -41,6 +41,22 @@ def interval_width(w) -> Optional[int]:
     return diff.get(1, 0)
 
 
+def constant_value(e) -> Optional[int]:
+    """The value of an index expression made of integer constants only (`320 / 160`, as exo leaves the
+    arithmetic of substituted constants), else None; / and % floor, as exo's."""
+    if isinstance(e, LoopIR.Const):
+        return e.val if isinstance(e.val, int) and not isinstance(e.val, bool) else None
+    if isinstance(e, LoopIR.USub):
+        arg = constant_value(e.arg)
+        return None if arg is None else -arg
+    if isinstance(e, LoopIR.BinOp) and e.op in ("+", "-", "*", "/", "%"):
+        lhs, rhs = constant_value(e.lhs), constant_value(e.rhs)
+        if lhs is None or rhs is None or (e.op in "/%" and rhs == 0):
+            return None
+        return {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs // rhs, "%": lhs % rhs}[e.op]
+    return None
+
+
 def constant_remainder(e, modulus: int) -> Optional[int]:
     """`e % modulus` when it is the same whatever the values of e's variables (each one's coefficient is a
     multiple of `modulus`), else None."""

@@ -40,7 +40,7 @@ from exo.core.LoopIR import LoopIR
 from exo.core.prelude import Sym
 
 from ..core.coll import CollTiling
-from ..core.instrs import instr_info
+from ..core.instrs import multicast_dst
 from ..core.loop_modes import CudaThreads
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc
@@ -392,8 +392,7 @@ def _chain_gap(consumed: list, t_a: int, t_n: int) -> str:
 
 def _is_multicast_write(s: LoopIR.stmt, node) -> bool:
     """Whether `node` is the written operand of a multicast instr (its first dimension spans the cluster's CTAs)."""
-    info = instr_info(s) if isinstance(s, LoopIR.Call) else None
-    return info is not None and info.multicast and s.args and node is s.args[0]
+    return node is multicast_dst(s)
 
 
 def _iter_of(i) -> Optional[Sym]:

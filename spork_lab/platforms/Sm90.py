@@ -19,6 +19,8 @@ Instructions (keyword-templated families; `dt` is f32, f16 or bf16):
     Sm90_copy_tensor_to_smem_swizzled_2{dt}(dst, T[...], box=(R, C))
     Sm90_copy_tensor_to_smem_linear_2{dt}(dst, T[...], box=(R, C))
     Sm90_multicast_copy_tensor_to_smem_swizzled_2{dt}(dst[:, ...], T[...], box=(R, C), ncta=2)
+    Sm90_copy_tensor_clipped_to_smem_swizzled_2{dt}(n, k, r0, c0, dst, T[:, :], box=(R, C))   the box at
+        (r0, c0) of the whole map T of shape [n, k], zeros past its edge (partial tiles); multicast_ likewise
   TMA stores and reduce-adds from linear shared memory, on bulk commit groups
   (`Arrive(tma_to_gmem_async, 1) >> cg` / `Await(cg, ..., N)`):
     Sm90_copy_tensor_to_gmem_linear_2{dt}(T[...], src, box=(R, C))
@@ -30,6 +32,8 @@ Instructions (keyword-templated families; `dt` is f32, f16 or bf16):
     Sm90_zero_scale_d_f32(D, M=64, N=n)         D = 0
     Sm90_mma_store_d_row_major_{f32,f16,bf16}(C[...], D, M=64, N=n)   row-major tile of that type (f16/bf16
                                                 rounded to nearest), global or linear shared
+    Sm90_mma_store_d_clipped_row_major_{f32,f16,bf16}(rows, cols, r0, c0, C[:, :], D, N=n)   the tile at (r0, c0)
+                                                of C [rows, cols], less what lies past its edge
 """
 
 from __future__ import annotations
@@ -230,9 +234,12 @@ def _asm(text: str, operands: str) -> str:
 # ---- TMA --------------------------------------------------------------------
 
 
-def _make_tma_load(dt: str, layout: str, multicast: bool):
+def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False):
+    """A TMA load of one box. `clipped`: the box at (r0, c0) of the whole tensor map, which may reach past the
+    tensor's edge; TMA fills the elements past it with zeros (the tensor map's dimensions are the edge)."""
     def make(box=None, ncta=2):
-        name = f"Sm90_{'multicast_' if multicast else ''}copy_tensor_to_smem_{layout}_2{dt}"
+        name = (f"Sm90_{'multicast_' if multicast else ''}copy_tensor{'_clipped' if clipped else ''}_to_smem_"
+                f"{layout}_2{dt}")
         rows, cols = _box(box, name)
         typ, ctype, esize = _DTYPES[dt][:3]
         if layout == "swizzled" and cols * esize not in _SWIZZLE_CODE:
@@ -240,12 +247,21 @@ def _make_tma_load(dt: str, layout: str, multicast: bool):
         mem = f"_SmemSwizzled" if layout == "swizzled" else "CudaSmemLinear"
         lead = f"{ncta}, " if multicast else ""
         q, qi = ("for q in seq(0, %d):\n        " % ncta, "q, ") if multicast else ("", "")
+        pad = "    " if multicast else ""
+        if clipped:
+            head = (f"n: size, k: size, r0: index, c0: index, dst: [{typ}][{lead}{rows}, {cols}] @ {mem}, "
+                    f"src: [{typ}][n, k] @ CudaGmemLinear):\n    assert r0 >= 0\n    assert c0 >= 0\n")
+            element = (f"            {pad}if r0 + r < n and c0 + c < k:\n"
+                       f"                {pad}dst[{qi}r, c] = src[r0 + r, c0 + c]\n"
+                       f"            {pad}else:\n"
+                       f"                {pad}dst[{qi}r, c] = 0.0\n")
+        else:
+            head = f"dst: [{typ}][{lead}{rows}, {cols}] @ {mem}, src: [{typ}][{rows}, {cols}] @ CudaGmemLinear):\n"
+            element = f"            {pad}dst[{qi}r, c] = src[r, c]\n"
         src = (
-            f"def {name}_{rows}x{cols}{f'_mc{ncta}' if multicast else ''}(dst: [{typ}][{lead}{rows}, {cols}] @ {mem}, "
-            f"src: [{typ}][{rows}, {cols}] @ CudaGmemLinear):\n"
+            f"def {name}_{rows}x{cols}{f'_mc{ncta}' if multicast else ''}({head}"
             f"    {q}for r in seq(0, {rows}):\n"
-            f"        {'    ' if multicast else ''}for c in seq(0, {cols}):\n"
-            f"            {'    ' if multicast else ''}dst[{qi}r, c] = src[r, c]\n"
+            f"        {pad}for c in seq(0, {cols}):\n" + element
         )
         p = _parse(src)
         swizzle = cols * esize if layout == "swizzled" else 0
@@ -255,7 +271,7 @@ def _make_tma_load(dt: str, layout: str, multicast: bool):
             if call.args["dst"].mem.__dict__.get("swizzle", swizzle) != swizzle:
                 raise CodegenError(f"{name}: the destination is {call.args['dst'].mem.name()}, but {cols} x {esize}-byte "
                                    f"rows need Sm90_SmemSwizzled({swizzle})", call.srcinfo)
-            c0, c1 = _coords(call, "src")
+            c0, c1 = _clipped_coords(call, name) if clipped else _coords(call, "src")
             ops = (f'"r"(spork_sm90_smem({call.args["dst"].ptr})), "l"(&{call.args["src"].buffer}), '
                    f'"r"(spork_sm90_smem({call.barrier}))')
             if multicast:
@@ -277,6 +293,22 @@ def _make_tma_load(dt: str, layout: str, multicast: bool):
         return p
 
     return make
+
+
+def _clipped_coords(call: LoweredCall, name: str) -> list:
+    """TMA coordinates of a clipped load, innermost first. Its zeros past the edge are the hardware's only if
+    `src` is the whole map (exo checks that `n, k` are its shape)."""
+    src = call.args["src"]
+    if src.tensor_map is None:
+        _coords(call, "src")  # raises: not a tensor map
+    if not (all(lo == "0" for lo in src.los) and tuple(src.sizes) == src.buffer_shape):
+        raise CodegenError(
+            f"{name}(n, k, r0, c0, dst, T[:, :]) reads the box at (r0, c0) of the whole tensor map T, and n, k are "
+            f"T's shape (its edge, where TMA fills zeros); got a window at ({', '.join(src.los)}) of shape "
+            f"({', '.join(map(str, src.sizes))}) of a map of shape ({', '.join(src.buffer_shape)})",
+            call.srcinfo,
+        )
+    return [f"(int) ({call.args['c0'].text})", f"(int) ({call.args['r0'].text})"]
 
 
 def _make_tma_store(dt: str, reduce: bool):
@@ -468,19 +500,31 @@ __device__ __forceinline__ void spork_quad_transpose(unsigned (&v)[4]) {
 """
 
 
-def _make_store_d(dt: str):
-    """D (f32) to a row-major tile of dt: f32 as is, f16/bf16 rounded to nearest (the epilogue cuBLAS runs)."""
+def _make_store_d(dt: str, clipped: bool = False):
+    """D (f32) to a row-major tile of dt: f32 as is, f16/bf16 rounded to nearest (the epilogue cuBLAS runs).
+    `clipped`: the tile at (r0, c0) of the whole matrix dst, less its rows and columns past dst's edge."""
 
     def make(M=64, N=None):
-        name = f"Sm90_mma_store_d_row_major_{dt}"
+        name = f"Sm90_mma_store_d{'_clipped' if clipped else ''}_row_major_{dt}"
         if M != 64 or not (isinstance(N, int) and 8 <= N <= 256 and N % 8 == 0):
             raise ValueError(f"{name}: M=64 and N a multiple of 8 in [8, 256], got M={M!r}, N={N!r}")
-        src = (
-            f"def {name}_m64n{N}(dst: [{dt}][64, {N}] @ CudaMemory, D: [f32][64, {N}] @ Sm90_RmemMatrixD):\n"
-            f"    for m in seq(0, 64):\n"
-            f"        for n in seq(0, {N}):\n"
-            f"            dst[m, n] = D[m, n]\n"
-        )
+        if clipped:
+            src = (
+                f"def {name}_m64n{N}(rows: size, cols: size, r0: index, c0: index, "
+                f"dst: [{dt}][rows, cols] @ CudaMemory, D: [f32][64, {N}] @ Sm90_RmemMatrixD):\n"
+                f"    assert r0 >= 0\n    assert c0 >= 0\n"
+                f"    for m in seq(0, 64):\n"
+                f"        for n in seq(0, {N}):\n"
+                f"            if r0 + m < rows and c0 + n < cols:\n"
+                f"                dst[r0 + m, c0 + n] = D[m, n]\n"
+            )
+        else:
+            src = (
+                f"def {name}_m64n{N}(dst: [{dt}][64, {N}] @ CudaMemory, D: [f32][64, {N}] @ Sm90_RmemMatrixD):\n"
+                f"    for m in seq(0, 64):\n"
+                f"        for n in seq(0, {N}):\n"
+                f"            dst[m, n] = D[m, n]\n"
+            )
         ns = _namespace()
         ns["CudaMemory"] = CudaMemory
         p = parse_source(src, filename=__file__, func_globals=ns, instr=("", ""))
@@ -494,16 +538,9 @@ def _make_store_d(dt: str):
                 f"*reinterpret_cast<{pair} *>(&sm90_p[8 * sm90_ld + 8 * j]) = {cvt}(sm90_d[4 * j + 2], sm90_d[4 * j + 3]); }}"
             )
 
-        def lower(call: LoweredCall) -> str:
-            dst = call.args["dst"]
-            if dst.mem not in (CudaGmemLinear, CudaSmemLinear):
-                raise CodegenError(f"{name} stores to CudaGmemLinear or CudaSmemLinear, not {dst.mem.name()}",
-                                   call.srcinfo)
-            # Accumulator layout (PTX ISA, "wgmma D fragment"): warp w of the warpgroup holds rows 16w..16w+15;
-            # lane 4g + t holds, for each 8-column block j, (g, 8j + 2t + {0, 1}) and (g + 8, 8j + 2t + {0, 1}).
-            head = (f"{{ {ctype} *sm90_p = {dst.ptr}; const int sm90_ld = {dst.text}.strides[0]; "
-                    f"const float *sm90_d = {call.args['D'].ptr}; {_lane_prologue()} "
-                    f"sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n")
+        def tile(head: str) -> str:
+            """Store the whole tile from sm90_p (its first element) with row stride sm90_ld."""
+            head = head + f"{_lane_prologue()} sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n"
             if not wide:
                 return head + narrow("") + " }"
             # rows 16-byte aligned: lane t writes row-block 4i + t of its two rows whole (else the narrow stores)
@@ -521,11 +558,42 @@ def _make_store_d(dt: str):
                 f"    }}\n  }}\n}} else {{\n" + narrow("  ") + "\n} }"
             )
 
+        def lower(call: LoweredCall) -> str:
+            dst = call.args["dst"]
+            if dst.mem not in (CudaGmemLinear, CudaSmemLinear):
+                raise CodegenError(f"{name} stores to CudaGmemLinear or CudaSmemLinear, not {dst.mem.name()}",
+                                   call.srcinfo)
+            # Accumulator layout (PTX ISA, "wgmma D fragment"): warp w of the warpgroup holds rows 16w..16w+15;
+            # lane 4g + t holds, for each 8-column block j, (g, 8j + 2t + {0, 1}) and (g + 8, 8j + 2t + {0, 1}).
+            if not clipped:
+                return tile(f"{{ {ctype} *sm90_p = {dst.ptr}; const int sm90_ld = {dst.text}.strides[0]; "
+                            f"const float *sm90_d = {call.args['D'].ptr}; ")
+            rows, cols, r0, c0 = (call.args[a].text for a in ("rows", "cols", "r0", "c0"))
+            if not (all(lo == "0" for lo in dst.los) and tuple(dst.sizes) in ((), (rows, cols))):
+                raise CodegenError(f"{name}(rows, cols, r0, c0, C[:, :], D) stores into the whole matrix C of shape "
+                                   f"(rows, cols); got a window at ({', '.join(dst.los)})", call.srcinfo)
+            # A whole tile with aligned pairs takes the unclipped store; a tile on the edge stores element by element.
+            head = (f"{{ const int sm90_r0 = {r0}, sm90_c0 = {c0}, sm90_rows = {rows}, sm90_cols = {cols}; "
+                    f"const int sm90_ld = {dst.text}.strides[0]; const float *sm90_d = {call.args['D'].ptr}; "
+                    f"{ctype} *sm90_p = {dst.ptr} + (long long) sm90_r0 * sm90_ld + sm90_c0;\n")
+            full = (f"sm90_r0 + 64 <= sm90_rows && sm90_c0 + {N} <= sm90_cols && "
+                    f"((reinterpret_cast<unsigned long long>(sm90_p) | {_DTYPES[dt][2]}ull * sm90_ld) & "
+                    f"{2 * _DTYPES[dt][2] - 1}) == 0")  # every row's pairs aligned: the tile's start and the row pitch
+            edge = (f"{_lane_prologue()}\n#pragma unroll\nfor (int j = 0; j < {N // 8}; ++j) {{\n"
+                    f"  #pragma unroll\n  for (int e = 0; e < 4; ++e) {{\n"
+                    f"    const int sm90_r = 16 * sm90_w + sm90_g + 8 * (e / 2), sm90_c = 8 * j + 2 * sm90_t + e % 2;\n"
+                    f"    if (sm90_r0 + sm90_r < sm90_rows && sm90_c0 + sm90_c < sm90_cols) "
+                    f"sm90_p[(long long) sm90_r * sm90_ld + sm90_c] = {_CONVERT[dt]}(sm90_d[4 * j + e]);\n  }}\n}}")
+            return head + f"if ({full}) " + tile("{ ") + f" else {{ {edge} }} }}"
+
         register_instr(p.name(), InstrInfo(cuda_in_order_instr, cuda_warpgroup, lower=lower,
                                            cuda_includes=(_QUAD_TRANSPOSE,) if wide else ()))
         return p
 
     return make
+
+
+_CONVERT = {"f32": "", "f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}  # one f32 accumulator to dst
 
 
 # ---- the families users call --------------------------------------------------
@@ -539,6 +607,11 @@ for _dt in ("f32", "f16", "bf16"):
         f"Sm90_copy_tensor_to_smem_linear_2{_dt}", _make_tma_load(_dt, "linear", False), _BOX)
     _names[f"Sm90_multicast_copy_tensor_to_smem_swizzled_2{_dt}"] = InstrTemplate(
         f"Sm90_multicast_copy_tensor_to_smem_swizzled_2{_dt}", _make_tma_load(_dt, "swizzled", True), {**_BOX, "ncta": 2})
+    _names[f"Sm90_copy_tensor_clipped_to_smem_swizzled_2{_dt}"] = InstrTemplate(
+        f"Sm90_copy_tensor_clipped_to_smem_swizzled_2{_dt}", _make_tma_load(_dt, "swizzled", False, True), _BOX)
+    _names[f"Sm90_multicast_copy_tensor_clipped_to_smem_swizzled_2{_dt}"] = InstrTemplate(
+        f"Sm90_multicast_copy_tensor_clipped_to_smem_swizzled_2{_dt}", _make_tma_load(_dt, "swizzled", True, True),
+        {**_BOX, "ncta": 2})
     _names[f"Sm90_copy_tensor_to_gmem_linear_2{_dt}"] = InstrTemplate(
         f"Sm90_copy_tensor_to_gmem_linear_2{_dt}", _make_tma_store(_dt, False), _BOX)
     _names[f"Sm90_reduce_tensor_to_gmem_linear_2{_dt}"] = InstrTemplate(
@@ -551,6 +624,8 @@ _names["Sm90_zero_scale_d_f32"] = InstrTemplate("Sm90_zero_scale_d_f32", _make_z
 for _dt in ("f32", "f16", "bf16"):
     _names[f"Sm90_mma_store_d_row_major_{_dt}"] = InstrTemplate(
         f"Sm90_mma_store_d_row_major_{_dt}", _make_store_d(_dt), {"M": 64, "N": None})
+    _names[f"Sm90_mma_store_d_clipped_row_major_{_dt}"] = InstrTemplate(
+        f"Sm90_mma_store_d_clipped_row_major_{_dt}", _make_store_d(_dt, True), {"M": 64, "N": None})
 globals().update(_names)
 
 __all__ = ["Sm90_SmemSwizzled", "Sm90_RmemMatrixD", "Sm90_RmemMatrixA", "Sm90_tensorMap", *_names]

@@ -24,7 +24,7 @@ from exo.core.LoopIR import LoopIR
 from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..core.instrs import instr_info
+from ..core.instrs import instr_info, multicast_dst
 from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
@@ -145,7 +145,7 @@ class _Lowering:
         self.max_threads = 1
         self.by_owner: set = set()  # indices of Access ops made by the collective that owns the buffer (registers)
         self.rank_tables: dict = {}  # group size -> id of the table giving each mask's group (-1: several groups)
-        self.multicast_dst = {s.args[0].name for s in walk_stmts(proc_ir.body)
+        self.multicast_dst = {multicast_dst(s).name for s in walk_stmts(proc_ir.body)
                               if trailing_of(s) is not None and instr_info(s).multicast}
         # Records of global memory are kept apart only where a remote arrive must leave them out (program.Arrive):
         # elsewhere records shared by global and shared memory elements keep syncs cheap.
@@ -593,20 +593,23 @@ class _Lowering:
     def instr_access(self, access: tuple, ctx: _Ctx, env: dict, after=None) -> None:
         """One access of an instr (see `instr_accesses`): a nest of its body loops around an Access op.
         `after(loop var)`, if given, emits ops at the end of each iteration of the outermost loop."""
-        sym, idx, mode, loops = access
+        sym, idx, mode, loops, guard = access
         mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
         inner = dict(env)
         starts = []
-        if self.slot_syms[env[sym].slot] in self.whole_tiles:  # one element stands for its tile
+        if self.slot_syms[env[sym].slot] in self.whole_tiles:  # one element stands for its tile, guard or not
             inner.update({loop.iter: P.Const(0) for loop in loops})
-            loops = ()
+            loops, guard = (), ()
         for loop in loops:
             v = self.var()
             starts.append((self.emit(None), v, loop))
             inner[loop.iter] = P.Var(v)
         view = env[sym]
         pair = self.pair(ctx, view)
+        at = self.emit(None) if guard else None
         self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
+        if guard:
+            self.ops[at] = P.If(_guard_expr(guard, inner), self.emit(P.EndIf()))
         for k, (start, v, loop) in reversed(list(enumerate(starts))):
             if k == 0 and after is not None:
                 after(P.Var(v))
@@ -873,7 +876,7 @@ def _whole_tile(arg, alloc, formal, accesses: list) -> bool:
     mine = [a for a in accesses if a[0] == formal.name]
     if len(mine) != 1:
         return False
-    _, idx, _, loops = mine[0]
+    _, idx, _, loops, _ = mine[0]
     dims = formal.type.shape() if formal.type.is_tensor_or_window() else []
     if len(idx) != len(dims) or len(loops) != len(dims):
         return False
@@ -902,41 +905,78 @@ def statement_accesses(s) -> list:
 
 
 def instr_accesses(body: list) -> Optional[list]:
-    """The accesses an instr's body states, one per distinct (buffer, index): (sym, idx, mode, loops), the
-    elements it only reads in order of first appearance, then those it writes (or reads and writes:
-    updates); `loops` are the body loops the index depends on.
+    """The accesses an instr's body states, one per distinct (buffer, index): (sym, idx, mode, loops, guard),
+    the elements it only reads in order of first appearance, then those it writes (or reads and writes:
+    updates); `loops` are the body loops the index depends on, `guard` the conditions of the `if`s around the
+    access ((LoopIR expr, holds) pairs; empty when unconditional). An access stated in both branches of an
+    `if` (a TMA load writes a loaded element or a zero) is unconditional.
 
     An instr is a single instruction of its collective (SYNC_MODEL.md: a collective access), so its body's
     loops say which elements it touches, not an order: an mma's accumulator element is read and written
-    once, not once per k. None if the body is more than a nest of loops with constant bounds around
-    assignments (then it is lowered statement by statement).
+    once, not once per k. None if the body is more than a nest of loops with constant bounds and `if`s
+    around assignments (then it is lowered statement by statement).
     """
-    found: dict = {}
+    found: dict = {}  # (sym, index key) -> [sym, idx, mode, loops, the distinct guards]
 
-    def walk(stmts, loops) -> bool:
+    def walk(stmts, loops, guard) -> bool:
         for s in stmts:
             if isinstance(s, LoopIR.For):
                 if not (isinstance(s.lo, LoopIR.Const) and isinstance(s.hi, LoopIR.Const)):
                     return False
-                if not walk(s.body, loops + (s,)):
+                if not walk(s.body, loops + (s,), guard):
+                    return False
+            elif isinstance(s, LoopIR.If):
+                if not (walk(s.body, loops, guard + ((s.cond, True),))
+                        and walk(s.orelse, loops, guard + ((s.cond, False),))):
                     return False
             elif isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
                 for sym, idx, mode in statement_accesses(s):
                     key = (sym, tuple(map(expr_key, idx)))
                     if key in found:
-                        old = found[key]
-                        found[key] = (old[0], old[1], old[2] | mode, old[3])
+                        found[key][2] |= mode
+                        if not any(_same_guard(g, guard) for g in found[key][4]):
+                            found[key][4].append(guard)
                     else:
                         used = set().union(*map(expr_vars, idx))
-                        found[key] = (sym, idx, mode, tuple(lp for lp in loops if lp.iter in used))
+                        found[key] = [sym, idx, mode, tuple(lp for lp in loops if lp.iter in used), [guard]]
             elif not isinstance(s, LoopIR.Pass):
                 return False
         return True
 
-    if not walk(body, ()):
+    if not walk(body, (), ()):
         return None
-    values = list(found.values())
+    values = []
+    for sym, idx, mode, loops, guards in found.values():
+        guard = _merged_guard(guards)
+        if guard is None:
+            return None
+        values.append((sym, idx, mode, loops, guard))
     return [a for a in values if a[2] == P.READ] + [a for a in values if a[2] != P.READ]
+
+
+def _guard_expr(guard: tuple, env: dict) -> P.Expr:
+    """The conjunction of an instr access's guard (see `instr_accesses`)."""
+    terms = [index_expr(c, env) if holds else P.Bin("==", index_expr(c, env), P.Const(0)) for c, holds in guard]
+    expr = terms[0]
+    for t in terms[1:]:
+        expr = P.Bin("and", expr, t)
+    return expr
+
+
+def _same_guard(a: tuple, b: tuple) -> bool:
+    """The same `if` conditions (the same LoopIR nodes), each holding the same way."""
+    return len(a) == len(b) and all(c is d and x == y for (c, x), (d, y) in zip(a, b))
+
+
+def _merged_guard(guards: list) -> Optional[tuple]:
+    """The one guard under which an element is accessed: its only guard, or the common part of the two
+    branches of one `if`; None for anything else."""
+    if len(guards) == 1:
+        return guards[0]
+    a, b = guards if len(guards) == 2 else ((), ())
+    if a and len(a) == len(b) and _same_guard(a[:-1], b[:-1]) and a[-1][0] is b[-1][0] and a[-1][1] != b[-1][1]:
+        return a[:-1]
+    return None
 
 
 def _variables(e: P.Expr) -> set:
