@@ -1,7 +1,8 @@
 """Mutation test over the Sm90a GEMM (examples/sm90_gemm.py, tf32, cluster of 2).
 
-Mutants: every sync statement deleted, every Await's N moved by one (the
-shared `mutation_test.mutants_of`), and edits of the source text: a TMA load
+Mutants: every sync statement deleted or moved one statement earlier or later
+in its block, every Await's N moved by one (the shared
+`mutation_test.mutants_of`), and edits of the source text: a TMA load
 without its trailing barrier, the ring shrunk (S - 1 slots used, the
 producer's lag unchanged), the producer allowed one more stage ahead, and the
 consumers' release sent to their own CTA only (not to the multicasting peer).
@@ -57,14 +58,17 @@ TEXT_MUTANTS = [
 ]
 
 
-# Why the survivors of the last run are correct programs (they wait more than the GEMM needs).
+# Why the survivors of the last run are correct programs (they wait more than the GEMM needs, or later).
 _SAFE_NOTES = [
     "Survivors and why each is safe: `N -4 -> -3` in the producer's ReverseAwait (lag S - 2 instead of S - 1) "
     "waits for the release of the stage one iteration later than needed: strictly more waiting, and the ring "
     "still has a stage per outstanding load. `N 1 -> 0` in the consumers' `Await(cg, cuda_in_order, 1)` waits "
     "for every wgmma group, the current one included, before releasing the previous stage: strictly more "
-    "waiting (the wgmma of one stage no longer overlaps the next stage's issue). The last column is each "
-    "survivor's run on the GPU (`--gpu`).",
+    "waiting (the wgmma of one stage no longer overlaps the next stage's issue). The final cluster "
+    "`Fence(cuda_in_order, cuda_in_order)` moved after the epilogue's stores: they read only the accumulator "
+    "registers and write C, so the Fence still orders every wgmma read of A_s and B_s (completed by the "
+    "`Await(cg, cuda_in_order, 0)` before it) before the next task's loads into them, only later. The last "
+    "column is each survivor's run on the GPU (`--gpu`).",
 ]
 
 

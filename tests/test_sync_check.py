@@ -12,6 +12,7 @@ from procs_sync import line_of
 
 from spork_lab.errors import SyncError
 from spork_lab.sync.checker import sync_check
+from spork_lab.sync.mutants import sync_cursors, with_sync_moved
 
 
 def only(report, kind):
@@ -110,6 +111,31 @@ def test_await_before_its_arrive_is_deadlock():
     assert h.kind == "DEADLOCK" and h.access.stmt.line == line_of(P.ring_copy_deadlock, "Await(bar, cuda_in_order, ~0)")
     assert h.access.threads == ((32, 64),)
     assert "COUNT" in {h.kind for h in report.hazards}
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_ring_whose_last_release_is_never_sent_deadlocks_at_the_scope_end(engine):
+    """Found by the mutation test's move mutants: the generated scope end (barrier_text.scope_end_lines) waits
+    for the phase of every await, the skipped first `lag` ones too."""
+    (h,) = sync_check(P.ring_copy_last_release_skipped, n=128, engine=engine).hazards
+    assert h.kind == "DEADLOCK" and "4 ReverseAwait(s) but only 3 ReverseArrive(s)" in h.message
+
+
+def _place(p, i: int) -> int:
+    """The index of p's sync statement number i in its block."""
+    return sync_cursors(p)[i]._impl._path[-1][1]
+
+
+def test_a_moved_sync_statement_swaps_with_its_neighbour_and_keeps_its_line():
+    p = P.reverse_tiles  # task body: tile alloc, write loop, Fence #0, read loop, Fence #1
+    assert (_place(p, 0), _place(p, 1)) == (2, 4)
+    earlier, later = with_sync_moved(p, 0, -1), with_sync_moved(p, 0, 1)
+    assert (_place(earlier, 0), _place(later, 0)) == (1, 3)
+    assert "tile[255 - tid]" in str(later).split("Fence")[0] and "tile[tid] = x" in str(earlier).split("Fence")[1]
+    assert sync_cursors(later)[0]._impl._node.srcinfo.lineno == line_of(p, "without it: RAW")
+    assert with_sync_moved(p, 1, 1) is None  # the last statement of its block
+    with pytest.raises(ValueError):
+        with_sync_moved(p, 0, 2)
 
 
 def test_warp_reduction_without_fence_is_raw():

@@ -1276,6 +1276,10 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
         }
         Acc a; /* phases no await checked (a ring's last lag; loads no arrive closes) */
         fill_acc(M, &a, site, 0, M->task, iv);
+        if (P->lag > 0 && Q->awaits > Q->narr) { /* the generated scope end waits for the phases of every await */
+            const int64_t params[4] = {3, Q->awaits, Q->narr, P->lag};
+            queue_hazard(M, K_DEADLOCK, site, q, &a, NULL, 4, params);
+        }
         for (int64_t n = Q->upto + 1, last = Q->narr > Q->ntxd ? Q->narr : Q->ntxd; n <= last; n++)
             check_tx(M, q, n, site, &a);
         for (int32_t r = M->live_head, nx; r; r = nx) {

@@ -1,4 +1,4 @@
-"""Mutants of a proc's synchronization: sync statements deleted, or an Await's N changed.
+"""Mutants of a proc's synchronization: sync statements deleted or moved, or an Await's N changed.
 
 One home for the mutation test (benchmarks/mutation_test.py) and the sync tests
 (tests/procs_sync.py derives its broken variants here). Sync statements are
@@ -57,4 +57,18 @@ def with_await_n(p: Procedure, index: int, n: int) -> Procedure:
         raise ValueError(f"sync statement #{index} of {p.name()} is a {spec.kind}, not an Await")
     call = node.update(f=sync_proc(dataclasses.replace(spec, N=n))._loopir_proc)
     ir, _ = cursor._impl._replace([call])
+    return Procedure(ir)
+
+
+def with_sync_moved(p: Procedure, index: int, step: int) -> Procedure | None:
+    """p with its sync statement number `index` swapped with the statement just before it (step -1) or just
+    after it (step 1) in its block; None when it has no neighbour on that side (a move never leaves the block)."""
+    if step not in (-1, 1):
+        raise ValueError(f"a sync statement moves by one statement (step -1 or 1), not {step}")
+    cursor = sync_cursors(p)[index]._impl
+    attr, i = cursor._path[-1]
+    if not 0 <= i + step < len(getattr(cursor.parent()._node, attr)):
+        return None
+    neighbour = cursor.next(step)
+    ir, _ = cursor._move(neighbour.after() if step == 1 else neighbour.before())
     return Procedure(ir)

@@ -570,13 +570,18 @@ class _Run:
             self.events.append(P.RawEvent(qid, index, slot, parity, acc))
 
     def end_barrier(self, op: P.EndBarrier) -> None:
-        """Every arrive must have been awaited (but a ring's last `lag`); the queues start again."""
+        """Every arrive must have been awaited (but a ring's last `lag`), and on a ring paired by lag every await
+        must have its arrive (the generated code drains the phases the first `lag` awaits skipped, so that the
+        next task starts even); the queues start again."""
         for qid in range(op.q0, op.q0 + op.count):
             q, rule = self.queues[qid], self.p.queues[qid].rule
             slack = rule.lag or 0
             unawaited = len(q.arrives) - q.upto
             if unawaited > slack:
                 self.sync_hazard(P.COUNT, op.site, q.arrives[q.upto], None, qid, (unawaited, slack))
+            if rule.lag and q.awaits > len(q.arrives):  # the generated scope end waits for the phases of every await
+                self.sync_hazard(P.DEADLOCK, op.site, self.access(op.site, 0), None, qid,
+                                 (3, q.awaits, len(q.arrives), rule.lag))
             last = max([len(q.arrives), *q.tx_delivered])
             for n in range(q.upto + 1, last + 1):  # phases no await checked (a ring's last lag; loads no arrive closes)
                 self.check_tx(qid, n, op.site, self.access(op.site, 0))

@@ -209,6 +209,12 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
                    f"threads are not ordered after the {q.kind_prefix}Await of arrive #{reuse} (line {other.stmt.line}) "
                    "by any chain of program order, Fences and arrive -> await pairs: it can complete a phase before "
                    f"that {q.kind_prefix}Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase)")
+    elif h.params[0] == 3:
+        _, awaits, arrived, lag = h.params
+        message = (f"the scope of {_queue_text(q)} ends after {awaits} {q.kind_prefix}Await(s) but only {arrived} "
+                   f"{q.kind_prefix}Arrive(s): its end waits for the phases its first {lag} {q.kind_prefix}Await(s) "
+                   f"skipped (so that the next task starts even), and arrive #{arrived + 1} never comes: the GPU "
+                   "would wait forever")
     else:
         _, k, arrived = h.params
         message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
