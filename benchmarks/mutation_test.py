@@ -166,6 +166,13 @@ def run_one(key: str, build_only: bool) -> str:
     return f"WRONG result in {', '.join(bad)}" if bad else "correct"
 
 
+def gpu_name() -> str:
+    """The GPU the survivors ran on, for the results file's header."""
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
 def build_all(script: str, keys: list) -> None:
     """Build mutants in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
     builds = [subprocess.Popen([sys.executable, script, "--build-one", str(k)], stdout=subprocess.DEVNULL,
@@ -229,8 +236,8 @@ def main() -> int:
         "# Mutation test of the sync checker",
         "",
         f"Command: `python benchmarks/mutation_test.py{' --gpu' if args.gpu else ''}`; "
-        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
-        f"{elapsed:.1f} s.",
+        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}"
+        f"{', GPU ' + gpu_name() if args.gpu else ''}; checks {elapsed:.1f} s.",
         "",
         f"**Kill rate: {killed}/{len(all_mutants)}** mutants rejected (static error or hazard).",
         "",

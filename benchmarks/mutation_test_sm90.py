@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mutation_test import Mutant, build_all, mutants_of, run_on_gpu  # noqa: E402
+from mutation_test import Mutant, build_all, gpu_name, mutants_of, run_on_gpu  # noqa: E402
 from sm90_gemm import _FIRST_LINE, TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
 
 SIZES = {"M": 512, "N": 768, "K": 256}
@@ -178,7 +178,8 @@ def main() -> int:
         "",
         f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}"
         f"{' --gpu-log ' + ' '.join(g.name for g in args.gpu_log) if args.gpu_log else ''}`; "
-        f"machine: {platform.machine()}, Python {platform.python_version()}; checks {elapsed:.1f} s. "
+        f"machine: {platform.machine()}, Python {platform.python_version()}{', GPU ' + gpu_name() if args.gpu else ''}; "
+        f"checks {elapsed:.1f} s. "
         f"Proc: `make_gemm({', '.join(f'{k}={v!r}' for k, v in CONFIG.items())})` at {SIZES}.",
         "",
         f"**Kill rate: {killed}/{len(mutants)}** (static error or hazard); {refused} refused as not modelled; "
