@@ -6,7 +6,9 @@ it with its neighbour), or moves one Await's N by one, and run
 `sl.sync_check` on it. A mutant is
 killed when the checker (or the static barrier rules it runs first) rejects
 it. With --gpu, every surviving mutant is also built and run on the GPU
-against its NumPy reference: a survivor must still compute the right result.
+against its NumPy reference: a survivor must still compute the right result
+(all built in parallel first, then each run in its own process under a time
+limit, since a mutant may deadlock).
 
     python benchmarks/mutation_test.py [--gpu] [--out benchmarks/mutation_test_results.md]
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import inspect
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -133,32 +137,82 @@ def check(m: Mutant, sizes: dict) -> None:
         m.verdict, m.detail = "hazard", f"{h.kind}{where}"
 
 
-def run_on_gpu(m: Mutant, module) -> None:
-    """Build the mutant and compare it with the example's NumPy reference on fresh random inputs."""
+def _mutant(key: str) -> tuple:
+    """(example module, mutant) for a key `e:i`: mutant i of CORRECT[e] (made again: a GPU run's own process)."""
+    e, i = map(int, key.split(":"))
+    module_name, proc_name, _ = CORRECT[e]
+    module = importlib.import_module(module_name)
+    p = getattr(module, proc_name)
+    p = p if isinstance(p, Procedure) else p()
+    return module, mutants_of(module_name, p)[i]
+
+
+def run_one(key: str, build_only: bool) -> str:
+    """Build mutant `key`; unless build_only, run it on fresh random inputs against the example's reference."""
+    module, m = _mutant(key)
+    built = getattr(sl.build([m.proc]), m.proc.name())
+    if build_only:
+        return "built"
     import cupy
 
-    try:
-        built = getattr(sl.build([m.proc]), m.proc.name())
-        args = module.make_args(np.random.default_rng())
-        expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
-        dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-        built(*dev.values())
-        cupy.cuda.runtime.deviceSynchronize()
-        bad = [k for k, want in expected.items() if not np.allclose(dev[k].get(), want, rtol=1e-5, atol=1e-4)]
-        m.gpu = f"WRONG result in {', '.join(bad)}" if bad else "correct"
-    except Exception as e:  # noqa: BLE001 -- any failure is the finding we record
-        m.gpu = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    takes_proc = "proc" in inspect.signature(module.make_args).parameters
+    args = module.make_args(np.random.default_rng(), **({"proc": m.proc} if takes_proc else {}))
+    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    tolerance = getattr(module, "TOLERANCE", dict(rtol=1e-5, atol=1e-4))
+    bad = [k for k, want in expected.items() if not np.allclose(dev[k].get(), want, **tolerance)]
+    return f"WRONG result in {', '.join(bad)}" if bad else "correct"
+
+
+def gpu_name() -> str:
+    """The GPU the survivors ran on, for the results file's header."""
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
+def build_all(script: str, keys: list) -> None:
+    """Build mutants in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
+    builds = [subprocess.Popen([sys.executable, script, "--build-one", str(k)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for k in keys]
+    for b in builds:
+        b.wait()
+
+
+def run_on_gpu(script: str, keys: list, timeout_s: float) -> dict:
+    """{key: outcome}: all built first, then run one at a time, each in its own process under a time limit
+    (a mutant may deadlock; its process dies with its context)."""
+    build_all(script, keys)
+    out = {}
+    for k in keys:
+        try:
+            res = subprocess.run([sys.executable, script, "--run-one", str(k)], capture_output=True, text=True,
+                                 timeout=timeout_s)
+            lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
+            out[k] = lines[-1][:160]
+        except subprocess.TimeoutExpired:
+            out[k] = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
+        print(f"proc {k}: {out[k]}", flush=True)
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="build and run surviving mutants on the local GPU")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per survivor's run on the GPU")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_results.md"))
+    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run_one is not None or args.build_one is not None:
+        print(run_one(args.run_one or args.build_one, args.build_one is not None))
+        return 0
 
-    all_mutants = []
+    all_mutants, survivors = [], {}
     start = time.perf_counter()
-    for module_name, proc_name, sizes in CORRECT:
+    for e, (module_name, proc_name, sizes) in enumerate(CORRECT):
         module = importlib.import_module(module_name)
         p = getattr(module, proc_name)
         p = p if isinstance(p, Procedure) else p()
@@ -167,20 +221,23 @@ def main() -> int:
             print(f"{module_name}.{proc_name} does not pass unmutated: {baseline.hazards[0]}")
             return 1
         label = module_name if proc_name == module_name else f"{module_name}.{proc_name}"
-        for m in mutants_of(label, p):
+        for i, m in enumerate(mutants_of(label, p)):
             check(m, sizes)
-            if args.gpu and m.verdict == "passes" and hasattr(module, "make_args"):
-                run_on_gpu(m, module)
+            if m.verdict == "passes" and hasattr(module, "make_args"):
+                survivors[f"{e}:{i}"] = m
             all_mutants.append(m)
     elapsed = time.perf_counter() - start
+    if args.gpu:
+        for key, outcome in run_on_gpu(__file__, list(survivors), args.timeout).items():
+            survivors[key].gpu = outcome
 
     killed = sum(m.verdict != "passes" for m in all_mutants)
     lines = [
         "# Mutation test of the sync checker",
         "",
         f"Command: `python benchmarks/mutation_test.py{' --gpu' if args.gpu else ''}`; "
-        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
-        f"{elapsed:.1f} s.",
+        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}"
+        f"{', GPU ' + gpu_name() if args.gpu else ''}; checks {elapsed:.1f} s.",
         "",
         f"**Kill rate: {killed}/{len(all_mutants)}** mutants rejected (static error or hazard).",
         "",

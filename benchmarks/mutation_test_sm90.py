@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import platform
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mutation_test import Mutant, mutants_of  # noqa: E402
+from mutation_test import Mutant, build_all, gpu_name, mutants_of, run_on_gpu  # noqa: E402
 from sm90_gemm import _FIRST_LINE, TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
 
 SIZES = {"M": 512, "N": 768, "K": 256}
@@ -134,31 +133,6 @@ def run_one(index: int, build_only: bool) -> str:
     return "correct" if np.allclose(got, want, **TOLERANCE) else f"WRONG (max err {np.nanmax(np.abs(got - want)):.2g})"
 
 
-def build_all(indices: list) -> None:
-    """Build procs in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
-    builds = [subprocess.Popen([sys.executable, __file__, "--build-one", str(i)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) for i in indices]
-    for b in builds:
-        b.wait()
-
-
-def run_on_gpu(indices: list, timeout_s: float) -> dict:
-    """{index: outcome}: all built first, then run one at a time, each in its own process under a time limit
-    (a mutant may deadlock; its process dies with its context)."""
-    build_all(indices)
-    out = {}
-    for i in indices:
-        try:
-            res = subprocess.run([sys.executable, __file__, "--run-one", str(i)], capture_output=True, text=True,
-                                 timeout=timeout_s)
-            lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
-            out[i] = lines[-1][:160]
-        except subprocess.TimeoutExpired:
-            out[i] = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
-        print(f"proc {i}: {out[i]}", flush=True)
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="build and run every survivor on the local GPU")
@@ -187,14 +161,14 @@ def main() -> int:
     survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
     chosen = [i for i in survivors if args.only is None or str(i) in args.only.split(",")]
     if args.prebuild:
-        build_all(chosen)
+        build_all(__file__, chosen)
         return 0
     if args.gpu_log:
         logged = {k: v for log in args.gpu_log for k, v in re.findall(r"^proc (\d+): (.*)$", log.read_text(), re.M)}
         for i in survivors:
             procs[i].gpu = logged.get(str(i), "not run (the device run ended first)")
     elif args.gpu:
-        for i, outcome in run_on_gpu(chosen, args.timeout).items():
+        for i, outcome in run_on_gpu(__file__, chosen, args.timeout).items():
             procs[i].gpu = outcome
 
     killed = sum(m.verdict in ("static error", "hazard") for m in mutants)
@@ -204,7 +178,8 @@ def main() -> int:
         "",
         f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}"
         f"{' --gpu-log ' + ' '.join(g.name for g in args.gpu_log) if args.gpu_log else ''}`; "
-        f"machine: {platform.machine()}, Python {platform.python_version()}; checks {elapsed:.1f} s. "
+        f"machine: {platform.machine()}, Python {platform.python_version()}{', GPU ' + gpu_name() if args.gpu else ''}; "
+        f"checks {elapsed:.1f} s. "
         f"Proc: `make_gemm({', '.join(f'{k}={v!r}' for k, v in CONFIG.items())})` at {SIZES}.",
         "",
         f"**Kill rate: {killed}/{len(mutants)}** (static error or hazard); {refused} refused as not modelled; "
