@@ -22,6 +22,7 @@ import inspect
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,26 +138,19 @@ def check(m: Mutant, sizes: dict) -> None:
         m.verdict, m.detail = "hazard", f"{h.kind}{where}"
 
 
-def _mutant(key: str) -> tuple:
-    """(example module, mutant) for a key `e:i`: mutant i of CORRECT[e] (made again: a GPU run's own process)."""
-    e, i = map(int, key.split(":"))
-    module_name, proc_name, _ = CORRECT[e]
-    module = importlib.import_module(module_name)
-    p = getattr(module, proc_name)
-    p = p if isinstance(p, Procedure) else p()
-    return module, mutants_of(module_name, p)[i]
-
-
-def run_one(key: str, build_only: bool) -> str:
-    """Build mutant `key`; unless build_only, run it on fresh random inputs against the example's reference."""
-    module, m = _mutant(key)
-    built = getattr(sl.build([m.proc]), m.proc.name())
+def run_one(key: str, sources: Path, build_only: bool) -> str:
+    """Build mutant `key` (`e:i`, of CORRECT[e]) from its printed source in `sources` (parsing it is fast; making
+    the mutant again would schedule its example); unless build_only, run it on fresh random inputs against the
+    example's reference."""
+    module = importlib.import_module(CORRECT[int(key.split(":")[0])][0])
+    p = sl.parse_source((sources / f"{key}.py").read_text())
+    built = getattr(sl.build([p]), p.name())
     if build_only:
         return "built"
     import cupy
 
     takes_proc = "proc" in inspect.signature(module.make_args).parameters
-    args = module.make_args(np.random.default_rng(), **({"proc": m.proc} if takes_proc else {}))
+    args = module.make_args(np.random.default_rng(), **({"proc": p} if takes_proc else {}))
     expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
     dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     built(*dev.values())
@@ -173,22 +167,23 @@ def gpu_name() -> str:
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
-def build_all(script: str, keys: list) -> None:
-    """Build mutants in parallel, one process each (nvcc is slow; sl.build caches the libraries)."""
-    builds = [subprocess.Popen([sys.executable, script, "--build-one", str(k)], stdout=subprocess.DEVNULL,
+def build_all(script: str, keys: list, extra: tuple = ()) -> None:
+    """Build mutants in parallel, one process each (nvcc is slow; sl.build caches the libraries); `extra`: more
+    arguments of the script's --build-one / --run-one."""
+    builds = [subprocess.Popen([sys.executable, script, "--build-one", str(k), *extra], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL) for k in keys]
     for b in builds:
         b.wait()
 
 
-def run_on_gpu(script: str, keys: list, timeout_s: float) -> dict:
+def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = ()) -> dict:
     """{key: outcome}: all built first, then run one at a time, each in its own process under a time limit
     (a mutant may deadlock; its process dies with its context)."""
-    build_all(script, keys)
+    build_all(script, keys, extra)
     out = {}
     for k in keys:
         try:
-            res = subprocess.run([sys.executable, script, "--run-one", str(k)], capture_output=True, text=True,
+            res = subprocess.run([sys.executable, script, "--run-one", str(k), *extra], capture_output=True, text=True,
                                  timeout=timeout_s)
             lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
             out[k] = lines[-1][:160]
@@ -205,9 +200,10 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_results.md"))
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sources", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run_one is not None or args.build_one is not None:
-        print(run_one(args.run_one or args.build_one, args.build_one is not None))
+        print(run_one(args.run_one or args.build_one, args.sources, args.build_one is not None))
         return 0
 
     all_mutants, survivors = [], {}
@@ -228,8 +224,11 @@ def main() -> int:
             all_mutants.append(m)
     elapsed = time.perf_counter() - start
     if args.gpu:
-        for key, outcome in run_on_gpu(__file__, list(survivors), args.timeout).items():
-            survivors[key].gpu = outcome
+        with tempfile.TemporaryDirectory() as sources:
+            for key, m in survivors.items():
+                (Path(sources) / f"{key}.py").write_text(str(m.proc))
+            for key, outcome in run_on_gpu(__file__, list(survivors), args.timeout, ("--sources", sources)).items():
+                survivors[key].gpu = outcome
 
     killed = sum(m.verdict != "passes" for m in all_mutants)
     lines = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from exo.API import Procedure
 
-from spork_lab import proc
+from spork_lab import parse_source, proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 from spork_lab.scheduling import (
@@ -145,29 +145,19 @@ def ring_copy_deadlock(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ Cuda
             Fence(cuda_in_order, cuda_in_order)
 
 
-# The consumer skips its last release. The producer's first ReverseAwait (lag 1) passes, so its n / 32 awaits
-# pair with releases 0 .. n / 32 - 2, all sent; but the generated scope end drains the skipped phase (release
-# n / 32 - 1) so that the next task starts even, and that phase never completes: a deadlock on the GPU.
-@proc
-def ring_copy_last_release_skipped(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
-    assert n % 64 == 0
-    with CudaDeviceFunction(warp_config=ring_warps):
-        for task in cuda_tasks(0, 1):
-            buf: f32[2, 32] @ CudaSmemLinear
-            bar: barrier @ CudaMbarrier
-            for it in seq(0, n / 32):
-                with CudaWarps(name="producer"):
-                    ReverseAwait(bar, cuda_in_order, ~1)
-                    for t in cuda_threads(0, 32):
-                        buf[it % 2, t] = src[it * 32 + t]
-                    Arrive(cuda_in_order, 1) >> bar
-                with CudaWarps(name="consumer"):
-                    Await(bar, cuda_in_order, ~0)
-                    for t in cuda_threads(0, 32):
-                        dst[it * 32 + t] = buf[it % 2, t]
-                    if it < n / 32 - 1:
-                        ReverseArrive(cuda_in_order, 1) >> bar
-            Fence(cuda_in_order, cuda_in_order)
+# The consumer skips its last release (ring_copy with `if it < n / 32 - 1:` around its ReverseArrive). The
+# producer's first ReverseAwait (lag 1) passes, so its n / 32 awaits pair with releases 0 .. n / 32 - 2, all sent;
+# but the generated scope end drains the skipped phase (release n / 32 - 1) so that the next task starts even, and
+# that phase never completes: a deadlock on the GPU.
+def _last_release_skipped(p: Procedure) -> Procedure:
+    lines = str(p).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("ReverseArrive"))
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines[at : at + 1] = [f"{indent}if it < n / 32 - 1:", f"    {lines[at]}"]
+    return rename(parse_source("\n".join(lines)), "ring_copy_last_release_skipped")
+
+
+ring_copy_last_release_skipped = _last_release_skipped(ring_copy)
 
 
 # ---- warp-level reduction, fenced per warp ----
