@@ -199,3 +199,14 @@ def test_a_blocks_own_message_is_not_prefixed_with_its_name_again(tmp_path):
     """Was `CudaWarps: CudaWarps(2, 1): ...` (and `CudaDeviceFunction: CudaDeviceFunction: ...`)."""
     err, path, line = _load(tmp_path, "with CudaWarps(2, 1):  # <-\n    pass")
     assert str(err) == f"{path}:{line}: CudaWarps(2, 1): need 0 <= lo < hi; write CudaWarps(lo, hi, name=...)"
+
+
+def test_an_out_of_bounds_counterexample_names_only_the_users_sizes_and_iterators(tmp_path):
+    """exo's counterexample also lists every buffer's strides and its own temporaries; the user sees their names."""
+    body = "for tid in cuda_threads(0, 64, unit=cuda_thread):\n    x[tid + n] = 0.0  # <-"
+    err, path, marked = _load(tmp_path, body, TypeError)
+    lines = str(err).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{path}:{marked}:"))
+    assert "x is written out-of-bounds when:" in lines[at]
+    names = {pair.split(" = ")[0] for pair in lines[at + 1].strip().rstrip(".").split(", ")}
+    assert names == {"n", "task", "tid"}, lines[at + 1]

@@ -13,6 +13,7 @@ differs from its parameter's (exo dumps its internal shape expressions).
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from asdl_adt.adt import _AsdlAdtBase
@@ -27,9 +28,29 @@ from ..errors import SporkSyntaxError
 
 def check_bounds(ir: LoopIR.proc) -> None:
     """Raise for calls with missing or wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses
-    (exo's TypeError)."""
+    (exo's TypeError, its counterexamples cut to the user's names)."""
     _check_calls(ir.body)
-    CheckBounds(ir.update(body=_calls_at_call_sites(ir.body)))
+    try:
+        CheckBounds(ir.update(body=_calls_at_call_sites(ir.body)))
+    except TypeError as e:
+        raise TypeError(_user_names(str(e))) from None
+
+
+# Names exo's counterexamples add to the user's: strides of every buffer and window, its temporaries, our blocks.
+_INTERNAL_NAME = re.compile(r".*_stride_\d+|mod_tmp|div_tmp|_with")
+
+
+def _user_names(message: str) -> str:
+    """exo's bounds message with each counterexample's `name = value` list cut to the sizes and iterators the user
+    wrote (`x_stride_0 = 1, mod_tmp = 1, _with = 0, ...` only bury the values that matter)."""
+    lines = []
+    for line in message.splitlines():
+        pairs = [p for p in line.strip().rstrip(".").split(", ") if " = " in p]
+        if pairs and len(pairs) == len(line.strip().rstrip(".").split(", ")):
+            kept = [p for p in pairs if not _INTERNAL_NAME.fullmatch(p.split(" = ")[0])]
+            line = line[: len(line) - len(line.lstrip())] + ", ".join(kept) + "."
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _check_calls(stmts: list) -> None:
