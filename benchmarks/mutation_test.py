@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import inspect
 import platform
 import subprocess
 import sys
@@ -26,7 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from exo.API import Procedure
 
 import spork_lab as sl
@@ -142,21 +140,14 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
     """Build mutant `key` (`e:i`, of CORRECT[e]) from its printed source in `sources` (parsing it is fast; making
     the mutant again would schedule its example); unless build_only, run it on fresh random inputs against the
     example's reference."""
+    from sanitize_examples import wrong_outputs
+
     module = importlib.import_module(CORRECT[int(key.split(":")[0])][0])
     p = sl.parse_source((sources / f"{key}.py").read_text())
     built = getattr(sl.build([p]), p.name())
     if build_only:
         return "built"
-    import cupy
-
-    takes_proc = "proc" in inspect.signature(module.make_args).parameters
-    args = module.make_args(np.random.default_rng(), **({"proc": p} if takes_proc else {}))
-    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
-    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-    built(*dev.values())
-    cupy.cuda.runtime.deviceSynchronize()
-    tolerance = getattr(module, "TOLERANCE", dict(rtol=1e-5, atol=1e-4))
-    bad = [k for k, want in expected.items() if not np.allclose(dev[k].get(), want, **tolerance)]
+    bad = wrong_outputs(module, p, built, {})
     return f"WRONG result in {', '.join(bad)}" if bad else "correct"
 
 

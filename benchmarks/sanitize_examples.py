@@ -33,24 +33,30 @@ SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64
 TOOLS = ["racecheck", "synccheck"]
 
 
-def run_one(target: str) -> int:
-    """Build and run one example proc once on fresh random inputs; exit 1 on a wrong result."""
+def wrong_outputs(module, p, built, size: dict) -> list:
+    """Run `built` (proc p of example `module`) once on fresh random inputs, make_args(**size); the names of the
+    outputs that differ from the example's reference (within its TOLERANCE)."""
     import cupy
 
+    takes_proc = "proc" in inspect.signature(module.make_args).parameters  # several procs, several signatures
+    args = module.make_args(np.random.default_rng(), **size, **({"proc": p} if takes_proc else {}))
+    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    tolerance = getattr(module, "TOLERANCE", dict(rtol=1e-5, atol=1e-4))  # e.g. looser for tf32 tensor cores
+    return [k for k, want in expected.items() if not np.allclose(dev[k].get(), want, **tolerance)]
+
+
+def run_one(target: str) -> int:
+    """Build and run one example proc once on fresh random inputs; exit 1 on a wrong result."""
     import spork_lab as sl
 
     module_name, proc_name = target.split(":")
     module = importlib.import_module(module_name)
     p = next(q for q in module.PROCS if q.name() == proc_name)
     built = getattr(sl.build([p]), proc_name)
-    takes_proc = "proc" in inspect.signature(module.make_args).parameters  # several procs, several signatures
-    args = module.make_args(np.random.default_rng(), n=SMALL[module_name], **({"proc": p} if takes_proc else {}))
-    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
-    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-    built(*dev.values())
-    cupy.cuda.runtime.deviceSynchronize()
-    tolerance = getattr(module, "TOLERANCE", dict(rtol=1e-5, atol=1e-4))  # e.g. looser for tf32 tensor cores
-    ok = all(np.allclose(dev[k].get(), want, **tolerance) for k, want in expected.items())
+    ok = not wrong_outputs(module, p, built, {"n": SMALL[module_name]})
     print("RESULT", "correct" if ok else "WRONG")
     return 0 if ok else 1
 

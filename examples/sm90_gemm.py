@@ -137,8 +137,8 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     if NW != BN:
         src = _column_windows(src, BN > 256)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
-    consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks, "CM": 128 * CL * G, "BNC": BN // CL,
-              "NW": NW, "WARPS": WARPS}
+    consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks,
+              "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS}
     return src, consts
 
 
@@ -154,10 +154,9 @@ def _single_cta(src: str) -> str:
 
 def _clipped(src: str) -> str:
     """The text for any M and N, and K a multiple of KA (TMA's rows are 16-byte aligned): as many tasks and
-    K-blocks as cover them, the last ones partial. The TMA loads
-    take their box at (row, column) of the whole tensor map and fill what lies past the matrix's edge with zeros
-    (which add nothing to the products), and the store leaves out the rows and columns past C's edge; every
-    statement keeps its line in this file."""
+    K-blocks as cover them, the last ones partial. The TMA loads take their box at (row, column) of the whole
+    tensor map and fill what lies past the matrix's edge with zeros (which add nothing to the products), and the
+    store leaves out the rows and columns past C's edge; every statement keeps its line in this file."""
     cta_row = "128 * (CL * (G * mg + mi) + cta)"
     edits = [
         ("    assert M % CM == 0\n", "\n"), ("    assert N % BN == 0\n", "\n"), ("assert K % BK == 0", "assert K % KA == 0"),

@@ -21,6 +21,7 @@ from exo.backend.LoopIR_compiler import lift_to_cir
 from exo.core.LoopIR import CIR, LoopIR
 from exo.rewrite.range_analysis import IndexRangeEnvironment
 
+from ..core.ir import fold
 from ..errors import CodegenError
 
 # Both take a positive divisor, as exo's type checker guarantees; 64-bit, so no index is narrowed.
@@ -43,11 +44,6 @@ def floor_helpers(qualifier: str) -> str:
 _ATOM, _MUL, _ADD = 3, 2, 1
 _LEVEL = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL, "%": _MUL}
 _PREC = {_ADD: 50, _MUL: 60, _ATOM: 100}
-
-
-def _fold(op: str, a: int, b: int) -> int:
-    """The language's meaning of `a op b` on integers (floor division and modulo)."""
-    return {"+": a + b, "-": a - b, "*": a * b}[op] if op in "+-*" else (a // b if op == "/" else a % b)
 
 
 class FaithfulExprs:
@@ -156,7 +152,7 @@ def _simplify(e):
     lc = lhs.val if isinstance(lhs, CIR.Const) else None
     rc = rhs.val if isinstance(rhs, CIR.Const) else None
     if lc is not None and rc is not None:
-        return CIR.Const(_fold(op, lc, rc))
+        return CIR.Const(fold(op, lc, rc))
     if (lc == 0 and op in "*/%") or (rc == 0 and op == "*") or (rc == 1 and op == "%"):
         return CIR.Const(0)
     if (lc == 0 and op == "+") or (rc == 1 and op in "*/"):

@@ -41,9 +41,14 @@ def interval_width(w) -> Optional[int]:
     return diff.get(1, 0)
 
 
+def fold(op: str, a: int, b: int) -> int:
+    """The language's meaning of `a op b` on integers (floor division and modulo)."""
+    return {"+": a + b, "-": a - b, "*": a * b}[op] if op in "+-*" else (a // b if op == "/" else a % b)
+
+
 def constant_value(e) -> Optional[int]:
     """The value of an index expression made of integer constants only (`320 / 160`, as exo leaves the
-    arithmetic of substituted constants), else None; / and % floor, as exo's."""
+    arithmetic of substituted constants), else None."""
     if isinstance(e, LoopIR.Const):
         return e.val if isinstance(e.val, int) and not isinstance(e.val, bool) else None
     if isinstance(e, LoopIR.USub):
@@ -53,7 +58,7 @@ def constant_value(e) -> Optional[int]:
         lhs, rhs = constant_value(e.lhs), constant_value(e.rhs)
         if lhs is None or rhs is None or (e.op in "/%" and rhs == 0):
             return None
-        return {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs // rhs, "%": lhs % rhs}[e.op]
+        return fold(e.op, lhs, rhs)
     return None
 
 

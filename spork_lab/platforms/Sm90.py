@@ -206,15 +206,20 @@ def _box(box, who: str) -> tuple:
     return box
 
 
-def _coords(call: LoweredCall, arg: str) -> list:
-    """TMA coordinates of a tensor-map window, innermost dimension first."""
+def _tensor_map_arg(call: LoweredCall, arg: str):
+    """The LoweredArg of a TMA instr's global operand, which must be a window of a tensor map."""
     a = call.args[arg]
     if a.tensor_map is None:
         raise CodegenError(
             f"{call.name}: its global operand must be a window of a tensor map, `T = A[...] @ Sm90_tensorMap(...)` "
             "made in CPU code", call.srcinfo
         )
-    return [f"(int) ({c})" for c in reversed(a.los)]
+    return a
+
+
+def _coords(call: LoweredCall, arg: str) -> list:
+    """TMA coordinates of a tensor-map window, innermost dimension first."""
+    return [f"(int) ({c})" for c in reversed(_tensor_map_arg(call, arg).los)]
 
 
 def _check_map(call: LoweredCall, arg: str, box: tuple, swizzle: int) -> None:
@@ -298,9 +303,7 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
 def _clipped_coords(call: LoweredCall, name: str) -> list:
     """TMA coordinates of a clipped load, innermost first. Its zeros past the edge are the hardware's only if
     `src` is the whole map (exo checks that `n, k` are its shape)."""
-    src = call.args["src"]
-    if src.tensor_map is None:
-        _coords(call, "src")  # raises: not a tensor map
+    src = _tensor_map_arg(call, "src")
     if not (all(lo == "0" for lo in src.los) and tuple(src.sizes) == src.buffer_shape):
         raise CodegenError(
             f"{name}(n, k, r0, c0, dst, T[:, :]) reads the box at (r0, c0) of the whole tensor map T, and n, k are "

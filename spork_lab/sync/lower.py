@@ -145,8 +145,8 @@ class _Lowering:
         self.max_threads = 1
         self.by_owner: set = set()  # indices of Access ops made by the collective that owns the buffer (registers)
         self.rank_tables: dict = {}  # group size -> id of the table giving each mask's group (-1: several groups)
-        self.multicast_dst = {multicast_dst(s).name for s in walk_stmts(proc_ir.body)
-                              if trailing_of(s) is not None and instr_info(s).multicast}
+        self.multicast_dst = {dst.name for s in walk_stmts(proc_ir.body)
+                              if trailing_of(s) is not None and (dst := multicast_dst(s)) is not None}
         # Records of global memory are kept apart only where a remote arrive must leave them out (program.Arrive):
         # elsewhere records shared by global and shared memory elements keep syncs cheap.
         self.remote_arrives = any((spec := sync_spec_of(s)) is not None and spec.is_arrive and spec.window_shape
