@@ -296,3 +296,18 @@ def test_a_clipped_load_of_a_window_is_a_codegen_error():
                                               r"shape .*got a window at \(0, 0\) of shape \(N - 1, K\) of a map of "
                                               r"shape \(N, K\)"):
         _cu(_parse_clip(short, consts))
+
+
+def test_a_clipped_store_into_a_window_that_does_not_start_at_the_origin_is_a_codegen_error():
+    """The clipped store takes the whole matrix (its rows and columns are where it clips), at the user's line."""
+    import sm90_gemm
+
+    src, consts = _clip_gemm_text()
+    shifted = src.replace("C[0:M,", "C[1:M,").replace("(M, N, 128 * (CL", "(M - 1, N, 128 * (CL")
+    shifted = shifted.replace("assert K % KA == 0", "assert K % KA == 0\n    assert M >= 2")
+    with pytest.raises(sl.CodegenError, match=r"stores into the whole matrix C of shape \(rows, cols\); got a window "
+                                              r"at \(1, 0\)") as e:
+        _cu(_parse_clip(shifted, consts))
+    lines = Path(sm90_gemm.__file__).read_text().splitlines()
+    store = 1 + next(i for i, s in enumerate(lines) if s.strip().startswith("Sm90_mma_store_d_row_major_"))
+    assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, store + 1)  # one line added above it
