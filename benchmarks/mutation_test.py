@@ -7,8 +7,8 @@ it with its neighbour), or moves one Await's N by one, and run
 killed when the checker (or the static barrier rules it runs first) rejects
 it. With --gpu, every surviving mutant is also built and run on the GPU
 against its NumPy reference: a survivor must still compute the right result
-(all built in parallel first, then each run in its own process under a time
-limit, since a mutant may deadlock).
+(all built in parallel first, then run 8 at a time, each in its own process
+under a time limit, since a mutant may deadlock).
 
     python benchmarks/mutation_test.py [--gpu] [--out benchmarks/mutation_test_results.md]
 """
@@ -16,6 +16,7 @@ limit, since a mutant may deadlock).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import importlib
 import platform
@@ -167,21 +168,23 @@ def build_all(script: str, keys: list, extra: tuple = ()) -> None:
         b.wait()
 
 
-def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = ()) -> dict:
-    """{key: outcome}: all built first, then run one at a time, each in its own process under a time limit
-    (a mutant may deadlock; its process dies with its context)."""
+def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = (), jobs: int = 8) -> dict:
+    """{key: outcome}: all built first, then run `jobs` at a time, each in its own process under a time limit
+    (a mutant may deadlock; its process dies with its context; the GPU time-slices the processes)."""
     build_all(script, keys, extra)
-    out = {}
-    for k in keys:
+
+    def run(k) -> str:
         try:
-            res = subprocess.run([sys.executable, script, "--run-one", str(k), *extra], capture_output=True, text=True,
-                                 timeout=timeout_s)
-            lines = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()
-            out[k] = lines[-1][:160]
+            res = subprocess.run([sys.executable, script, "--run-one", str(k), *extra], capture_output=True,
+                                 text=True, timeout=timeout_s)
+            outcome = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()[-1][:160]
         except subprocess.TimeoutExpired:
-            out[k] = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
-        print(f"proc {k}: {out[k]}", flush=True)
-    return out
+            outcome = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
+        print(f"proc {k}: {outcome}", flush=True)
+        return outcome
+
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(keys, pool.map(run, keys)))
 
 
 def main() -> int:

@@ -363,8 +363,21 @@ def schedule_by_hand(cfg: Config):
 # without fragments ahead: its rounding loads leave no registers for them (ptxas: 255 and a spill), and the hand
 # DB kernel was no faster for tf32 (run 4).
 CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16")}
-sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16 = (schedule(naive(c), c) for c in CONFIGS.values())
-PROCS = [sm80_gemm_tf32, sm80_gemm_f16, sm80_gemm_bf16]
+_PROC_NAMES = [f"sm80_gemm_{dt}" for dt in CONFIGS]
+
+
+def __getattr__(name: str):
+    """`PROCS` and `sm80_gemm_{tf32,f16,bf16}` are scheduled on first use (~10 s each), so that importing the
+    example for its reference, its inputs or one step of its schedule stays fast."""
+    if name == "PROCS":
+        value = [globals().get(n) or __getattr__(n) for n in _PROC_NAMES]
+    elif name in _PROC_NAMES:
+        cfg = CONFIGS[name.removeprefix("sm80_gemm_")]
+        value = schedule(naive(cfg), cfg)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def sync_check_kernel(dtype: str = "f16"):

@@ -39,11 +39,17 @@ def load_procs(path: pathlib.Path) -> dict:
         raise _at_user_line(e, folder) from None
     finally:
         sys.path.remove(folder)
-    return {
-        name: value
-        for name, value in vars(module).items()
-        if isinstance(value, Procedure) and not value.is_instr()
-    }
+    return module_procs(module)
+
+
+def module_procs(module) -> dict:
+    """A module's procs (not instrs) by name, in definition order, and those its `PROCS` lists: a module may make
+    its procs on first use (a module `__getattr__`, as examples/sm80_gemm.py does) so that importing it is fast."""
+    found = {name: value for name, value in vars(module).items()
+             if isinstance(value, Procedure) and not value.is_instr()}
+    for p in getattr(module, "PROCS", []):
+        found.setdefault(p.name(), p)
+    return found
 
 
 def _at_user_line(e: Exception, folder: str) -> SporkError:

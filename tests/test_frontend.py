@@ -9,10 +9,10 @@ import sys
 
 import pytest
 from conftest import ir_equal
-from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 import spork_lab as sl
+from spork_lab.cli import module_procs
 from spork_lab.core.ir import walk_stmts
 from spork_lab.core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from spork_lab.core.sync_stmts import sync_spec_of
@@ -41,8 +41,8 @@ def _proc_modules():
 def _all_procs():
     found = []
     for module in _proc_modules():
-        for name, value in sorted(vars(module).items()):
-            if isinstance(value, Procedure) and not value.is_instr() and value.name() == name:
+        for name, value in sorted(module_procs(module).items()):
+            if value.name() == name:
                 found.append(pytest.param(module, value, id=f"{module.__name__}.{name}"))
     return found
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import procs_sync
 import pytest
 from conftest import EXAMPLES_DIR, check_sizes
-from exo.API import Procedure
 
+from spork_lab.cli import module_procs
 from spork_lab.errors import SporkError, SyncError
 from spork_lab.sync import cprint, engine as E, program as P, reference
 from spork_lab.sync.checker import program_of, sync_check
@@ -33,8 +33,8 @@ def _kernels(module) -> dict:
     """The procs of a module that run device code (name -> proc)."""
     return {
         v.name(): v
-        for v in vars(module).values()
-        if isinstance(v, Procedure) and v._loopir_proc.instr is None and "CudaDeviceFunction" in str(v)
+        for v in module_procs(module).values()
+        if "CudaDeviceFunction" in str(v)
     }
 
 
