@@ -92,11 +92,13 @@ def user_facing(fn: Callable) -> Callable:
     """Mark a public entry point: a SporkError leaves it with the user's frames only.
 
     The message already names the user's file and line; our internal frames
-    would only bury it.
+    would only bury it. `__tracebackhide__` hides the entry point's own frame
+    from IPython's (and pytest's) tracebacks too.
     """
 
     @functools.wraps(fn)
     def entry_point(*args, **kwargs):
+        __tracebackhide__ = True
         try:
             return fn(*args, **kwargs)
         except SporkError as e:

@@ -110,6 +110,20 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
     assert ours == ["decorators.py", "errors.py"]  # `@proc` itself, then the entry point that re-raises
 
 
+@pytest.mark.parametrize("body, error", [("Fence(cuda_in_order)", SporkSyntaxError), ("x[1] = 0.0", TypeError)])
+def test_ipython_hides_the_entry_points_frames(capsys, body, error):
+    """In a notebook the user sees their cell, then only the frame that raises (IPython never hides the last)."""
+    shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance(colors="nocolor")
+    shell.run_cell("from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *")
+    capsys.readouterr()
+    cell = HEADER.split("@proc", 1)[1].replace("    bar: barrier @ CudaMbarrier\n", "")
+    result = shell.run_cell(f"@proc{cell}            {body}\n")
+    shown = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, error), shown
+    assert "skipping hidden" in shown and "Cell In[" in shown.split("skipping hidden")[0], shown
+    assert len([line for line in shown.splitlines() if line.startswith("File ") and "/spork_lab/" in line]) == 1, shown
+
+
 OUT_OF_BOUNDS = {
     "window past the end of a tile, through an instr": (
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"

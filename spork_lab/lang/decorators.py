@@ -20,6 +20,7 @@ from .frontend import parse_function
 
 @user_facing
 def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
+    __tracebackhide__ = True  # IPython and pytest show the user's cell, not this frame
     if not isinstance(func, types.FunctionType):
         raise TypeError("@proc and @instr must decorate a function")
     try:
@@ -40,6 +41,7 @@ def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
 
 def proc(func: Callable) -> Procedure:
     """Parse a function written in Exo-GPU syntax into an exo Procedure."""
+    __tracebackhide__ = True
     return _parse(func, inspect.currentframe().f_back.f_locals, None)
 
 
