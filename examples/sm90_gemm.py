@@ -65,6 +65,7 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
         for mg in cuda_tasks(0, M / CM):
             for nt in cuda_tasks(0, N / BN):
                 for mi in cuda_tasks(0, G):
+                    # (partial tiles: `_clipped` puts its task guard on this line)
                     A_s: {t}[CL, S, 128, BK] @ Sm90_SmemSwizzled({sw})
                     B_s: {t}[CL, S, BN, BK] @ Sm90_SmemSwizzled({sw})
                     D: f32[CL, 2, 64, BN] @ Sm90_RmemMatrixD
@@ -156,7 +157,9 @@ def _clipped(src: str) -> str:
     """The text for any M and N, and K a multiple of KA (TMA's rows are 16-byte aligned): as many tasks and
     K-blocks as cover them, the last ones partial. The TMA loads take their box at (row, column) of the whole
     tensor map and fill what lies past the matrix's edge with zeros (which add nothing to the products), and the
-    store leaves out the rows and columns past C's edge; every statement keeps its line in this file."""
+    store leaves out the rows and columns past C's edge. A task whose cluster's rows all lie past M (the last raster
+    group of G clusters is cut short where M is not a multiple of CM) does nothing: without that guard it would run
+    its whole K loop on zeros. Every statement keeps its line in this file."""
     cta_row = "128 * (CL * (G * mg + mi) + cta)"
     edits = [
         ("    assert M % CM == 0\n", "\n"), ("    assert N % BN == 0\n", "\n"), ("assert K % BK == 0", "assert K % KA == 0"),
@@ -174,6 +177,9 @@ def _clipped(src: str) -> str:
     for old, new in edits:
         assert old in src, old
         src = src.replace(old, new)
+    head, body = src.split("# (partial tiles: `_clipped` puts its task guard on this line)\n")
+    body = "\n".join("    " + line if line.strip() else line for line in body.split("\n"))
+    src = f"{head}if 128 * CL * (G * mg + mi) < M:\n{body}"
     for call, args in [("Sm90_copy_tensor_clipped_to_smem_swizzled_2", f"M, K, {cta_row}, BK * k,"),
                        ("Sm90_multicast_copy_tensor_clipped_to_smem_swizzled_2", "N, K, BN * nt + BNC * cta, BK * k,"),
                        ("Sm90_mma_store_d_clipped_row_major_", f"M, N, {cta_row} + 64 * wg, BN * nt,")]:

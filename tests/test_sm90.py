@@ -259,6 +259,16 @@ def test_the_clipped_gemm_is_checked_at_sizes_no_tile_divides():
     assert [h.kind for h in report.hazards][:1] == ["WAW"] and report.hazards[0].buffer == "C"
 
 
+def test_the_clipped_gemm_skips_the_tasks_past_m():
+    """Where M is not a multiple of CM the last raster group is cut short: each warp role's task loop guards off a
+    task whose cluster's rows all lie past M (it would run its whole K loop on zeros)."""
+    import sm90_gemm
+
+    lines = _cu(sm90_gemm.make_gemm("f16", CL=2, G=8, clip=True)).splitlines()
+    after_mi = [lines[n + 1].strip() for n, line in enumerate(lines) if "const int mi = exo_task %" in line]
+    assert len(after_mi) >= 2 and set(after_mi) == {"if (128 * 2 * (8 * mg + mi) < M) {"}, after_mi
+
+
 def test_a_guarded_instr_access_is_recorded_under_its_guard():
     """instr_accesses: the clipped load reads `src` only inside the tensor (its `if`) and writes every `dst`
     element (both branches), so the write carries no guard."""
