@@ -364,6 +364,7 @@ def schedule_by_hand(cfg: Config):
 # DB kernel was no faster for tf32 (run 4).
 CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16")}
 _PROC_NAMES = [f"sm80_gemm_{dt}" for dt in CONFIGS]
+PROCS: list  # the three GEMMs in _PROC_NAMES' order, scheduled on first use (`__getattr__`)
 
 
 def __getattr__(name: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -19,8 +20,9 @@ for _dir in (EXAMPLES_DIR, NOTEBOOKS_DIR):  # tests import the examples, and the
 
 
 def runnable_examples() -> list:
-    """The example modules that define PROCS (with NumPy references), importable by name."""
-    return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if "\nPROCS = " in f.read_text()]
+    """The example modules that define PROCS (with NumPy references), importable by name: assigned, or declared
+    `PROCS: list` and made on first use (examples/sm80_gemm.py)."""
+    return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if re.search(r"^PROCS( =|: list)", f.read_text(), re.M)]
 
 
 _SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
