@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
+from exo.frontend.pyparser import ParseError as _ExoParseError
 from exo.rewrite.LoopIR_scheduling import SchedulingError as _ExoSchedulingError
 
 
@@ -50,6 +51,23 @@ class SporkSyntaxError(SporkError):
 class SporkSchedulingError(SporkError, _ExoSchedulingError):
     """A scheduling operation failed (ours or exo's, as `spork_lab.scheduling` reports it); it is also
     exo's SchedulingError, so `except SchedulingError` catches it."""
+
+
+class SporkParseError(SporkError, _ExoParseError):
+    """exo's parser rejected the user's proc (its message names the line); it is also exo's ParseError."""
+
+
+class SporkTypeError(SporkError, TypeError):
+    """exo's type, effect or bounds checks rejected the user's proc (its message names the line); it is also a
+    TypeError, as exo raises it."""
+
+
+def from_exo(error: Exception, filename: str) -> SporkError:
+    """exo's ParseError or TypeError about the user's file `filename` as the SporkError of the same exo type, the
+    file named as the user knows it (`Cell In[3]` in a notebook): a notebook shows it without a traceback, like
+    every SporkError, and `except sl.SporkError` catches it."""
+    kind = SporkParseError if isinstance(error, _ExoParseError) else SporkTypeError
+    return kind(str(error).replace(filename, _place(filename)))
 
 
 class DeviceScopeError(SporkError):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import textwrap
 import traceback
 
 import pytest
 from exo.frontend.pyparser import ParseError
 
+import spork_lab as sl
 from spork_lab import SporkSyntaxError
 
 HEADER = """\
@@ -110,18 +112,39 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
     assert ours == ["decorators.py", "errors.py"]  # `@proc` itself, then the entry point that re-raises
 
 
-@pytest.mark.parametrize("body, error", [("Fence(cuda_in_order)", SporkSyntaxError), ("x[1] = 0.0", TypeError)])
-def test_ipython_hides_the_entry_points_frames(capsys, body, error):
-    """In a notebook the user sees their cell, then only the frame that raises (IPython never hides the last)."""
+def _in_ipython(capsys, body: str, extension: bool) -> tuple:
+    """Run a proc whose task-loop body is `body` in an IPython shell (with spork_lab's extension loaded or not):
+    (the error, what the shell showed)."""
     shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance(colors="nocolor")
-    shell.run_cell("from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *")
+    setup = "from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *"
+    shell.run_cell(("%load_ext spork_lab\n" if extension else "") + setup)
     capsys.readouterr()
     cell = HEADER.split("@proc", 1)[1].replace("    bar: barrier @ CudaMbarrier\n", "")
     result = shell.run_cell(f"@proc{cell}            {body}\n")
-    shown = capsys.readouterr().out
-    assert isinstance(result.error_in_exec, error), shown
+    shown = capsys.readouterr()
+    return result.error_in_exec, shown.out + shown.err
+
+
+MISTAKES = [("Fence(cuda_in_order)", SporkSyntaxError), ("x[1] = 0.0", TypeError)]
+
+
+@pytest.mark.parametrize("body, error", MISTAKES)
+def test_ipython_hides_the_entry_points_frames(capsys, body, error):
+    """Without the extension the user sees their cell, then only the frame that raises (IPython never hides it)."""
+    raised, shown = _in_ipython(capsys, body, extension=False)
+    assert isinstance(raised, error), shown
     assert "skipping hidden" in shown and "Cell In[" in shown.split("skipping hidden")[0], shown
     assert len([line for line in shown.splitlines() if line.startswith("File ") and "/spork_lab/" in line]) == 1, shown
+
+
+@pytest.mark.parametrize("body, error", MISTAKES)
+def test_in_a_notebook_a_mistake_is_one_line_naming_the_cell(capsys, body, error):
+    """With the extension, exo's bounds error (a SporkTypeError, still a TypeError) is shown as every SporkError:
+    one line naming the cell and line, no traceback."""
+    raised, shown = _in_ipython(capsys, body, extension=True)
+    assert isinstance(raised, error) and isinstance(raised, sl.SporkError), shown
+    assert "Traceback" not in shown and "/spork_lab/" not in shown, shown
+    assert re.search(r"Cell In\[\d+\]:5(:\d+)?: ", shown), shown
 
 
 OUT_OF_BOUNDS = {

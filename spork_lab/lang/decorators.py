@@ -14,7 +14,7 @@ from exo.frontend.pyparser import ParseError
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
 from ..core.timelines import INSTR_TLS, InstrTl, SyncTl, cuda_in_order_instr
-from ..errors import SporkSyntaxError, user_facing
+from ..errors import SporkSyntaxError, from_exo, user_facing
 from .frontend import parse_function
 
 
@@ -34,9 +34,9 @@ def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
         source = inspect.getsourcefile(func)
         if not source or source not in str(e):
             raise  # not about the user's source: our bug or exo's, keep the traceback
-        error = e
+        error = from_exo(e, source)
     # exo's parse, type and bounds errors name the user's file and line; exo's frames would only bury them
-    raise error.with_traceback(None)
+    raise error
 
 
 def proc(func: Callable) -> Procedure:

@@ -3,7 +3,7 @@
 One Jupyter server on 127.0.0.1 serves both front ends (JupyterLab at /lab, Notebook 7 at /notebooks). In each:
 a small notebook written here is run cell by cell and every workbench view is checked (Code, Tiling with a
 colour level clicked, Barrier timeline, Hazards, Steps, CUDA), a failing barrier check opens the timeline at the
-right event, and a failed scheduling step is shown in the widget; the first tutorial runs cell by cell in
+right event, a failed scheduling step is shown in the widget, and exo's bounds error is one line naming the cell; the first tutorial runs cell by cell in
 JupyterLab; the stored tutorials show their pictures before anything runs. No "Error displaying widget"
 anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
 kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the tree).
@@ -12,6 +12,7 @@ kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the t
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -58,6 +59,14 @@ FAILED_STEP = 'wb.apply(divide_loop, "tidd", 4, ["a", "b"])'
 DEADLOCK = RING_MISSING_RELEASE + """
 sl.Workbench(ring_missing_release, sizes={"n": 256})"""
 
+MISTAKE = """\
+@proc
+def one_past_the_end(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 32):
+                x[t + 1] = 0.0"""
+
 BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
 
 
@@ -87,7 +96,7 @@ def server(tmp_path_factory):
     pytest.importorskip("notebook")
     tmp = tmp_path_factory.mktemp("jupyter")
     shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
-    nb = new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, FAILED_STEP, DEADLOCK)],
+    nb = new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, FAILED_STEP, DEADLOCK, MISTAKE)],
                       metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
     nbformat.write(nb, tmp / "notebooks" / "views.ipynb")
     for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
@@ -153,7 +162,7 @@ def _open(browser, server: str, front_end: str, name: str):
     page.goto(server + FRONT_ENDS[front_end].format(name) + f"?token={TOKEN}")
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
     stored = ROOT / "notebooks" / name.removeprefix("run_")
-    n = len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 4  # views.ipynb: 4 cells
+    n = len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 5  # views.ipynb: 5 cells
     expect(cells).to_have_count(n, timeout=90_000)
     return page, cells
 
@@ -241,6 +250,14 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     expect(ring.locator(".sl-view-code .sl-selected")).to_contain_text("ReverseAwait(bar[it % 2], cuda_in_order, ~1)")
     # step browsing: the first picture can still show any step (here the only one)
     expect(widget.locator(".sl-stepno")).to_contain_text("step 0 of 0")
+
+    # A mistake in a proc that exo's bounds check finds: one line naming the cell and line, no traceback.
+    _run(page, cells.nth(4))
+    error = cells.nth(4).locator(".jp-OutputArea-output")
+    expect(error).to_contain_text("SporkTypeError", timeout=30_000)
+    expect(error).to_contain_text(re.compile(r"Cell In\[\d+\]:6:\d+: x is written out-of-bounds when:\s+n = \d+"))
+    expect(error).not_to_contain_text("Traceback")
+    cells.nth(4).screenshot(path=str(shots / f"{front_end}_07_error.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
     page.close()
 
