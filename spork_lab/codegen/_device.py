@@ -528,6 +528,10 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             value = f"{r} - {off}" if off else r
             if box > 1:
                 value = f"({value}) / {box}"
+            if pitch % 32 == 0 and body.blockDim % 32 == 0:
+                # The same in every lane of a warp; broadcast from lane 0, the compiler knows it and keeps what is
+                # computed from it (wgmma descriptors, shared-memory offsets) in uniform registers.
+                value = f"__shfl_sync(0xffffffffu, {value}, 0)"
         return value, " && ".join(conds) or None
 
     def _alloc(self, s):
