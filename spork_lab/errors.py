@@ -7,6 +7,7 @@ location, so messages read `file.py:12: what went wrong; what to write instead`.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Callable, Optional
 
 from exo.frontend.pyparser import ParseError as _ExoParseError
@@ -67,7 +68,11 @@ def from_exo(error: Exception, filename: str) -> SporkError:
     file named as the user knows it (`Cell In[3]` in a notebook): a notebook shows it without a traceback, like
     every SporkError, and `except sl.SporkError` catches it."""
     kind = SporkParseError if isinstance(error, _ExoParseError) else SporkTypeError
-    return kind(str(error).replace(filename, _place(filename)))
+    converted = kind(str(error).replace(filename, _place(filename)))  # the message names the place already
+    first = re.search(rf"{re.escape(filename)}:(\d+)", str(error))
+    if first:  # for to_json and the workbench, as every SporkError has them
+        converted.filename, converted.lineno = filename, int(first.group(1))
+    return converted
 
 
 class DeviceScopeError(SporkError):

@@ -165,6 +165,7 @@ def test_out_of_bounds_through_a_call_is_reported_at_the_call(tmp_path, case):
     err, path, marked = _load(tmp_path, body, TypeError)  # exo's bounds errors keep their type
     lines = [line for line in str(err).splitlines() if "out-of-bounds" in line]
     assert lines and all(line.startswith(f"{path}:{marked}:") for line in lines), str(err)
+    assert isinstance(err, sl.SporkTypeError) and err.lineno == marked
     assert expected in lines[0]
     assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
 
@@ -172,6 +173,7 @@ def test_out_of_bounds_through_a_call_is_reported_at_the_call(tmp_path, case):
 def test_exo_front_end_errors_keep_their_type_without_exos_frames(tmp_path):
     err, path, marked = _load(tmp_path, "x[0] = undefined_name  # <-", ParseError)
     assert str(err).startswith(f"{path}:{marked}:") and "'undefined_name' undefined" in str(err)
+    assert isinstance(err, sl.SporkParseError) and (err.filename, err.lineno) == (str(path), marked)
     assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
 
 
