@@ -115,14 +115,17 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
 def _in_ipython(capsys, body: str, extension: bool) -> tuple:
     """Run a proc whose task-loop body is `body` in an IPython shell (with spork_lab's extension loaded or not):
     (the error, what the shell showed)."""
-    shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance(colors="nocolor")
-    setup = "from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *"
-    shell.run_cell(("%load_ext spork_lab\n" if extension else "") + setup)
+    shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance()  # maybe an earlier test's
+    if extension:
+        sl.load_ipython_extension(shell)
+    else:
+        shell.custom_exceptions = ()  # the extension's display of SporkErrors, if an earlier test loaded it
+    shell.run_cell("from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *")
     capsys.readouterr()
     cell = HEADER.split("@proc", 1)[1].replace("    bar: barrier @ CudaMbarrier\n", "")
     result = shell.run_cell(f"@proc{cell}            {body}\n")
     shown = capsys.readouterr()
-    return result.error_in_exec, shown.out + shown.err
+    return result.error_in_exec, re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)  # without the colours
 
 
 MISTAKES = [("Fence(cuda_in_order)", SporkSyntaxError), ("x[1] = 0.0", TypeError)]
