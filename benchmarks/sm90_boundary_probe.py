@@ -7,20 +7,32 @@ Variants, each a text edit of the generated .cu:
 - `nobar`: no cluster barrier at a task's end (the Fence after the K loop);
 - `nodrain`: the consumers do not wait for every CTA's release of the ring's last slots at a task's end;
 - `loop_only`: all three cut: the K loop, the last wgmma wait and the zero-fill are what is left;
+- `prefetch`: the producer warp arrives at a task's closing cluster barrier without waiting there (it waits for
+  that phase at its next task's end, before arriving again): it loads the next task's first stages while the
+  consumers finish; correct where K / BK is a multiple of the ring's depth (its ring drain then waits for the stages
+  it reloads first without waiting), so it is checked;
+- `prefetch_nostore`: both;
+- `smemstore`, `prefetch_smemstore`: the epilogue's 16-byte stores go to otherwise unused shared memory instead of C
+  (conflict-free addresses; the whole tile where the ring leaves room, as with 3 stages, else 32 KB, wrapping), and
+  each warpgroup fences the async proxy and syncs on a named barrier: what the consumers would still pay with an
+  asynchronous (TMA) store of a staged tile, egress aside;
 - `lane_release`: a warp's releases to the cluster's two CTAs by two lanes at once instead of one lane's loop;
 - `cluster_release`, `cluster_acquire`, `cluster_scope`: the releases to the cluster's CTAs at .release.cluster,
   the producer's waits for them at .acquire.cluster, or both, instead of the default .cta scope: what ordering
   global memory between the CTAs of a cluster through these mbarriers would cost (docs/architecture.md, the
   checker's known misses).
 
-Here (nvcc, no GPU):  python3 benchmarks/sm90_boundary_probe.py build .carry_final/sm90 DIR [VARIANT ...]
-On the GPU machine:    python3 benchmarks/sm90_boundary_probe.py run DIR   (CUDA events, L2 flushed, median of 20,
-                       each variant alternating with the unchanged kernel; the unchanged one is checked first)
+Here (nvcc, no GPU):  [PROBE_KERNELS=a,b] python3 benchmarks/sm90_boundary_probe.py build .carry_final/sm90 DIR [VARIANT..]
+On the GPU machine:    [PROBE_SHAPES=MxNxK,...] python3 benchmarks/sm90_boundary_probe.py run DIR
+                       (CUDA events, L2 flushed, median of 20, each variant alternating with the unchanged kernel; the
+                       unchanged one is checked first, and so are the variants in CHECKED)
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -29,10 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm import SOURCE_EXTS, Kernel, Runner, _time_pair  # noqa: E402
 
-KERNELS = ("gemm_sm90_f16_n256_s4_c2_g8_cf16", "gemm_sm90_tf32_n256_s4_c2_g8")
+KERNELS = tuple(filter(None, os.environ.get("PROBE_KERNELS", "").split(","))) or (  # PROBE_KERNELS: a subset
+    "gemm_sm90_f16_n256_s4_c2_g8_cf16", "gemm_sm90_tf32_n256_s4_c2_g8", "gemm_sm90_f16_n320_s4_c2_g8_cf16_m160_clip",
+    "gemm_sm90_tf32_n320_s4_c2_g8_m160_clip")
+CHECKED = ("prefetch",)  # variants that must still compute the product
 TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");\n'
 DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
-STORE = "            { __half *sm90_p", "            { float *sm90_p"
+STORE = ("            { __half *sm90_p", "            { __nv_bfloat16 *sm90_p", "            { float *sm90_p",
+         "{ const int sm90_r0")  # the last: clipped
 RELEASE = ("if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) "
            "spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }")
 
@@ -76,6 +92,36 @@ def _cluster_acquire(cu: str) -> str:
     return cu.replace(wait, helper + wait, 1).replace("spork_mbar_wait(&ring_r", "spork_mbar_wait_cluster(&ring_r")
 
 
+def _prefetch(cu: str) -> str:
+    producer = cu.index("// warps named 'producer'")
+    at = cu.index(TASK_BARRIER, producer)
+    deferred = ('      if (exo_bar_pending) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");\n'
+                '      asm volatile("barrier.cluster.arrive.release;" ::: "memory");\n      exo_bar_pending = 1;\n')
+    cu = cu[:at] + deferred + cu[at + len(TASK_BARRIER):]
+    loop = cu.index("    for (int exo_task", producer)
+    cu = cu[:loop] + "    int exo_bar_pending = 0;\n" + cu[loop:]
+    end = cu.index("  } else if", producer)
+    return cu[:end] + '    if (exo_bar_pending) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");\n' + cu[end:]
+
+
+def _smem_store(cu: str) -> str:
+    wide = "*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
+    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
+    size = int(re.search(r"dynamicSmemBytes = (\d+);", cu).group(1))
+    ring = size - 1024  # the stages; 1 KB of alignment slack follows them
+    region = 65536 if ring + 65536 + 1024 <= 227 * 1024 else 32768  # the whole 128 x 256 16-bit tile, or half
+    offset = f"((threadIdx.x % 256) * 16 + (2 * i + r) * 4096) % {region}"
+    staged = f"*reinterpret_cast<uint4 *>(exo_smem + {ring} + {offset}) = "
+    cu = cu.replace(wide, staged)
+    sync = ('            asm volatile("fence.proxy.async.shared::cta;\\n\\tbar.sync %0, 128;" :: '
+            '"r"(1 + (int) (threadIdx.x / 128)) : "memory");\n')
+    at = min(cu.index(start) for start in STORE[:2] if start in cu)
+    cu = cu[:at] + sync + cu[at:]
+    grown = ring + region + 1024
+    cu = cu.replace(f", {size});", f", {grown});")
+    return cu.replace(f"dynamicSmemBytes = {size};", f"dynamicSmemBytes = {grown};")
+
+
 def _lane_release(cu: str) -> str:
     assert cu.count(RELEASE) == 1
     return cu.replace(RELEASE, "if (threadIdx.x % 32 < 2) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], "
@@ -87,6 +133,10 @@ VARIANTS = {
     "nobar": _cut_barrier,
     "nodrain": _cut_drain,
     "loop_only": lambda cu: _cut_drain(_cut_barrier(_cut_store(cu))),
+    "prefetch": _prefetch,
+    "prefetch_nostore": lambda cu: _prefetch(_cut_store(cu)),
+    "smemstore": _smem_store,
+    "prefetch_smemstore": lambda cu: _prefetch(_smem_store(cu)),
     "lane_release": _lane_release,
     "cluster_release": _cluster_release,
     "cluster_acquire": _cluster_acquire,
@@ -130,6 +180,8 @@ def run(folder: Path, shapes=((8192, 8192, 8192), (4096, 4096, 4096))) -> None:
             flops = 2 * shape[0] * shape[1] * shape[2]
             for variant in index["variants"]:
                 cut = Runner(k, load(variant))
+                if variant in CHECKED:
+                    print(f"  {variant:10} max rel err {cut.checked(shape)[3]:.1e}", flush=True)
                 ms, base_ms = _time_pair(cut.launcher(A, B, C), base.launcher(A, B, C), 20)
                 print(f"  {variant:10} {flops / ms / 1e9:7.1f} TFLOP/s vs unchanged {flops / base_ms / 1e9:7.1f}: "
                       f"{base_ms / ms:.3f}x", flush=True)
@@ -141,4 +193,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:] or list(VARIANTS))
     else:
-        run(Path(sys.argv[2]))
+        shapes = [tuple(map(int, s.split("x"))) for s in os.environ.get("PROBE_SHAPES", "").split(",") if s]
+        run(Path(sys.argv[2]), *([shapes] if shapes else []))
