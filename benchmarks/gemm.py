@@ -189,7 +189,7 @@ class Runner:
         import torch
 
         self.k, self.built = k, built
-        self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        self.stream = cupy.cuda.Stream.from_external(torch.cuda.current_stream())  # the CUDA stream protocol
         self.tdt = {"tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[k.dtype]
 
     def inputs(self, shape: tuple) -> tuple:
