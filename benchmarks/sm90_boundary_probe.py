@@ -16,6 +16,7 @@ Variants, each a text edit of the generated .cu:
   (conflict-free addresses; the whole tile where the ring leaves room, as with 3 stages, else 32 KB, wrapping), and
   each warpgroup fences the async proxy and syncs on a named barrier: what the consumers would still pay with an
   asynchronous (TMA) store of a staged tile, egress aside;
+- `stcs`: the epilogue's 16-byte stores as `st.global.cs` (streaming: evict first), checked;
 - `lane_release`: a warp's releases to the cluster's two CTAs by two lanes at once instead of one lane's loop;
 - `cluster_release`, `cluster_acquire`, `cluster_scope`: the releases to the cluster's CTAs at .release.cluster,
   the producer's waits for them at .acquire.cluster, or both, instead of the default .cta scope: what ordering
@@ -44,7 +45,7 @@ from gemm import SOURCE_EXTS, Kernel, Runner, _time_pair  # noqa: E402
 KERNELS = tuple(filter(None, os.environ.get("PROBE_KERNELS", "").split(","))) or (  # PROBE_KERNELS: a subset
     "gemm_sm90_f16_n256_s4_c2_g8_cf16", "gemm_sm90_tf32_n256_s4_c2_g8", "gemm_sm90_f16_n320_s4_c2_g8_cf16_m160_clip",
     "gemm_sm90_tf32_n320_s4_c2_g8_m160_clip")
-CHECKED = ("prefetch",)  # variants that must still compute the product
+CHECKED = ("prefetch", "stcs")  # variants that must still compute the product
 TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");\n'
 DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
 STORE = ("            { __half *sm90_p", "            { __nv_bfloat16 *sm90_p", "            { float *sm90_p",
@@ -122,6 +123,14 @@ def _smem_store(cu: str) -> str:
     return cu.replace(f"dynamicSmemBytes = {size};", f"dynamicSmemBytes = {grown};")
 
 
+def _streaming_store(cu: str) -> str:
+    wide = ("*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
+            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);")
+    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
+    return cu.replace(wide, "__stcs(reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]), "
+                            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]));")
+
+
 def _lane_release(cu: str) -> str:
     assert cu.count(RELEASE) == 1
     return cu.replace(RELEASE, "if (threadIdx.x % 32 < 2) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], "
@@ -137,6 +146,7 @@ VARIANTS = {
     "prefetch_nostore": lambda cu: _prefetch(_cut_store(cu)),
     "smemstore": _smem_store,
     "prefetch_smemstore": lambda cu: _prefetch(_smem_store(cu)),
+    "stcs": _streaming_store,
     "lane_release": _lane_release,
     "cluster_release": _cluster_release,
     "cluster_acquire": _cluster_acquire,
