@@ -16,6 +16,10 @@ Variants, each a text edit of the generated .cu:
   (conflict-free addresses; the whole tile where the ring leaves room, as with 3 stages, else 32 KB, wrapping), and
   each warpgroup fences the async proxy and syncs on a named barrier: what the consumers would still pay with an
   asynchronous (TMA) store of a staged tile, egress aside;
+- `regstore`: the consumers round their accumulators into 64 registers after the K loop instead of storing them,
+  and store those during their next task's first four K-blocks (a quarter after each K-block's wgmma issue; in
+  `regstore16` over sixteen K-blocks), the last task's after the task loop: the register-only overlapped epilogue
+  (128 x 256, 16-bit C), checked;
 - `stcs`: the epilogue's 16-byte stores as `st.global.cs` (streaming: evict first), checked;
 - `lane_release`: a warp's releases to the cluster's two CTAs by two lanes at once instead of one lane's loop;
 - `cluster_release`, `cluster_acquire`, `cluster_scope`: the releases to the cluster's CTAs at .release.cluster,
@@ -45,7 +49,7 @@ from gemm import SOURCE_EXTS, Kernel, Runner, _time_pair  # noqa: E402
 KERNELS = tuple(filter(None, os.environ.get("PROBE_KERNELS", "").split(","))) or (  # PROBE_KERNELS: a subset
     "gemm_sm90_f16_n256_s4_c2_g8_cf16", "gemm_sm90_tf32_n256_s4_c2_g8", "gemm_sm90_f16_n320_s4_c2_g8_cf16_m160_clip",
     "gemm_sm90_tf32_n320_s4_c2_g8_m160_clip")
-CHECKED = ("prefetch", "stcs")  # variants that must still compute the product
+CHECKED = ("prefetch", "stcs", "regstore", "regstore16")  # variants that must still compute the product
 TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");\n'
 DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
 STORE = ("            { __half *sm90_p", "            { __nv_bfloat16 *sm90_p", "            { float *sm90_p",
@@ -123,6 +127,36 @@ def _smem_store(cu: str) -> str:
     return cu.replace(f"dynamicSmemBytes = {size};", f"dynamicSmemBytes = {grown};")
 
 
+def _register_store(cu: str, steps: int = 4) -> str:
+    consumer = cu.index("// warps named 'consumer'")
+    loop = cu.index("    for (int exo_task", consumer)
+    ctype = "__nv_bfloat16" if "{ __nv_bfloat16 *sm90_p" in cu else "__half"
+    cu = cu[:loop] + f"    unsigned exo_P[64]; {ctype} *exo_Pp = nullptr; int exo_Pld = 0;\n" + cu[loop:]
+    wide = ("*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
+            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);")
+    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
+    cu = cu.replace(wide, "for (int q = 0; q < 4; ++q) exo_P[4 * (2 * i + r) + q] = sm90_v[q];")
+    end_wide = "                }\n              }\n            } else {\n"
+    assert cu.count(end_wide) == 1
+    cu = cu.replace(end_wide, "                }\n              }\n              exo_Pp = sm90_p; exo_Pld = sm90_ld;\n"
+                              "            } else {\n")
+    # the 16 stores of a tile, numbered s = 2 i + r, in `steps` K-blocks of 16 / steps each
+    store = ("*reinterpret_cast<uint4 *>(&exo_Pp[8 * (s % 2) * exo_Pld + 32 * (s / 2) + 6 * (threadIdx.x % 4)]) = "
+             "make_uint4(exo_P[4 * s], exo_P[4 * s + 1], exo_P[4 * s + 2], exo_P[4 * s + 3]);")
+    part = 16 // steps
+    spread = (f"            if (exo_Pp != nullptr && k < {steps}) {{\n"
+              f"              #pragma unroll\n              for (int q = 0; q < {steps}; ++q) if (q == k) {{\n"
+              f"                #pragma unroll\n                for (int s = {part} * q; s < {part} * q + {part}; ++s) {store}\n"
+              f"              }}\n              if (k == {steps - 1}) exo_Pp = nullptr;\n            }}\n")
+    release = "            ++ring_ra[0];\n"
+    at = cu.index(release, consumer) + len(release)
+    cu = cu[:at] + spread + cu[at:]
+    flush = f"    if (exo_Pp != nullptr) {{\n      #pragma unroll\n      for (int s = 0; s < 16; ++s) {store}\n    }}\n"
+    tail = '  }\n  asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");  // no CTA'
+    assert cu.count(tail) == 1, "the kernel's closing cluster barrier"
+    return cu.replace(tail, flush + tail)
+
+
 def _streaming_store(cu: str) -> str:
     wide = ("*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
             "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);")
@@ -146,6 +180,8 @@ VARIANTS = {
     "prefetch_nostore": lambda cu: _prefetch(_cut_store(cu)),
     "smemstore": _smem_store,
     "prefetch_smemstore": lambda cu: _prefetch(_smem_store(cu)),
+    "regstore": _register_store,
+    "regstore16": lambda cu: _register_store(cu, 16),
     "stcs": _streaming_store,
     "lane_release": _lane_release,
     "cluster_release": _cluster_release,
