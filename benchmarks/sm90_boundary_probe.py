@@ -54,6 +54,8 @@ TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier
 DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
 STORE = ("            { __half *sm90_p", "            { __nv_bfloat16 *sm90_p", "            { float *sm90_p",
          "{ const int sm90_r0")  # the last: clipped
+WIDE_STORE = "*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "  # f16/bf16 C, 128 x 256
+WIDE_VALUE = "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);"
 RELEASE = ("if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) "
            "spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }")
 
@@ -97,6 +99,12 @@ def _cluster_acquire(cu: str) -> str:
     return cu.replace(wait, helper + wait, 1).replace("spork_mbar_wait(&ring_r", "spork_mbar_wait_cluster(&ring_r")
 
 
+def _wide_store(cu: str) -> str:
+    """The wide 16-bit store statement of cu's epilogue, which must hold exactly one."""
+    assert cu.count(WIDE_STORE + WIDE_VALUE) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
+    return WIDE_STORE + WIDE_VALUE
+
+
 def _prefetch(cu: str) -> str:
     producer = cu.index("// warps named 'producer'")
     at = cu.index(TASK_BARRIER, producer)
@@ -110,14 +118,13 @@ def _prefetch(cu: str) -> str:
 
 
 def _smem_store(cu: str) -> str:
-    wide = "*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
-    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
+    _wide_store(cu)
     size = int(re.search(r"dynamicSmemBytes = (\d+);", cu).group(1))
     ring = size - 1024  # the stages; 1 KB of alignment slack follows them
     region = 65536 if ring + 65536 + 1024 <= 227 * 1024 else 32768  # the whole 128 x 256 16-bit tile, or half
     offset = f"((threadIdx.x % 256) * 16 + (2 * i + r) * 4096) % {region}"
     staged = f"*reinterpret_cast<uint4 *>(exo_smem + {ring} + {offset}) = "
-    cu = cu.replace(wide, staged)
+    cu = cu.replace(WIDE_STORE, staged)
     sync = ('            asm volatile("fence.proxy.async.shared::cta;\\n\\tbar.sync %0, 128;" :: '
             '"r"(1 + (int) (threadIdx.x / 128)) : "memory");\n')
     at = min(cu.index(start) for start in STORE[:2] if start in cu)
@@ -132,10 +139,7 @@ def _register_store(cu: str, steps: int = 4) -> str:
     loop = cu.index("    for (int exo_task", consumer)
     ctype = "__nv_bfloat16" if "{ __nv_bfloat16 *sm90_p" in cu else "__half"
     cu = cu[:loop] + f"    unsigned exo_P[64]; {ctype} *exo_Pp = nullptr; int exo_Pld = 0;\n" + cu[loop:]
-    wide = ("*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
-            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);")
-    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
-    cu = cu.replace(wide, "for (int q = 0; q < 4; ++q) exo_P[4 * (2 * i + r) + q] = sm90_v[q];")
+    cu = cu.replace(_wide_store(cu), "for (int q = 0; q < 4; ++q) exo_P[4 * (2 * i + r) + q] = sm90_v[q];")
     end_wide = "                }\n              }\n            } else {\n"
     assert cu.count(end_wide) == 1
     cu = cu.replace(end_wide, "                }\n              }\n              exo_Pp = sm90_p; exo_Pld = sm90_ld;\n"
@@ -158,11 +162,8 @@ def _register_store(cu: str, steps: int = 4) -> str:
 
 
 def _streaming_store(cu: str) -> str:
-    wide = ("*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
-            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);")
-    assert cu.count(wide) == 1, "the wide 16-bit store (f16/bf16 C, 128 x 256)"
-    return cu.replace(wide, "__stcs(reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]), "
-                            "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]));")
+    address = WIDE_STORE.removeprefix("*").removesuffix(" = ")
+    return cu.replace(_wide_store(cu), f"__stcs({address}, {WIDE_VALUE.removesuffix(';')});")
 
 
 def _lane_release(cu: str) -> str:
