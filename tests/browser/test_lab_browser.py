@@ -70,6 +70,7 @@ def one_past_the_end(n: size, x: f32[n] @ CudaGmemLinear):
 BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
 
 
+NEVER_RUN = re.compile(r"^\[\s*\]:?\s*$")  # an input prompt before its cell has been queued
 RUN_HERE = ["01_first_kernel.ipynb"]  # tutorials the tests run cell by cell
 
 
@@ -170,15 +171,20 @@ def _open(browser, server: str, front_end: str, name: str):
 def _run(page, cell, timeout: int = 300_000) -> None:
     """Run one cell from command mode and wait until it has finished: its prompt goes from "[ ]:" (never run:
     the notebooks run here have no execution counts) to "[n]:", so a queued or running cell is never taken for
-    a finished one."""
-    import re
-
+    a finished one. A cell queued or running shows "[*]:" at once; one still at "[ ]:" after a while never got
+    the keystroke (a loaded CI machine once lost it while JupyterLab was still settling), so it is sent again."""
     from playwright.sync_api import expect
 
     prompt = cell.locator(".jp-InputPrompt")
     expect(prompt).not_to_have_text(re.compile(r"\[\d+\]"))
-    prompt.click()  # select the cell in command mode (clicks in widgets take focus)
-    page.keyboard.press("Shift+Enter")
+    for _ in range(3):
+        prompt.click()  # select the cell in command mode (clicks in widgets take focus)
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).not_to_have_text(NEVER_RUN, timeout=20_000)
+            break
+        except AssertionError:
+            continue
     expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
 
 
