@@ -19,6 +19,7 @@ from spork_lab.sync.mutants import sync_cursors, without_syncs
 sys.path.insert(0, str(EXAMPLES_DIR))
 
 import sm90_gemm  # noqa: E402
+import sm90_persistent_store  # noqa: E402
 import sm90_rmem_a  # noqa: E402
 import sm90_tma_store  # noqa: E402
 import sm90_tma_wgmma  # noqa: E402
@@ -37,6 +38,7 @@ def _gemm_line(text: str) -> int:
     (sm90_tma_wgmma.sm90_tma_wgmma, dict(M=128, N=256, K=64)),
     (sm90_rmem_a.sm90_rmem_a, dict(M=128, N=128, K=64)),
     (sm90_tma_store.sm90_tma_store, dict(M=128, N=64)),
+    (sm90_persistent_store.sm90_persistent_store, dict(T=16)),
     (sm90_gemm.PROCS[0], GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", CL=2, G=1), GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", G=8, out="f16"), dict(M=2048, N=256, K=128)),
@@ -134,3 +136,32 @@ def test_the_gemm_mutation_script_kills_all_but_the_safe_survivors(monkeypatch):
                          "N 1 -> 0 in sync #5 `Await(cg, cuda_in_order, 1)`",
                          "move sync #8 `Fence(cuda_in_order, cuda_in_order)` one statement later"], survivors
     assert len(mutants) - len(survivors) == 28
+
+
+def _persistent_store_with(old: str, new: str):
+    """examples/sm90_persistent_store.py with one statement edited, its lines kept."""
+    path = EXAMPLES_DIR / "sm90_persistent_store.py"
+    text = path.read_text()
+    src = text[text.index("def sm90_persistent_store("):text.index("\n\n\nPROCS")]
+    assert src.count(old) == 1, old
+    first_line = text[:text.index("def sm90_persistent_store(")].count("\n") + 1
+    return sl.parse_source(src.replace(old, new), filename=str(path), first_line=first_line,
+                           func_locals={"CTAS": sm90_persistent_store.CTAS})
+
+
+def test_a_persistent_tasks_staging_slot_is_reused_only_after_its_store_read_it():
+    """Waiting for all but two stores lets tile it + 2 overwrite the slot tile it's store may still be reading."""
+    assert sl.sync_check(sm90_persistent_store.sm90_persistent_store, T=16).ok
+    p = _persistent_store_with("Await(cg, cuda_in_order, 1)", "Await(cg, cuda_in_order, 2)")
+    for engine in ENGINES:
+        h = _only(sl.sync_check(p, T=16, engine=engine), "WAR")
+        assert h.buffer == "out_s" and h.access.stmt.file.endswith("sm90_persistent_store.py")
+        assert "out_s[it % 2, t / 2, 16 * (t % 2) + j] =" in h.access.stmt.text
+        assert "Sm90_copy_tensor_to_gmem_linear_2f32" in h.other.stmt.text
+
+
+def test_a_persistent_task_drains_its_stores_before_its_shared_memory_ends():
+    p = _persistent_store_with("                Await(cg, cuda_in_order, 0)\n", "                pass\n")
+    for engine in ENGINES:
+        h = _only(sl.sync_check(p, T=16, engine=engine), "FREE")
+        assert h.buffer == "out_s"
