@@ -104,7 +104,7 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
 
 def sm90_kernels(dtype: str, sweep: bool) -> list:
     """The Sm90a GEMM: C of the input type (what cuBLAS writes for f16/bf16) and C f32, each compared with cuBLAS
-    asked for the same output type; --sweep adds other raster groups G."""
+    asked for the same output type; --sweep adds the candidates of SM90_SWEEP."""
     from sm90_gemm import CONFIGS, make_gemm
 
     configs = CONFIGS[dtype] + (SM90_SWEEP[dtype] if sweep else [])
@@ -115,7 +115,8 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
         out = cfg.get("out", "f32")
         m = 128 * 2 * cfg.get("G", 8)  # a multiple of 128 CL G
         bn = cfg.get("BN", 256)
-        checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * bn, 256), (m, 10 * bn, 512))
+        nq = bn * cfg.get("Q", 1)  # a persistent GEMM's columns: a multiple of its Q column lanes' tiles
+        checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * nq, 256), (m, 10 * nq, 512))
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
         kernels.append(Kernel(str(p.name()), "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY,
                               checks, out))
@@ -127,18 +128,19 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
     # narrower wgmma (NW columns each; cuBLAS's 128 x 320 kernel issues m64n64k16; run 9) and 128 x 320 tiles
     # (cuBLAS's; run 10 at N a multiple of 320), 128 x 256 with partial tiles (`clip`: any M, N; run 12), and
     # 128 x 320 in 3 stages (cuBLAS's `64x3`) or other raster groups (run 13); tiles 192, 224 and 240 wide, whose
-    # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17)
+    # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17); the 128 x 256 tile with its
+    # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True),
-             dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16)],
+             dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict()],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
             dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64), dict(BN=320, NW=160, out="f16"),
             dict(BN=320, NW=64, out="f16"), dict(BN=320, NW=160), dict(out="f16", clip=True),
             dict(BN=320, NW=160, out="f16", clip=True, S=3), dict(BN=320, NW=160, out="f16", clip=True, G=4),
             dict(BN=320, NW=160, out="f16", clip=True, G=16), dict(BN=224, out="f16", clip=True),
             dict(BN=240, out="f16", clip=True), dict(BN=192, out="f16", clip=True), dict(BN=224, S=5, out="f16", clip=True),
-            dict(S=3, out="f16")],
+            dict(S=3, out="f16"), dict(out="f16"), dict()],
     "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16"),
-             dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True)],
+             dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True), dict(out="bf16"), dict()],
 }
 
 

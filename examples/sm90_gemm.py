@@ -119,17 +119,18 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
 
 
 def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32",
-                SW: int = 128, NW: int = 0, clip: bool = False) -> tuple:
+                SW: int = 128, NW: int = 0, clip: bool = False, Q: int = 0) -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
     S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
     as cuBLAS writes a 16-bit product), K-blocks of one SW-byte swizzle row (128, 64 or 32), and wgmma NW
     columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator,
     and so the zero-fill and the store where BN is past wgmma's 256); `clip`: any M and N, K a multiple of 16
-    bytes (partial tiles, see `_clipped`). The mutation test edits the text before parsing it."""
+    bytes (partial tiles, see `_clipped`); `Q`: persistent by hand, G x Q clusters looping over their tiles (see
+    `_persistent`). The mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
-    suffix += "_clip" if clip else ""
+    suffix += ("_clip" if clip else "") + (f"_q{Q}" if Q else "")
     src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW).strip("\n")
     if clip:
         src = _clipped(src)
@@ -137,10 +138,36 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
         src = _single_cta(src)
     if NW != BN:
         src = _column_windows(src, BN > 256)
+    if Q:
+        assert not clip, "a persistent GEMM covers whole tiles only"
+        src = _persistent(src)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks,
-              "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS}
+              "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS, "Q": Q, "NQ": BN * Q, "SBK": S * bk}
     return src, consts
+
+
+def _persistent(src: str) -> str:
+    """The text of a GEMM persistent by hand: G x Q tasks, one per cluster (a constant grid, so that tile
+    indices stay affine), each looping over its tiles (cluster row G * mg + mi, column tile Q * nq + q). A_s, B_s,
+    the accumulator and the barriers are allocated once per cluster, outside that loop, so the ring runs on from
+    tile to tile (each tile's K-blocks a multiple of S, so its slots start at 0) and no barrier separates tiles:
+    the abstract machine sees the next tile's loads and stores as the same threads' program order. One cluster
+    Fence at the end frees the ring. The tile body keeps its lines in this file; the allocations stand two lines
+    higher and the final Fence one past the end."""
+    lines = src.split("\n")
+    first = next(n for n, line in enumerate(lines) if "for mg in cuda_tasks(0, M / CM):" in line)
+    allocs, body = lines[first + 4:first + 9], lines[first + 9:]
+    assert [line.split(":")[0].strip() for line in allocs] == ["A_s", "B_s", "D", "ring", "cg"], allocs
+    tile_end = next(n for n, line in enumerate(body) if line == " " * 20 + "Fence(cuda_in_order, cuda_in_order)")
+    body[tile_end] = ""  # no barrier between tiles: the ring and the accumulator's own syncs order them
+    head = [line.replace("assert N % BN == 0", "assert N % NQ == 0").replace("assert K % BK == 0", "assert K % SBK == 0")
+            for line in lines[:first]]
+    loops = [" " * 8 + "for mi in cuda_tasks(0, G):", " " * 12 + "for q in cuda_tasks(0, Q):"]
+    tiles = [" " * 16 + "for mg in seq(0, M / CM):", " " * 20 + "for nq in seq(0, N / NQ):"]
+    body = ["    " + line.replace("BN * nt", "BN * (Q * nq + q)") if line else line for line in body]
+    return "\n".join(head + loops + [line[4:] for line in allocs] + tiles + body
+                      + [" " * 16 + "Fence(cuda_in_order, cuda_in_order)"])
 
 
 def _single_cta(src: str) -> str:
@@ -211,9 +238,9 @@ def _column_windows(src: str, zero_and_store: bool) -> str:
 
 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
-              NW: int = 0, clip: bool = False):
+              NW: int = 0, clip: bool = False, Q: int = 0):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW, clip)
+    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW, clip, Q)
     return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
 
 
@@ -221,12 +248,13 @@ def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 
 _FIRST_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.startswith("def gemm_sm90_"))
 
 
-CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: C of the input type (as cuBLAS), C f32, and
-    # cuBLAS's own 128 x 320 tile with partial tiles (faster where the shape leaves few tiles in the last wave:
-    # benchmarks/sm90_gemm_notes.md, run 12)
-    "tf32": [dict(), dict(BN=320, NW=160, clip=True)],
-    "f16": [dict(out="f16"), dict(), dict(BN=320, NW=160, out="f16", clip=True)],
-    "bf16": [dict(out="bf16"), dict(), dict(BN=320, NW=160, out="bf16", clip=True)],
+CONFIGS = {  # make_gemm's arguments per input type for benchmarks/gemm.py: persistent by hand on 8 x 8 clusters (Q = 8:
+    # 1.7-2.3% faster than the same tiles as cuda_tasks, benchmarks/sm90_gemm_notes.md, run 18; M and N multiples of
+    # 2048, K of 256) with C of the input type (as cuBLAS) and C f32, and cuBLAS's own 128 x 320 tile with partial
+    # tiles (any M and N: faster where the shape leaves few tiles in the last wave; run 12)
+    "tf32": [dict(Q=8), dict(BN=320, NW=160, clip=True)],
+    "f16": [dict(out="f16", Q=8), dict(Q=8), dict(BN=320, NW=160, out="f16", clip=True)],
+    "bf16": [dict(out="bf16", Q=8), dict(Q=8), dict(BN=320, NW=160, out="bf16", clip=True)],
 }
 
 
@@ -485,8 +513,8 @@ def schedule(p, cfg: Config, upto: int = len(STEPS)):
     return p
 
 
-PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True)]  # the runnable-example tests feed
-# them float32 inputs
+PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True),  # the runnable-example tests feed
+         make_gemm("tf32", CL=2, G=1, Q=3)]  # them float32 inputs (Q = 3: make_args' N is 3 tiles)
 ARCH = "sm_90a"  # TMA, wgmma, setmaxnreg, clusters
 TOLERANCE = dict(rtol=2e-2, atol=2e-2)  # tf32 reads 10 mantissa bits (truncated); f16 inputs are exact
 

@@ -252,3 +252,14 @@ def test_an_out_of_bounds_counterexample_names_only_the_users_sizes_and_iterator
     assert "x is written out-of-bounds when:" in lines[at]
     names = {pair.split(" = ")[0] for pair in lines[at + 1].strip().rstrip(".").split(", ")}
     assert names == {"n", "task", "tid"}, lines[at + 1]
+
+
+def test_parse_source_errors_name_the_given_file_and_line_without_exos_frames():
+    """sl.parse_source (programs built as text, e.g. examples/sm90_gemm.py's make_gemm) reports exo's type errors
+    as @proc does: at `filename`, its lines counted from `first_line`."""
+    text = "def f(n: size, x: f32[n] @ CudaGmemLinear):\n    for i in seq(0, n / n):\n        x[i] = 0.0"
+    with pytest.raises(sl.SporkTypeError) as info:
+        sl.parse_source(text, filename="kernels.py", first_line=40)
+    err = info.value
+    assert (err.filename, err.lineno) == ("kernels.py", 41) and "non-constant" in str(err)
+    assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]

@@ -44,6 +44,7 @@ def _gemm_line(text: str) -> int:
     (sm90_gemm.make_gemm("f16", G=8, out="f16"), dict(M=2048, N=256, K=128)),
     (sm90_gemm.make_gemm("bf16", BN=128, S=5, CL=2, G=1), GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", S=8, CL=2, G=1, SW=64), GEMM_SIZES),
+    (sm90_gemm.make_gemm("f16", out="f16", G=2, Q=2), dict(M=1024, N=1024, K=256)),
     (T.tma_tile_copy, dict(n=16)),
     (T.tma_multicast_halves, {}),
     (T.tma_store_waits, {}),
@@ -165,3 +166,18 @@ def test_a_persistent_task_drains_its_stores_before_its_shared_memory_ends():
     for engine in ENGINES:
         h = _only(sl.sync_check(p, T=16, engine=engine), "FREE")
         assert h.buffer == "out_s"
+
+
+def test_a_persistent_gemm_frees_its_ring_only_after_a_cluster_fence():
+    """The GEMM persistent by hand (Q) has no barrier between its tiles: the ring and the accumulator's own syncs
+    order one tile after the next on the same threads, so only the end of the task needs the cluster Fence, without
+    which a CTA could exit while its peer's multicast still lands in its B_s."""
+    src, consts = sm90_gemm.gemm_source("f16", BN=128, CL=2, G=1, Q=2)
+    last = src.rstrip().rsplit("\n", 1)
+    assert last[1].strip() == "Fence(cuda_in_order, cuda_in_order)" and src.count("Fence(cuda_in_order, cuda_in_order)") == 1
+    sizes = dict(M=512, N=512, K=256)  # two tiles per cluster, four K-blocks each: the ring runs on across tiles
+    assert sl.sync_check(sm90_gemm.make_gemm("f16", BN=128, CL=2, G=1, Q=2), **sizes).ok
+    p = sl.parse_source(last[0], filename=sm90_gemm.__file__, first_line=sm90_gemm._FIRST_LINE, func_locals=consts)
+    for engine in ENGINES:
+        report = sl.sync_check(p, engine=engine, **sizes)
+        assert {h.buffer for h in report.hazards if h.kind == "FREE"} == {"A_s", "B_s"}, report

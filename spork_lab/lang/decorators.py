@@ -9,12 +9,11 @@ import types
 from typing import Callable, Optional
 
 from exo.API import Procedure
-from exo.frontend.pyparser import ParseError
 
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
 from ..core.timelines import INSTR_TLS, InstrTl, SyncTl, cuda_in_order_instr
-from ..errors import SporkSyntaxError, from_exo, user_facing
+from ..errors import SporkSyntaxError, user_facing
 from .frontend import parse_function
 
 
@@ -30,13 +29,6 @@ def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
         raise SporkSyntaxError(f"@proc and @instr read the function's source, and Python has none for {func.__name__}: "
                                "define it in a .py file or a notebook cell (not in exec() or python -c)",
                                types.SimpleNamespace(filename=code.co_filename, lineno=code.co_firstlineno)) from None
-    except (ParseError, TypeError) as e:
-        source = inspect.getsourcefile(func)
-        if not source or source not in str(e):
-            raise  # not about the user's source: our bug or exo's, keep the traceback
-        error = from_exo(e, source)
-    # exo's parse, type and bounds errors name the user's file and line; exo's frames would only bury them
-    raise error
 
 
 def proc(func: Callable) -> Procedure:

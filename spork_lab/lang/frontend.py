@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from exo.API import Procedure
 from exo.core.LoopIR import UAST, LoopIR
 from exo.core.prelude import SrcInfo
-from exo.frontend.pyparser import Parser
+from exo.frontend.pyparser import ParseError, Parser
 from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
@@ -40,7 +40,7 @@ from ..core.loop_modes import LoopModeSyntax, WithBlock
 from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc, trailing_proc
 from ..core.tensor_maps import TensorMapSpec, register_tensor_map
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl
-from ..errors import SporkSyntaxError
+from ..errors import SporkSyntaxError, from_exo, user_facing
 
 WITH_ITER = "_with"
 
@@ -62,6 +62,7 @@ def parse_function(func: Callable, caller_locals: dict, instr: Optional[tuple] =
     )
 
 
+@user_facing
 def parse_source(
     src: str,
     *,
@@ -72,7 +73,22 @@ def parse_source(
     func_locals: Optional[dict] = None,
     instr: Optional[tuple] = None,
 ) -> Procedure:
-    """Parse the text of one `def` (e.g. the printout of a proc) as an Exo-GPU proc."""
+    """Parse the text of one `def` (e.g. the printout of a proc) as an Exo-GPU proc; its lines are numbered from
+    `first_line` of `filename`, so errors (exo's parse, type and bounds errors among them) name the user's line.
+    `col_offset`: the def's indentation in that file; `instr`: @instr's C templates."""
+    __tracebackhide__ = True
+    try:
+        return _parse_text(src, filename, first_line, col_offset, func_globals, func_locals, instr)
+    except (ParseError, TypeError) as e:
+        if filename not in str(e):
+            raise  # not about the text: our bug or exo's, keep the traceback
+        error = from_exo(e, filename)
+    raise error
+
+
+def _parse_text(src: str, filename: str, first_line: int, col_offset: int, func_globals: Optional[dict],
+                func_locals: Optional[dict], instr: Optional[tuple]) -> Procedure:
+    """parse_source without its error conversion: @proc's _parse converts with the function's own file."""
     func_globals = func_globals if func_globals is not None else default_namespace()
     func_locals = dict(func_locals or {})
     module = pyast.parse(src)
