@@ -139,34 +139,42 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     if NW != BN:
         src = _column_windows(src, BN > 256)
     if Q:
-        assert not clip, "a persistent GEMM covers whole tiles only"
-        src = _persistent(src)
+        src = _persistent(src, clip)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks,
               "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS, "Q": Q, "NQ": BN * Q, "SBK": S * bk}
     return src, consts
 
 
-def _persistent(src: str) -> str:
+def _persistent(src: str, clip: bool) -> str:
     """The text of a GEMM persistent by hand: G x Q tasks, one per cluster (a constant grid, so that tile
     indices stay affine), each looping over its tiles (cluster row G * mg + mi, column tile Q * nq + q). A_s, B_s,
     the accumulator and the barriers are allocated once per cluster, outside that loop, so the ring runs on from
     tile to tile (each tile's K-blocks a multiple of S, so its slots start at 0) and no barrier separates tiles:
     the abstract machine sees the next tile's loads and stores as the same threads' program order. One cluster
-    Fence at the end frees the ring. The tile body keeps its lines in this file; the allocations stand two lines
-    higher and the final Fence one past the end."""
+    Fence at the end frees the ring. `clip` (the text of `_clipped`): a tile past M or N is skipped, and each
+    tile runs its K-blocks up to the next multiple of S, those past K loading TMA's zeros. The grid's static share
+    is balanced only where G divides the cluster rows and Q the column tiles (else some clusters get twice the
+    tiles of others: run 18). The tile body keeps its lines in this file (one lower with `clip`); the allocations
+    stand two lines higher, the final Fence past the end."""
     lines = src.split("\n")
-    first = next(n for n, line in enumerate(lines) if "for mg in cuda_tasks(0, M / CM):" in line)
+    first = next(n for n, line in enumerate(lines) if "for mg in cuda_tasks(0, " in line)
+    inner = " " * (24 if clip else 20)  # the tile body's indentation (`_clipped`'s guard adds a level)
     allocs, body = lines[first + 4:first + 9], lines[first + 9:]
     assert [line.split(":")[0].strip() for line in allocs] == ["A_s", "B_s", "D", "ring", "cg"], allocs
-    tile_end = next(n for n, line in enumerate(body) if line == " " * 20 + "Fence(cuda_in_order, cuda_in_order)")
+    tile_end = body.index(inner + "Fence(cuda_in_order, cuda_in_order)")
     body[tile_end] = ""  # no barrier between tiles: the ring and the accumulator's own syncs order them
     head = [line.replace("assert N % BN == 0", "assert N % NQ == 0").replace("assert K % BK == 0", "assert K % SBK == 0")
             for line in lines[:first]]
     loops = [" " * 8 + "for mi in cuda_tasks(0, G):", " " * 12 + "for q in cuda_tasks(0, Q):"]
-    tiles = [" " * 16 + "for mg in seq(0, M / CM):", " " * 20 + "for nq in seq(0, N / NQ):"]
+    rows, cols = ("(M + CM - 1) / CM", "(N + NQ - 1) / NQ") if clip else ("M / CM", "N / NQ")
+    tiles = [" " * 16 + f"for mg in seq(0, {rows}):", " " * 20 + f"for nq in seq(0, {cols}):"]
+    if clip:
+        assert lines[first + 3].strip() == "if 128 * CL * (G * mg + mi) < M:", lines[first + 3]
+        tiles.append(" " * 24 + "if 128 * CL * (G * mg + mi) < M and BN * (Q * nq + q) < N:")
     body = ["    " + line.replace("BN * nt", "BN * (Q * nq + q)") if line else line for line in body]
-    return "\n".join(head + loops + [line[4:] for line in allocs] + tiles + body
+    body = [line.replace("seq(0, (K + BK - 1) / BK)", "seq(0, S * ((K + SBK - 1) / SBK))") for line in body]
+    return "\n".join(head + loops + [line[len(inner) - 16:] for line in allocs] + tiles + body
                       + [" " * 16 + "Fence(cuda_in_order, cuda_in_order)"])
 
 
@@ -513,8 +521,9 @@ def schedule(p, cfg: Config, upto: int = len(STEPS)):
     return p
 
 
-PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True),  # the runnable-example tests feed
-         make_gemm("tf32", CL=2, G=1, Q=3)]  # them float32 inputs (Q = 3: make_args' N is 3 tiles)
+# The runnable-example tests feed these float32 inputs (make_args; Q = 3: its N is three 256-column tiles).
+PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True), make_gemm("tf32", CL=2, G=1, Q=3),
+         make_gemm("tf32", CL=2, G=1, Q=3, clip=True)]
 ARCH = "sm_90a"  # TMA, wgmma, setmaxnreg, clusters
 TOLERANCE = dict(rtol=2e-2, atol=2e-2)  # tf32 reads 10 mantissa bits (truncated); f16 inputs are exact
 
@@ -526,7 +535,7 @@ def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarra
 def make_args(rng: np.random.Generator, n: int = 512, dtype=np.float32, proc=None) -> dict:
     """M = n, N = n + 256, K = n / 2: not square, so swapped indices show (n a multiple of 512); for a GEMM with
     partial tiles (`clip`) sizes that no tile divides (K a multiple of 4: TMA's rows are 16-byte aligned)."""
-    M, N, K = (n - 83, n + 173, n // 2 + 20) if proc is not None and str(proc.name()).endswith("_clip") else (n, n + 256, n // 2)
+    M, N, K = (n - 83, n + 173, n // 2 + 20) if proc is not None and "_clip" in str(proc.name()) else (n, n + 256, n // 2)
     scale = np.float32(K**-0.25)  # C of unit variance at every K: TOLERANCE's atol stays a fixed number of sigmas
     A = (rng.standard_normal((M, K), dtype=np.float32) * scale).astype(dtype)
     B = (rng.standard_normal((N, K), dtype=np.float32) * scale).astype(dtype)

@@ -25,7 +25,7 @@ def runnable_examples() -> list:
     return [f.stem for f in sorted(EXAMPLES_DIR.glob("*.py")) if re.search(r"^PROCS( =|: list)", f.read_text(), re.M)]
 
 
-_SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 1024)
+_SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 768, 1024)  # 768: three 256-column tiles (a persistent GEMM's Q = 3)
 
 
 def _sizes_allowed(p, sizes: dict) -> bool:
@@ -39,12 +39,21 @@ def _sizes_allowed(p, sizes: dict) -> bool:
     return True
 
 
+def _smallest(p, names: list, name: str) -> int:
+    """The smallest candidate for size `name` with the others large: 1024, or 1536 where a size must be a multiple
+    of 768 (the persistent GEMM with Q = 3)."""
+    for big in (1024, 1536):
+        found = next((v for v in _SIZE_CANDIDATES if _sizes_allowed(p, {**dict.fromkeys(names, big), name: v})), None)
+        if found is not None:
+            return found
+    raise AssertionError(f"no size {name} for {p.name()}")
+
+
 def check_sizes(p) -> dict:
     """Small sizes for sync_check: the smallest each assertion allows (found with the other sizes large),
     the last one doubled when allowed, so that there are two tasks or two iterations of the inner loop."""
     names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
-    big = {n: _SIZE_CANDIDATES[-1] for n in names}
-    sizes = {n: next(v for v in _SIZE_CANDIDATES if _sizes_allowed(p, {**big, n: v})) for n in names}
+    sizes = {n: _smallest(p, names, n) for n in names}
     assert _sizes_allowed(p, sizes), f"no sizes for {p.name()}"
     if names and _sizes_allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
         sizes[names[-1]] *= 2

@@ -45,6 +45,7 @@ def _gemm_line(text: str) -> int:
     (sm90_gemm.make_gemm("bf16", BN=128, S=5, CL=2, G=1), GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", S=8, CL=2, G=1, SW=64), GEMM_SIZES),
     (sm90_gemm.make_gemm("f16", out="f16", G=2, Q=2), dict(M=1024, N=1024, K=256)),
+    (sm90_gemm.make_gemm("f16", BN=128, CL=2, G=1, Q=2, clip=True), dict(M=300, N=700, K=200)),
     (T.tma_tile_copy, dict(n=16)),
     (T.tma_multicast_halves, {}),
     (T.tma_store_waits, {}),
