@@ -182,3 +182,16 @@ def test_a_persistent_gemm_frees_its_ring_only_after_a_cluster_fence():
     for engine in ENGINES:
         report = sl.sync_check(p, engine=engine, **sizes)
         assert {h.buffer for h in report.hazards if h.kind == "FREE"} == {"A_s", "B_s"}, report
+
+
+@pytest.mark.parametrize("p, sizes", [(sm90_gemm.PROCS[2], dict(M=256, N=768, K=256)),
+                                      (sm90_gemm.PROCS[3], dict(M=300, N=700, K=200))], ids=["whole", "clip"])
+def test_every_sync_of_the_persistent_gemm_is_needed(p, sizes):
+    """With no barrier between its tiles, the persistent GEMM relies on each of its syncs: dropping any one is a
+    hazard or a static error (tiles skipped past M and N, and K-blocks past K, included)."""
+    for i in range(len(sync_cursors(p))):
+        try:
+            report = sl.sync_check(without_syncs(p, [i]), **sizes)
+        except sl.SporkError:
+            continue
+        assert not report.ok, f"sync #{i} dropped: {report}"
