@@ -88,7 +88,7 @@ def parse_source(
 
 def _parse_text(src: str, filename: str, first_line: int, col_offset: int, func_globals: Optional[dict],
                 func_locals: Optional[dict], instr: Optional[tuple]) -> Procedure:
-    """parse_source without its error conversion: @proc's _parse converts with the function's own file."""
+    """The parse itself; parse_source (which @proc and @instr call too) turns exo's errors into SporkErrors."""
     func_globals = func_globals if func_globals is not None else default_namespace()
     func_locals = dict(func_locals or {})
     module = pyast.parse(src)
