@@ -138,9 +138,11 @@ def test_cursor_arguments_are_recorded_as_people_write_them():
     wb = Workbench(seq_reverse)
     wb.apply(insert_fence, seq_reverse.find_loop("tid #1").before(), cuda_in_order, cuda_in_order)
     assert wb.steps[-1].args[0] == "p.find_loop('tid #1').before()"
-    fence = wb.proc.find_loop("task").body()[2]  # exo's patterns cannot name a Fence: its neighbour can
+    fence = wb.proc.find_loop("task").body()[2]  # a sync statement: by its text (exo's patterns cannot name it)
     wb.apply(insert_fence, fence.after(), cuda_in_order, cuda_in_order)
-    assert wb.steps[-1].args[0] == "p.find_loop('tid').next().after()"
+    assert wb.steps[-1].args[0] == "p.find('Fence(cuda_in_order, cuda_in_order)').after()"
+    wb.apply(insert_fence, wb.proc.find("Fence(_) #1").after(), cuda_in_order, cuda_in_order)
+    assert wb.steps[-1].args[0] == "p.find('Fence(cuda_in_order, cuda_in_order) #1').after()"
     wb.apply(set_memory, "tile", CudaSmemLinear)
     assert wb.steps[-1].args[0] == "'tile'"
     wb.apply(lift_alloc, wb.proc.find("tile : _"))

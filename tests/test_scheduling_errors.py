@@ -172,3 +172,42 @@ def test_a_failure_inside_exos_solver_is_an_error_at_the_users_line():
         cut_loop(p, p.find_loop("kt #2"), 0)  # the third kt loop
     assert "exo failed inside this op" in info.value.message and "Z3Exception" in info.value.message
     assert info.value.filename == __file__
+
+
+def _ring():
+    from conftest import runnable_examples
+
+    runnable_examples()  # puts examples/ on sys.path
+    from mbarrier_ring_tasks import mbarrier_ring_tasks
+
+    return mbarrier_ring_tasks
+
+
+@pytest.mark.parametrize("pattern, count, first", [
+    ("Fence(cuda_in_order, cuda_in_order)", 1, "Fence(cuda_in_order, cuda_in_order)"),
+    ("Fence(_)", 1, "Fence(cuda_in_order, cuda_in_order)"),
+    ("Await(bar[_], _, ~0)", 1, "Await(bar[it % 2], cuda_in_order, ~0)"),
+    ("Arrive(_)", 1, "Arrive(cuda_in_order, 1) >> bar[it % 2]"),  # not ReverseArrive: the text's start counts
+    ("ReverseArrive(cuda_in_order, 1) >> bar[it % 2]", 1, "ReverseArrive(cuda_in_order, 1) >> bar[it % 2]"),
+    ("Await(_) #0", 1, "Await(bar[it % 2], cuda_in_order, ~0)"),
+])  # fmt: skip
+def test_sync_statements_are_found_by_the_text_the_user_reads(pattern, count, first):
+    """exo matches a call by its proc's name, and a sync statement calls a generated proc (`spork_Fence_...`): find
+    takes the statement's own text instead, `_` for any part, and so do the ops given such a pattern."""
+    from spork_lab.lang.printer import print_stmt
+
+    ring = _ring()
+    found = ring.find(pattern, many=True)
+    assert len(found) == count and " ".join(print_stmt(found[0]._impl._node).split()) == first
+    moved = reorder_stmts(ring, ring.find("Fence(_)").expand(1, 0))  # an op given the cursor: exo's own checks run
+    assert "Fence(cuda_in_order, cuda_in_order)" in str(moved)
+
+
+def test_a_sync_pattern_that_matches_nothing_lists_the_sync_statements():
+    ring = _ring()
+    with pytest.raises(SporkSchedulingError) as e:
+        ring.find("Fence(cuda_in_order, wgmma_fence_2)")
+    assert (e.value.filename, e.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    assert "find: no sync statement matches 'Fence(cuda_in_order, wgmma_fence_2)'" in e.value.message
+    assert "did you mean 'Fence(cuda_in_order, cuda_in_order)'?" in e.value.message
+    assert "its sync statements are: ReverseAwait(bar[it % 2], cuda_in_order, ~1), " in e.value.message

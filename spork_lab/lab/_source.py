@@ -1,9 +1,10 @@
 """Python source text of scheduling-op arguments, so a session replays as a script.
 
 Cursors are written the way a person finds them: by pattern
-(`p.find_loop("tid #1")`, `p.find("tile[_] = _")`), else next to or inside a
-statement found by pattern (`p.find_loop("tid").next()`, for a Fence), and
-only as a last resort by navigation from the proc variable `p`
+(`p.find_loop("tid #1")`, `p.find("tile[_] = _")`, a sync statement by its
+text: `p.find("Fence(cuda_in_order, cuda_in_order) #1")`), else next to or
+inside a statement found by pattern (`p.find_loop("tid").next()`, for a
+`with` block), and only as a last resort by navigation from the proc variable `p`
 (`p.body()[0].body()[1]`); each is checked to name the very place the step
 was applied to.
 """
@@ -23,6 +24,8 @@ from exo.frontend.pattern_match import PatternMatch
 from ..core.coll import cuda_thread
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..lang.printer import print_stmt
+from ..lang.sched_errors import SYNC_PATTERN, find_syncs
 
 
 def _node_path(path) -> str:
@@ -40,7 +43,9 @@ def _pattern(s) -> Optional[tuple[str, Callable]]:
         return f"{s.name} : _", "find"
     if isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
         return f"{s.f.name}(_)", "find"
-    return None  # with blocks, sync statements, ifs: exo's patterns cannot name them
+    if isinstance(s, LoopIR.Call):  # a sync statement, by its text (sched_errors.find_syncs)
+        return " ".join(print_stmt(s).split()), "find"
+    return None  # with blocks and ifs: patterns cannot name them
 
 
 def _found_source(proc: Procedure, node: ic.Node, var: str) -> Optional[str]:
@@ -61,6 +66,8 @@ def _match_paths(proc: Procedure, pattern: str, finder: str) -> list:
     Matched here rather than through those methods: exo's `match_pattern` calls `inspect.stack()` (to read
     the caller's variables, which these patterns do not use), and with a notebook's deep stack that costs
     ~0.1 s a pattern, a large part of a workbench step."""
+    if SYNC_PATTERN.match(pattern):
+        return [c._impl._path for c in find_syncs(proc, pattern, many=True)]
     text = f"for {pattern} in _: _" if finder == "find_loop" else pattern
     found = PatternMatch().find(ic.Cursor.create(proc._loopir_proc), pyparser.pattern(text, srclocals={}, srcglobals={}))
     return [(c[0] if isinstance(c, ic.Block) and len(c) == 1 else c)._path for c in found]

@@ -31,6 +31,8 @@ from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import SporkSchedulingError
+from ..sync.mutants import sync_cursors
+from .printer import print_stmt
 
 _LIBRARIES = (str(Path(__file__).resolve().parents[1]), str(Path(exo.__file__).resolve().parent))
 _EXO_PREFIXES = ("<<<unknown directive>>>: ", "find: ")
@@ -175,12 +177,41 @@ def explain(
     return SporkSchedulingError(f"{op}: {text}", where)
 
 
+SYNC_PATTERN = re.compile(r"\s*(?:Reverse)?(?:Fence|Arrive|Await)\s*\(")
+
+
+def find_syncs(proc: Procedure, pattern: str, many: bool = False):
+    """The sync statements whose text matches `pattern` ("Fence(cuda_in_order, cuda_in_order)", "Await(cg, _, 0)":
+    `_` for any part, "#k" for the k-th match; without `>>` the trailing barrier may be anything), as exo's find
+    returns them. exo's own patterns match a call by its proc's name, and a sync statement calls a generated one
+    (`spork_Fence_...`), so exo cannot find them by the text the user reads."""
+    pattern, _, nth = pattern.partition("#")
+    pieces = re.split(r"(?<!\w)_(?!\w)", "".join(pattern.split()))
+    wanted = re.compile(".*?".join(map(re.escape, pieces)))
+    cursors = sync_cursors(proc)
+    texts = ["".join(print_stmt(c._impl._node).split()) for c in cursors]
+    if ">>" not in pattern:
+        texts = [text.split(">>")[0] for text in texts]
+    found = [c for c, text in zip(cursors, texts) if wanted.fullmatch(text)]
+    if nth.strip():
+        found = found[int(nth):int(nth) + 1]
+    if not found:
+        shown = list(dict.fromkeys(" ".join(print_stmt(c._impl._node).split()) for c in cursors))
+        text = f"no sync statement matches {' '.join(pattern.split())!r}{' #' + nth.strip() if nth.strip() else ''}; "
+        raise SporkSchedulingError("find: " + text + _choices(pattern, shown, "its sync statements are"),
+                                   user_frame()).with_traceback(None) from None
+    return found if many else found[0]
+
+
 def install() -> None:
     """Make exo's `Procedure.find` (and so `find_loop`, `find_alloc_or_arg`) report a pattern that matches nothing
-    as the scheduling ops do: `p.find_loop("j")` raised `find: failed to find matches` from exo's frames."""
+    as the scheduling ops do: `p.find_loop("j")` raised `find: failed to find matches` from exo's frames; and find
+    sync statements by their text (`find_syncs`)."""
     exo_find = Procedure.find
 
     def find(self, pattern, many=False, call_depth=1):
+        if isinstance(pattern, str) and SYNC_PATTERN.match(pattern):
+            return find_syncs(self, pattern, many)
         try:
             return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
         except (exo.SchedulingError, SyntaxError) as e:
