@@ -55,7 +55,7 @@ from spork_lab.scheduling import *  # noqa: E402,F403
 from spork_lab.sync import checker, engine  # noqa: E402
 from spork_lab.sync.cprint import c_source  # noqa: E402
 
-from make_tutorials import SM80_SIZES, SM90_SIZES, example_steps  # noqa: E402
+from make_tutorials import SM80_SIZES, SM90_CONFIG, SM90_SIZES, example_steps  # noqa: E402
 from stepwise_gemm import gemm  # noqa: E402
 
 # (module, function) timed in a step's breakdown: what each costs, summed over its calls during the step
@@ -183,7 +183,7 @@ def sm90_part() -> list[dict]:
     (`apply_s`: the Sm90 steps' stage_mem, expand_dim and fission run exo's effect checks) and the redraw."""
     import sm90_gemm as sm90
 
-    cfg = sm90.Config()
+    cfg = sm90.Config(**SM90_CONFIG)
     wb = sl.Workbench(sm90.naive(cfg), sizes=SM90_SIZES)
     wb.state  # noqa: B018 -- the notebook shows the naive proc first
     rows = []

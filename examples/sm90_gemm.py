@@ -27,9 +27,9 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 
 By schedule (the tutorial's replay): `scheduled_gemm` derives make_gemm's ring
 with `pipeline_loop` from `unpipelined` (same CUDA), and `schedule(naive(cfg),
-cfg)` runs `STEPS` from the naive loop nest to the same kernel but for
-multicast (each CTA loads its whole B tile); see the section's comment for why
-multicast is not a step.
+cfg)` runs `STEPS` from the naive loop nest to the same kernel, persistent on
+G x Q clusters as make_gemm(..., Q=Q), but for multicast (each CTA loads its
+whole B tile); see the section's comment for why multicast is not a step.
 """
 
 from __future__ import annotations
@@ -367,21 +367,23 @@ def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: i
 
 @dataclass(frozen=True)
 class Config:
-    """dt: "tf32", "f16" or "bf16"; BN columns per task, S ring slots, clusters of CL CTAs, groups of G."""
+    """dt: "tf32", "f16" or "bf16"; BN columns per task, S ring slots, clusters of CL CTAs, groups of G; Q: the
+    last step makes the kernel persistent on G x Q clusters (0: it stays one task per tile)."""
 
     dt: str = "f16"
     BN: int = 256
     S: int = 4
     CL: int = 2
     G: int = 8
+    Q: int = 8
 
     @property
     def consts(self) -> dict:
-        return gemm_source(self.dt, self.BN, self.S, self.CL, self.G)[1]
+        return gemm_source(self.dt, self.BN, self.S, self.CL, self.G, Q=self.Q)[1]
 
     @property
     def name(self) -> str:
-        return f"gemm_sm90_{self.dt}_n{self.BN}_s{self.S}_c{self.CL}_g{self.G}"
+        return f"gemm_sm90_{self.dt}_n{self.BN}_s{self.S}_c{self.CL}_g{self.G}" + (f"_q{self.Q}" if self.Q else "")
 
 
 def naive(cfg: Config):
@@ -391,8 +393,8 @@ def naive(cfg: Config):
 def {cfg.name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[N, K] @ CudaGmemLinear,
                C: f32[M, N] @ CudaGmemLinear):
     assert M % {c["CM"]} == 0
-    assert N % {cfg.BN} == 0
-    assert K % {c["BK"]} == 0
+    assert N % {c["NQ"] if cfg.Q else cfg.BN} == 0
+    assert K % {c["SBK"] if cfg.Q else c["BK"]} == 0
     for i in seq(0, M):
         for j in seq(0, N):
             C[i, j] = 0.0
@@ -494,7 +496,7 @@ def warp_specialize(p, cfg: Config):
 
 
 def map_to_gpu(p, cfg: Config):
-    """8. A persistent kernel: task loops (mg, nt, mi), one CTA of the cluster per `cta`, one warpgroup per `wg`,
+    """8. On the GPU: task loops (mg, nt, mi), one CTA of the cluster per `cta`, one warpgroup per `wg`,
     in a device function of clusters of CL with the producer/consumer warps of WARPS."""
     for it in ["mg", "nt", "mi"]:
         p = set_loop_mode(p, it, cuda_tasks)
@@ -510,8 +512,29 @@ def software_pipeline(p, cfg: Config):
     return pipeline(p, cfg.S)
 
 
+def make_persistent(p, cfg: Config):
+    """10. Persistent (`_persistent`'s kernel but for multicast): G x Q clusters, each looping over its tiles
+    (cluster row G * mg + mi, column tile Q * nq + q). The ring, tiles and accumulator are allocated once per
+    cluster, so the ring runs on from tile to tile; the Fence between tiles goes (a sync statement does nothing
+    sequentially, so exo lets fission move it out of the tile loops) for one at the end. Q = 0: one task per tile."""
+    if not cfg.Q:
+        return p
+    p = divide_loop(p, "nt", cfg.Q, ["nq", "q"], perfect=True)
+    for pair in ["q mi", "nq mi", "mg mi", "nq q", "mg q"]:  # mg nq q mi -> mi q mg nq
+        p = reorder_loops(p, pair)
+    for it in ["mg", "nq"]:
+        p = set_loop_mode(p, it, "seq")
+    for buf in ["D", "A_s", "B_s", "ring", "cg"]:
+        p = lift_alloc(p, buf, n_lifts=2)
+    fence = "Fence(cuda_in_order, cuda_in_order)"
+    p = reorder_stmts(p, p.find(fence).expand(0, 1))  # past the store: the tile's last statement
+    p = fission(p, p.find(fence).before(), n_lifts=2)
+    p = remove_loop(p, p.find(fence).parent().parent())
+    return remove_loop(p, p.find(fence).parent())
+
+
 STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, use_instructions, use_tma, warp_specialize,
-         map_to_gpu, software_pipeline]  # fmt: skip
+         map_to_gpu, software_pipeline, make_persistent]  # fmt: skip
 
 
 def schedule(p, cfg: Config, upto: int = len(STEPS)):

@@ -95,8 +95,9 @@ def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
 def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     """Part 2: one cell per function of examples/sm80_gemm.py's STEPS; sequential code is not checked until the
     last step makes it a kernel, which the checker passes at the notebook's sizes. Part 3: the same for
-    examples/sm90_gemm.py's STEPS; the kernel without its ring fails the analysis, and once the last step
-    derives the ring the checker (TMA modelled) passes it; so it does the benchmarked multicast kernel."""
+    examples/sm90_gemm.py's STEPS; the kernel without its ring fails the analysis, and once step 9 derives the
+    ring the checker (TMA modelled) passes it, and the persistent kernel of step 10; so it does the benchmarked
+    multicast kernel's text."""
     import make_tutorials
     from make_tutorials import schedule_steps
 
@@ -112,12 +113,14 @@ def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     assert "Sm80_mma_f16(D[wm, wn, fi, fj" in mma and "collective unit <b>cuda_warp</b>" in mma
     sm90 = {src: html for src, html in cells if src.startswith("wb90.apply(")}
     names90 = [name for name, _ in schedule_steps(make_tutorials.SM90)]
-    assert list(sm90) == [f"wb90.apply(sm90.{name}, cfg90)" for name in names90] and len(names90) == 9
-    assert all("not checked: fix the analysis error first" in sm90[f"wb90.apply(sm90.{n}, cfg90)"] for n in names90[:-1])
+    assert list(sm90) == [f"wb90.apply(sm90.{name}, cfg90)" for name in names90] and len(names90) == 10
+    assert all("not checked: fix the analysis error first" in sm90[f"wb90.apply(sm90.{n}, cfg90)"] for n in names90[:-2])
     assert "no Arrive on ring follows it" in sm90["wb90.apply(sm90.map_to_gpu, cfg90)"]
-    last90 = sm90["wb90.apply(sm90.software_pipeline, cfg90)"]
-    assert "step 9 of 9" in last90 and "ReverseAwait(ring[cta]" in last90
-    assert "no hazards found at M=2048, N=256, K=128" in last90 and "ring" in last90
+    piped = sm90["wb90.apply(sm90.software_pipeline, cfg90)"]
+    assert "step 9 of 9" in piped and "ReverseAwait(ring[cta]" in piped and "no hazards found at M=1024" in piped
+    last90 = sm90["wb90.apply(sm90.make_persistent, cfg90)"]
+    assert "step 10 of 10" in last90 and "for nq in seq(" in last90
+    assert "no hazards found at M=1024, N=1024, K=256" in last90 and "ring" in last90
     wgmma = next(html for src, html in cells if src.startswith("wb90.select("))
     assert "collective unit <b>cuda_warpgroup</b>" in wgmma and "Sm90_mma_async_f16(D[cta, wg" in wgmma
     assert 'class="sl-hazard"' not in last90

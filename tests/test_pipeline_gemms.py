@@ -10,9 +10,9 @@ racy mutant of it is flagged (tests/test_sm80_gemm.py).
 examples/sm90_gemm.py's cluster ring is derived too: `scheduled_gemm` pipelines
 its `unpipelined` kernel (TMA loads on the CTAs' barrier array, multicast B,
 wgmma consumers; no Arrive, Await or ring dimension) into make_gemm's kernel,
-the same CUDA text. Its `STEPS` take the naive loop nest to the same kernel
-but for cluster multicast (each CTA loads its whole B tile), whose sequential
-meaning is the naive one's. Off-by-one variants of the derived counts must be
+the same CUDA text. Its `STEPS` take the naive loop nest to the same kernel,
+persistent as make_gemm(..., Q=Q), but for cluster multicast (each CTA loads
+its whole B tile), whose sequential meaning is the naive one's. Off-by-one variants of the derived counts must be
 flagged by sl.sync_check, which needs the checker's TMA model (`_sm90_check`).
 """
 
@@ -29,6 +29,8 @@ from conftest import runnable_examples
 from sequential import run_cpu
 
 import spork_lab as sl
+from spork_lab.core.sync_stmts import sync_spec_of
+from spork_lab.sync.mutants import sync_cursors, without_syncs
 
 runnable_examples()  # puts examples/ on sys.path
 import sm80_gemm as g  # noqa: E402
@@ -103,8 +105,8 @@ def test_sm90_derived_statements():
     assert "cuda_cta_in_cluster" in drain and "CudaWarps(name='consumer')" in drain and "cuda_warpgroup" in drain
 
 
-SM90_SIZES = dict(M=256, N=512, K=256)  # 8 K-blocks through 4 slots: every slot reused
-STEPWISE = h.Config("tf32", 256, 4, 2, 1)
+SM90_SIZES = dict(M=512, N=1024, K=256)  # 8 K-blocks through 4 slots: every slot reused; 4 tiles per cluster (Q = 2)
+STEPWISE = h.Config("tf32", 256, 4, 2, 1, Q=2)
 
 
 @functools.cache
@@ -145,13 +147,34 @@ def test_stepwise_gemm_is_make_gemm_but_multicast():
     """The reviewed difference from make_gemm: each CTA loads its whole B tile (a BN-row TMA box, completing
     on its own barrier) where make_gemm loads a 1/CL share multicast to the cluster (`>> ring[:]`), so the
     consumers release the slot to their own CTA (`>> ring[cta]`), not to every CTA. The derived pipeline is
-    otherwise the same: the same sync statements with the same counts, in the same places."""
+    otherwise the same: the same sync statements with the same counts, in the same places (persistent too: the
+    last step, make_persistent, reaches `_persistent`'s text)."""
     derived = " ".join(str(stepwise_gemm()).split())
-    hand = " ".join(str(h.make_gemm("tf32", 256, 4, 2, 1)).split())
+    hand = " ".join(str(h.make_gemm("tf32", 256, 4, 2, 1, Q=2)).split())
     syncs = lambda text: re.findall(r"(?:Reverse)?A(?:rrive|wait)\([^)]*\)(?: >> \w+\[[^\]]*\])?|Fence\([^)]*\)", text)
     assert [x.replace("ring[:]", "ring[cta]") for x in syncs(hand)] == syncs(derived)
     assert "ReverseArrive(cuda_in_order, 1) >> ring[cta]" in derived and "multicast" not in derived
     assert "box=(256, 32)) >> ring[cta]" in derived and "Sm90_tensorMap(128, 256, 32)" in derived
+
+
+def test_make_persistent_loops_each_cluster_over_its_tiles():
+    """The last step: tasks are the G x Q clusters only, each running its tiles in `seq` loops (row G * mg + mi,
+    column tile Q * nq + q) with the ring, tiles and accumulator allocated once; the one Fence left is after the
+    tile loops, and without it the check reports the ring freed under the last tile's loads. Q = 0 keeps the
+    one-task-per-tile kernel."""
+    text = str(stepwise_gemm())
+    loops = re.findall(r"for (\w+) in (cuda_tasks|seq)\(", text)
+    assert loops[:4] == [("mi", "cuda_tasks"), ("q", "cuda_tasks"), ("mg", "seq"), ("nq", "seq")], loops
+    head, tiles = text.split("for mg in seq(")
+    assert all(f"{buf}: " in head for buf in ["D", "A_s", "B_s", "ring", "cg"])
+    assert "256 * (2 * nq + q)" in tiles and tiles.count("Fence(cuda_in_order, cuda_in_order)") == 1
+    assert tiles.rstrip().endswith("Fence(cuda_in_order, cuda_in_order)")
+    fence = next(i for i, c in enumerate(sync_cursors(stepwise_gemm()))
+                 if sync_spec_of(c._impl._node).source() == "Fence(cuda_in_order, cuda_in_order)")
+    report = _sm90_check(without_syncs(stepwise_gemm(), [fence]))
+    assert not report.ok and {h.buffer for h in report.hazards} >= {"A_s", "B_s"}
+    one_per_tile = dataclasses.replace(STEPWISE, Q=0)
+    assert str(h.make_persistent(h.schedule(h.naive(one_per_tile), one_per_tile, upto=9), one_per_tile)).count("cuda_tasks") == 3
 
 
 def test_multicast_in_one_per_cta_loop_is_not_sequentially_the_gemm():
@@ -184,8 +207,7 @@ def test_sm90_off_by_one_counts_are_flagged(which):
     """Each derived wait, waiting for one arrive too few, is a hazard: the producer refilling a slot one
     K-block early (lag S), the consumers reading a slot one phase early (lag 1), the release while one more
     wgmma may still read the slot (N = 2)."""
-    from spork_lab.core.sync_stmts import sync_spec_of
-    from spork_lab.sync.mutants import sync_cursors, with_await_n
+    from spork_lab.sync.mutants import with_await_n
 
     q = stepwise_gemm()
     kind, _, bar = which.partition(" ")
@@ -208,7 +230,7 @@ def test_sm90_scheduled_gemm_matches_float64(dt, how):
     and make_gemm's clusters of one CTA (M = 512: four one-CTA tasks of 128 rows), on the H100, against a
     float64 NumPy product on fresh random inputs."""
     cupy = pytest.importorskip("cupy")
-    cfg = h.Config(dt, 256, 4, 2, 1)
+    cfg = h.Config(dt, 256, 4, 2, 1, Q=3)  # make_args' N: three column tiles, one per cluster
     p = {"stepwise": lambda: h.schedule(h.naive(cfg), cfg), "multicast": lambda: h.scheduled_gemm(dt, 256, 4, 2, 1),
          "one_cta_clusters": lambda: h.make_gemm(dt, CL=1, G=1)}[how]()
     built = getattr(sl.build([p], arch=h.ARCH), p.name())

@@ -184,7 +184,7 @@ def test_the_gemm_in_clusters_of_one_cta_is_checked_and_compiled(how):
     each of the example's three routes; sync_check finds nothing and the kernel compiles for sm_90a."""
     import sm90_gemm
 
-    cfg = sm90_gemm.Config("tf32", CL=1, G=1)
+    cfg = sm90_gemm.Config("tf32", CL=1, G=1, Q=2)
     p = {"make_gemm": lambda: sm90_gemm.make_gemm("tf32", CL=1, G=1),
          "scheduled": lambda: sm90_gemm.scheduled_gemm("tf32", CL=1, G=1),
          "stepwise": lambda: sm90_gemm.schedule(sm90_gemm.naive(cfg), cfg)}[how]()  # fmt: skip
