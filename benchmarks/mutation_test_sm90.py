@@ -1,4 +1,6 @@
-"""Mutation test over the Sm90a GEMM (examples/sm90_gemm.py, tf32, cluster of 2).
+"""Mutation test over the Sm90a GEMM (examples/sm90_gemm.py, tf32, cluster of 2): one task per tile, or with
+--persistent the form benchmarks/gemm.py times (persistent by hand: each cluster loops over its tiles, the ring
+running on from tile to tile; Q = 3 clusters, two tiles each at SIZES).
 
 Mutants: every sync statement deleted or moved one statement earlier or later
 in its block, every Await's N moved by one (the shared
@@ -18,7 +20,7 @@ reference at M = 512, N = 768, K = 256, each in its own process with a time
 limit (a mutant may deadlock): "correct", "WRONG", "timeout (deadlock)" or
 the error.
 
-    python benchmarks/mutation_test_sm90.py [--gpu] [--out benchmarks/mutation_test_sm90_results.md]
+    python benchmarks/mutation_test_sm90.py [--persistent] [--gpu] [--out FILE]
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from mutation_test import Mutant, build_all, gpu_name, mutants_of, run_on_gpu  #
 from sm90_gemm import _FIRST_LINE, TOLERANCE, gemm_source, make_args, make_gemm, reference  # noqa: E402
 
 SIZES = {"M": 512, "N": 768, "K": 256}
-CONFIG = dict(dt="tf32", CL=2, G=1)  # the example's PROCS[0]
+CONFIGS = {"per_tile": dict(dt="tf32", CL=2, G=1), "persistent": dict(dt="tf32", CL=2, G=1, Q=3)}  # PROCS[0], PROCS[2]
+CONFIG = CONFIGS["persistent" if "--persistent" in sys.argv else "per_tile"]  # a module constant: --run-one's too
 
 # (description, text in the source, its replacement ({S1} is S - 1: exo folds no constant arithmetic in `%`),
 #  replace every occurrence)
@@ -58,7 +61,7 @@ TEXT_MUTANTS = [
 
 
 # Why the survivors of the last run are correct programs (they wait more than the GEMM needs, or later).
-_SAFE_NOTES = [
+_SAFE_NOTES = {"per_tile": (
     "Survivors and why each is safe: `N -4 -> -3` in the producer's ReverseAwait (lag S - 2 instead of S - 1) "
     "waits for the release of the stage one iteration later than needed: strictly more waiting, and the ring "
     "still has a stage per outstanding load. `N 1 -> 0` in the consumers' `Await(cg, cuda_in_order, 1)` waits "
@@ -67,8 +70,14 @@ _SAFE_NOTES = [
     "`Fence(cuda_in_order, cuda_in_order)` moved after the epilogue's stores: they read only the accumulator "
     "registers and write C, so the Fence still orders every wgmma read of A_s and B_s (completed by the "
     "`Await(cg, cuda_in_order, 0)` before it) before the next task's loads into them, only later. The last "
-    "column is each survivor's run on the GPU (`--gpu`).",
-]
+    "column is each survivor's run on the GPU (`--gpu`)."),
+    "persistent": (
+    "Survivors and why each is safe: the same two as one task per tile, both waiting more than needed: `N -4 -> "
+    "-3` in the producer's ReverseAwait (lag S - 2; across a tile boundary too, the ring's phases run on, so the "
+    "producer waits for one release more) and `N 1 -> 0` in the consumers' `Await(cg, cuda_in_order, 1)` (every "
+    "wgmma group waited for before the release). There is no Fence between tiles to move: the only Fence left "
+    "ends the task, after its last tile, and moving it before the tile loop is a hazard. The last column is "
+    "each survivor's run on the GPU (`--gpu`).")}
 
 
 def all_mutants() -> list:
@@ -138,7 +147,8 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="build and run every survivor on the local GPU")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per survivor's run on the GPU")
     parser.add_argument("--only", default=None, help="with --gpu or --prebuild: only these proc numbers (1,5,...)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_sm90_results.md"))
+    parser.add_argument("--persistent", action="store_true", help="the persistent GEMM (CONFIGS['persistent'])")
+    parser.add_argument("--out", default=None, help="default: benchmarks/mutation_test_sm90[_persistent]_results.md")
     parser.add_argument("--prebuild", action="store_true", help="only build every survivor (no GPU needed)")
     parser.add_argument("--gpu-log", type=Path, nargs="*", default=None,
                         help="take the survivors' GPU outcomes from --gpu runs' logs ('proc N: outcome' lines; "
@@ -150,6 +160,7 @@ def main() -> int:
         print(run_one(args.run_one if args.build_one is None else args.build_one, args.build_one is not None))
         return 0
 
+    mode, extra = ("persistent", ("--persistent",)) if args.persistent else ("per_tile", ())
     start = time.perf_counter()
     baseline = Mutant("sm90_gemm", "none (the GEMM as written)", make_gemm(**CONFIG))
     check(baseline)
@@ -161,14 +172,14 @@ def main() -> int:
     survivors = [i for i, m in enumerate(procs) if m.verdict in ("refused", "passes")]
     chosen = [i for i in survivors if args.only is None or str(i) in args.only.split(",")]
     if args.prebuild:
-        build_all(__file__, chosen)
+        build_all(__file__, chosen, extra)
         return 0
     if args.gpu_log:
         logged = {k: v for log in args.gpu_log for k, v in re.findall(r"^proc (\d+): (.*)$", log.read_text(), re.M)}
         for i in survivors:
             procs[i].gpu = logged.get(str(i), "not run (the device run ended first)")
     elif args.gpu:
-        for i, outcome in run_on_gpu(__file__, chosen, args.timeout).items():
+        for i, outcome in run_on_gpu(__file__, chosen, args.timeout, extra).items():
             procs[i].gpu = outcome
 
     killed = sum(m.verdict in ("static error", "hazard") for m in mutants)
@@ -176,7 +187,8 @@ def main() -> int:
     lines = [
         "# Mutation test over the Sm90a GEMM",
         "",
-        f"Command: `python benchmarks/mutation_test_sm90.py{' --gpu' if args.gpu else ''}"
+        f"Command: `python benchmarks/mutation_test_sm90.py{' --persistent' if args.persistent else ''}"
+        f"{' --gpu' if args.gpu else ''}"
         f"{' --gpu-log ' + ' '.join(g.name for g in args.gpu_log) if args.gpu_log else ''}`; "
         f"machine: {platform.machine()}, Python {platform.python_version()}{', GPU ' + gpu_name() if args.gpu else ''}; "
         f"checks {elapsed:.1f} s. "
@@ -186,7 +198,7 @@ def main() -> int:
         f"{sum(m.verdict == 'passes' for m in mutants)} passed (survivors: each must be a correct program; "
         f"`--gpu` runs them). The unmutated GEMM: {baseline.verdict}.",
         "",
-        *_SAFE_NOTES,
+        _SAFE_NOTES[mode],
         "",
         "| mutant | verdict | detail | GPU run (survivors) |",
         "|---|---|---|---|",
@@ -194,7 +206,7 @@ def main() -> int:
     for m in [baseline, *mutants]:
         lines.append(f"| {m.description.replace('|', '/')} | {m.verdict} | {m.detail.replace('|', '/')} | {m.gpu} |")
     text = "\n".join(lines) + "\n"
-    Path(args.out).write_text(text)
+    Path(args.out or ROOT / "benchmarks" / f"mutation_test_sm90{'_persistent' if args.persistent else ''}_results.md").write_text(text)
     print(text)
     return 0
 

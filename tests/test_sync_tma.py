@@ -140,6 +140,37 @@ def test_the_gemm_mutation_script_kills_all_but_the_safe_survivors(monkeypatch):
     assert len(mutants) - len(survivors) == 28
 
 
+def test_the_benchmarked_gemm_itself_passes_with_several_tiles_per_cluster():
+    """The f16 kernel benchmarks/gemm.py times first (persistent on 8 x 8 clusters, C f16), not a smaller grid
+    of its text: at 4096 x 4096 x 512 each cluster runs four tiles of eight K-blocks, so the ring wraps within a
+    tile and runs on across tiles. Its 21M argument elements are over the default limit (a guard against sizes
+    typed for the GPU); tracked, they take ~12 s and ~0.2 GB here."""
+    p = sm90_gemm.make_gemm("f16", **sm90_gemm.CONFIGS["f16"][0])
+    assert "_q8" in str(p.name())
+    report = sl.sync_check(p, M=4096, N=4096, K=512, max_elements=21_000_000)
+    assert report.ok, report.hazards[:3]
+
+
+def test_the_persistent_gemm_mutation_script_kills_all_but_the_two_that_wait_more(monkeypatch):
+    """`mutation_test_sm90.py --persistent`: the GEMM benchmarks/gemm.py times (each cluster loops over its tiles):
+    with two tiles per cluster, every mutant is killed but the two that wait more than needed; the task's one
+    Fence, moved before the tile loop or deleted, frees the ring under the last tile's loads."""
+    sys.path.insert(0, str(EXAMPLES_DIR.parent / "benchmarks"))
+    import mutation_test_sm90 as M
+
+    monkeypatch.setattr(M, "CONFIG", M.CONFIGS["persistent"])
+    monkeypatch.setattr(M, "SIZES", dict(M=512, N=768, K=128))  # 3 clusters, 2 tiles each: every slot reused
+    mutants = M.all_mutants()
+    for m in mutants:
+        M.check(m)
+    survivors = sorted(m.description for m in mutants if m.verdict not in ("static error", "hazard"))
+    assert survivors == ["N -4 -> -3 in sync #1 `ReverseAwait(ring[cta], tma_to_smem_async, ~3)`",
+                         "N 1 -> 0 in sync #5 `Await(cg, cuda_in_order, 1)`"], survivors
+    fence = [m for m in mutants if "`Fence(cuda_in_order, cuda_in_order)`" in m.description]
+    assert len(fence) == 2 and all(m.verdict == "hazard" and m.detail.startswith("FREE") for m in fence)
+    assert len(mutants) - len(survivors) == 28
+
+
 def _persistent_store_with(old: str, new: str):
     """examples/sm90_persistent_store.py with one statement edited, its lines kept."""
     path = EXAMPLES_DIR / "sm90_persistent_store.py"
