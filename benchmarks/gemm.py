@@ -129,7 +129,8 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
     # (cuBLAS's; run 10 at N a multiple of 320), 128 x 256 with partial tiles (`clip`: any M, N; run 12), and
     # 128 x 320 in 3 stages (cuBLAS's `64x3`) or other raster groups (run 13); tiles 192, 224 and 240 wide, whose
     # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17); the 128 x 256 tile with its
-    # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand
+    # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand;
+    # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles evenly)
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True),
              dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict()],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
@@ -138,7 +139,8 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
             dict(BN=320, NW=160, out="f16", clip=True, S=3), dict(BN=320, NW=160, out="f16", clip=True, G=4),
             dict(BN=320, NW=160, out="f16", clip=True, G=16), dict(BN=224, out="f16", clip=True),
             dict(BN=240, out="f16", clip=True), dict(BN=192, out="f16", clip=True), dict(BN=224, S=5, out="f16", clip=True),
-            dict(S=3, out="f16"), dict(out="f16"), dict()],
+            dict(S=3, out="f16"), dict(out="f16"), dict(), dict(out="f16", clip=True, G=4, Q=16),
+            dict(out="f16", clip=True, G=16, Q=4)],
     "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16"),
              dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True), dict(out="bf16"), dict()],
 }
