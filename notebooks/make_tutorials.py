@@ -43,8 +43,8 @@ EXAMPLE = HERE.parent / "examples" / "stepwise_gemm.py"
 SM80 = HERE.parent / "examples" / "sm80_gemm.py"
 SM90 = HERE.parent / "examples" / "sm90_gemm.py"
 SM80_SIZES = {"M": 256, "N": 256, "K": 320}  # two CTA tasks of 128 x 256, five K tiles of 64: the 4-slot ring wraps
-SM90_CONFIG = {"G": 2, "Q": 2}  # part 3's Config: persistent on 2 x 2 clusters (the benchmark's 8 x 8: 4096^2 for as many tiles)
-SM90_SIZES = {"M": 1024, "N": 1024, "K": 256}  # 2 x 2 tiles per cluster (of 2 CTAs), 4 K-blocks through the 4-slot ring
+SM90_CONFIG = {"G": 1, "Q": 2}  # part 3's Config: persistent on 1 x 2 clusters (the benchmark's 8 x 8 checks at 4096^2)
+SM90_SIZES = {"M": 512, "N": 512, "K": 256}  # two tiles per cluster (of 2 CTAs), 4 K-blocks through the 4-slot ring
 GPU = {"tags": ["gpu"]}
 
 SETUP = """\
@@ -249,7 +249,7 @@ SM90_NOTES = {
                          "The analysis passes, and the sync check, which models TMA (a load completes only through "
                          "its mbarrier, whose Arrive expects its bytes), finds no hazard; **Barrier timeline** shows "
                          "the `ring` barriers, forward and reverse, and the commit group `cg`.",
-    "make_persistent": "Each of the G × Q = 2 × 2 clusters now stays on the GPU and loops over its tiles (`seq` loops "
+    "make_persistent": "Each of the G × Q = 1 × 2 clusters now stays on the GPU and loops over its tiles (`seq` loops "
                        "`mg` and `nq`); `A_s`, `B_s`, `D` and the barriers are allocated once, outside those loops, so "
                        "the producer runs on into the next tile's K-blocks while the consumers store this tile's "
                        "accumulators. The Fence that separated tiles moved past the tile loops: a sync statement does "
@@ -258,6 +258,10 @@ SM90_NOTES = {
                        "loads after the last tile's reads, and the check passes. The benchmarked kernel is this one "
                        "on 8 × 8 clusters (1.5-2.3% faster than one task per tile at 8192³ on the H100).",
 }
+
+
+def _kwargs(kw: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kw.items())
 
 
 def sm90_part() -> list:
@@ -273,7 +277,7 @@ def sm90_part() -> list:
             "Sm80's, so they are used through the module (`sm90.tile_output`). Again the analysis objects until "
             "the code is a kernel."),
         new_code_cell("import sm90_gemm as sm90\n\n"
-                      f"cfg90 = sm90.Config({', '.join(f'{k}={v}' for k, v in SM90_CONFIG.items())})  # f16; 256-column tiles, 4 ring "
+                      f"cfg90 = sm90.Config({_kwargs(SM90_CONFIG)})  # f16; 256-column tiles, 4 ring "
                       "slots, clusters of 2, persistent on G x Q of them\n"
                       f"wb90 = sl.Workbench(sm90.naive(cfg90), sizes={SM90_SIZES!r})\nwb90"),
     ]
@@ -290,11 +294,11 @@ def sm90_part() -> list:
             "The schedule reaches `make_gemm`'s kernel but for one step no scheduling operation takes yet: "
             "*multicast*, where each CTA loads half of the B tile and sends it to both CTAs of the cluster (here each "
             "CTA loads its whole B tile). The benchmark takes the multicast kernel, written as source "
-            "(`make_gemm`), persistent on 8 × 8 clusters; here the sync check passes the same text on 2 × 2 "
+            "(`make_gemm`), persistent on 8 × 8 clusters; here the sync check passes the same text on 1 × 2 "
             "clusters, in a fraction of a second (the 8 × 8 kernel needs 4096 × 4096 for four tiles a cluster, and "
             "passes there too, in ~12 s with `max_elements` raised: `tests/test_sync_tma.py`)."),
         new_code_cell("gemm_sm90_f16 = sm90.make_gemm(\"f16\", Q=8)  # B multicast to the cluster; 8 x 8 clusters\n"
-                      f"sl.sync_check(sm90.make_gemm(\"f16\", G=2, Q=2), **{SM90_SIZES!r}).ok"),
+                      f"sl.sync_check(sm90.make_gemm(\"f16\", {_kwargs(SM90_CONFIG)}), **{SM90_SIZES!r}).ok"),
         new_markdown_cell(
             "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
             "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "

@@ -117,10 +117,10 @@ def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     assert all("not checked: fix the analysis error first" in sm90[f"wb90.apply(sm90.{n}, cfg90)"] for n in names90[:-2])
     assert "no Arrive on ring follows it" in sm90["wb90.apply(sm90.map_to_gpu, cfg90)"]
     piped = sm90["wb90.apply(sm90.software_pipeline, cfg90)"]
-    assert "step 9 of 9" in piped and "ReverseAwait(ring[cta]" in piped and "no hazards found at M=1024" in piped
+    assert "step 9 of 9" in piped and "ReverseAwait(ring[cta]" in piped and "no hazards found at M=512" in piped
     last90 = sm90["wb90.apply(sm90.make_persistent, cfg90)"]
     assert "step 10 of 10" in last90 and "for nq in seq(" in last90
-    assert "no hazards found at M=1024, N=1024, K=256" in last90 and "ring" in last90
+    assert "no hazards found at M=512, N=512, K=256" in last90 and "ring" in last90
     wgmma = next(html for src, html in cells if src.startswith("wb90.select("))
     assert "collective unit <b>cuda_warpgroup</b>" in wgmma and "Sm90_mma_async_f16(D[cta, wg" in wgmma
     assert 'class="sl-hazard"' not in last90
