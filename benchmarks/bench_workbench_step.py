@@ -136,7 +136,8 @@ def by_opt_level(wb: sl.Workbench) -> dict:
             with tempfile.TemporaryDirectory() as tmp:
                 os.environ["SPORK_LAB_CACHE"] = tmp
                 compiled = engine.Compiled.__new__(engine.Compiled)
-                compiled.program, compiled._source, compiled.optimized, compiled.slow = program, c_source(program), True, False
+                compiled.program, compiled._source = program, c_source(program)
+                compiled.optimized, compiled.slow = True, False
                 t0 = time.perf_counter()
                 compiled._load(level)
                 build_s = time.perf_counter() - t0

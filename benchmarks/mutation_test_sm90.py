@@ -206,7 +206,8 @@ def main() -> int:
     for m in [baseline, *mutants]:
         lines.append(f"| {m.description.replace('|', '/')} | {m.verdict} | {m.detail.replace('|', '/')} | {m.gpu} |")
     text = "\n".join(lines) + "\n"
-    Path(args.out or ROOT / "benchmarks" / f"mutation_test_sm90{'_persistent' if args.persistent else ''}_results.md").write_text(text)
+    default = ROOT / "benchmarks" / f"mutation_test_sm90{'_persistent' if args.persistent else ''}_results.md"
+    Path(args.out or default).write_text(text)
     print(text)
     return 0
 

@@ -174,7 +174,8 @@ def test_make_persistent_loops_each_cluster_over_its_tiles():
     report = _sm90_check(without_syncs(stepwise_gemm(), [fence]))
     assert not report.ok and {h.buffer for h in report.hazards} >= {"A_s", "B_s"}
     one_per_tile = dataclasses.replace(STEPWISE, Q=0)
-    assert str(h.make_persistent(h.schedule(h.naive(one_per_tile), one_per_tile, upto=9), one_per_tile)).count("cuda_tasks") == 3
+    piped = h.schedule(h.naive(one_per_tile), one_per_tile, upto=9)
+    assert str(h.make_persistent(piped, one_per_tile)).count("cuda_tasks") == 3
 
 
 def test_multicast_in_one_per_cta_loop_is_not_sequentially_the_gemm():
@@ -230,7 +231,7 @@ def test_sm90_scheduled_gemm_matches_float64(dt, how):
     and make_gemm's clusters of one CTA (M = 512: four one-CTA tasks of 128 rows), on the H100, against a
     float64 NumPy product on fresh random inputs."""
     cupy = pytest.importorskip("cupy")
-    cfg = h.Config(dt, 256, 4, 2, 1, Q=3)  # make_args' N: three column tiles, one per cluster
+    cfg = h.Config(dt, 256, 4, 2, 1, Q=3)  # make_args' 512 x 768: one column tile per cluster, two row tiles each
     p = {"stepwise": lambda: h.schedule(h.naive(cfg), cfg), "multicast": lambda: h.scheduled_gemm(dt, 256, 4, 2, 1),
          "one_cta_clusters": lambda: h.make_gemm(dt, CL=1, G=1)}[how]()
     built = getattr(sl.build([p], arch=h.ARCH), p.name())

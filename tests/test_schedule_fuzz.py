@@ -48,7 +48,8 @@ from spork_lab.scheduling import (
     simplify,
     unroll_loop,
 )
-from spork_lab.sync.mutants import stmt_cursors, sync_cursors, without_syncs
+from spork_lab.core.ir import stmt_cursors
+from spork_lab.sync.mutants import sync_cursors, without_syncs
 
 EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
 INTERNAL = (Path(spork_lab.__file__).parent, Path(exo.__file__).parent)  # no user's line is in these

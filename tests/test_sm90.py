@@ -147,7 +147,7 @@ def test_a_swizzled_operand_moved_to_linear_smem_is_an_error_at_the_users_line()
     from exo.core.LoopIR import LoopIR
 
     from spork_lab.scheduling import set_memory
-    from spork_lab.sync.mutants import stmt_cursors
+    from spork_lab.core.ir import stmt_cursors
 
     p = sm90_gemm.make_gemm("tf32")
     swizzled = next(c for c in stmt_cursors(p)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
+from exo.API import Procedure
+from exo.API_cursors import StmtCursor
 from exo.core.LoopIR import LoopIR
 
 
@@ -16,6 +18,23 @@ def walk_stmts(stmts: list) -> Iterator:
         elif isinstance(s, LoopIR.If):
             yield from walk_stmts(s.body)
             yield from walk_stmts(s.orelse)
+
+
+def stmt_cursors(p: Procedure) -> list[StmtCursor]:
+    """Cursors of every statement of p, in program order."""
+    found = []
+
+    def walk(cursors):
+        for c in cursors:
+            found.append(c)
+            node = c._impl._node
+            if isinstance(node, (LoopIR.For, LoopIR.If)):
+                walk(c.body())
+                if isinstance(node, LoopIR.If) and node.orelse:
+                    walk(c.orelse())
+
+    walk(p.body())
+    return found
 
 
 def numeric_reads(e, out: list) -> None:

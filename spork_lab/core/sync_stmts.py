@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from exo.API import Procedure
+from exo.API_cursors import StmtCursor
 from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import MemGenError, Memory
 from exo.core.prelude import SrcInfo, Sym
 
 from .instrs import instr_info_by_name, register_instr
-from .ir import interval_width
+from .ir import interval_width, stmt_cursors
 from .timelines import SyncTl
 
 
@@ -160,6 +161,11 @@ def sync_spec_of(stmt) -> Optional[SyncSpec]:
     if isinstance(stmt, LoopIR.Call):
         return _SPECS_BY_PROC_NAME.get(stmt.f.name)
     return None
+
+
+def sync_cursors(p: Procedure) -> list[StmtCursor]:
+    """Cursors of every sync statement of p, in program order."""
+    return [c for c in stmt_cursors(p) if sync_spec_of(c._impl._node) is not None]
 
 
 def is_barrier_alloc(stmt) -> bool:

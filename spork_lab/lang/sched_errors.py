@@ -29,9 +29,8 @@ from exo.core.LoopIR import LoopIR
 
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
-from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of
 from ..errors import SporkSchedulingError
-from ..sync.mutants import sync_cursors
 from .printer import print_stmt
 
 _LIBRARIES = (str(Path(__file__).resolve().parents[1]), str(Path(exo.__file__).resolve().parent))

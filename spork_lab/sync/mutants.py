@@ -12,32 +12,8 @@ import dataclasses
 from collections.abc import Iterable
 
 from exo.API import Procedure
-from exo.API_cursors import StmtCursor
-from exo.core.LoopIR import LoopIR
 
-from ..core.sync_stmts import sync_proc, sync_spec_of
-
-
-def stmt_cursors(p: Procedure) -> list[StmtCursor]:
-    """Cursors of every statement of p, in program order."""
-    found = []
-
-    def walk(cursors):
-        for c in cursors:
-            found.append(c)
-            node = c._impl._node
-            if isinstance(node, (LoopIR.For, LoopIR.If)):
-                walk(c.body())
-                if isinstance(node, LoopIR.If) and node.orelse:
-                    walk(c.orelse())
-
-    walk(p.body())
-    return found
-
-
-def sync_cursors(p: Procedure) -> list[StmtCursor]:
-    """Cursors of every sync statement of p, in program order."""
-    return [c for c in stmt_cursors(p) if sync_spec_of(c._impl._node) is not None]
+from ..core.sync_stmts import sync_cursors, sync_proc, sync_spec_of
 
 
 def without_syncs(p: Procedure, indices: Iterable[int]) -> Procedure:
