@@ -172,7 +172,7 @@ def test_make_persistent_loops_each_cluster_over_its_tiles():
     fence = next(i for i, c in enumerate(sync_cursors(stepwise_gemm()))
                  if sync_spec_of(c._impl._node).source() == "Fence(cuda_in_order, cuda_in_order)")
     report = _sm90_check(without_syncs(stepwise_gemm(), [fence]))
-    assert not report.ok and {h.buffer for h in report.hazards} >= {"A_s", "B_s"}
+    assert not report.ok and {hazard.buffer for hazard in report.hazards} >= {"A_s", "B_s"}
     one_per_tile = dataclasses.replace(STEPWISE, Q=0)
     piped = h.schedule(h.naive(one_per_tile), one_per_tile, upto=9)
     assert str(h.make_persistent(piped, one_per_tile)).count("cuda_tasks") == 3

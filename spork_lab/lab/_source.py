@@ -24,8 +24,7 @@ from exo.frontend.pattern_match import PatternMatch
 from ..core.coll import cuda_thread
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
-from ..lang.printer import print_stmt
-from ..lang.sched_errors import SYNC_PATTERN, find_syncs
+from ..lang.sched_errors import SYNC_PATTERN, find_syncs, sync_text
 
 
 def _node_path(path) -> str:
@@ -44,7 +43,7 @@ def _pattern(s) -> Optional[tuple[str, Callable]]:
     if isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
         return f"{s.f.name}(_)", "find"
     if isinstance(s, LoopIR.Call):  # a sync statement, by its text (sched_errors.find_syncs)
-        return " ".join(print_stmt(s).split()), "find"
+        return sync_text(s), "find"
     return None  # with blocks and ifs: patterns cannot name them
 
 

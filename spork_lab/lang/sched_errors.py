@@ -179,6 +179,11 @@ def explain(
 SYNC_PATTERN = re.compile(r"\s*(?:Reverse)?(?:Fence|Arrive|Await)\s*\(")
 
 
+def sync_text(stmt) -> str:
+    """A sync statement as one line of the text the user reads: what `find_syncs` matches and lists."""
+    return " ".join(print_stmt(stmt).split())
+
+
 def find_syncs(proc: Procedure, pattern: str, many: bool = False):
     """The sync statements whose text matches `pattern` ("Fence(cuda_in_order, cuda_in_order)", "Await(cg, _, 0)":
     `_` for any part, "#k" for the k-th match; without `>>` the trailing barrier may be anything), as exo's find
@@ -188,15 +193,15 @@ def find_syncs(proc: Procedure, pattern: str, many: bool = False):
     pieces = re.split(r"(?<!\w)_(?!\w)", "".join(pattern.split()))
     wanted = re.compile(".*?".join(map(re.escape, pieces)))
     cursors = sync_cursors(proc)
-    texts = ["".join(print_stmt(c._impl._node).split()) for c in cursors]
-    if ">>" not in pattern:
-        texts = [text.split(">>")[0] for text in texts]
+    printed = [sync_text(c._impl._node) for c in cursors]
+    texts = [text.replace(" ", "") if ">>" in pattern else text.replace(" ", "").split(">>")[0] for text in printed]
     found = [c for c, text in zip(cursors, texts) if wanted.fullmatch(text)]
-    if nth.strip():
+    nth = nth.strip()
+    if nth:
         found = found[int(nth):int(nth) + 1]
     if not found:
-        shown = list(dict.fromkeys(" ".join(print_stmt(c._impl._node).split()) for c in cursors))
-        text = f"no sync statement matches {' '.join(pattern.split())!r}{' #' + nth.strip() if nth.strip() else ''}; "
+        text = f"no sync statement matches {' '.join(pattern.split())!r}{' #' + nth if nth else ''}; "
+        shown = list(dict.fromkeys(printed))
         raise SporkSchedulingError("find: " + text + _choices(pattern, shown, "its sync statements are"),
                                    user_frame()).with_traceback(None) from None
     return found if many else found[0]
