@@ -16,6 +16,10 @@ The kernel's arguments are prepared before timing, and a ~1 ms GPU spin queued
 before the start event keeps the host's work of a call (ctypes, argument checks,
 tensor-map encoding) out of the measured time (`--show-launch` leaves it in).
 
+The Sm90 defaults include `..._q8_steps`: make_gemm's persistent kernel of the
+row before it (f32 C) as examples/sm90_gemm.py's STEPS reach it from the naive
+loop nest, which the tutorial replays.
+
 `--sweep` times every candidate tile configuration of the platform instead of
 its default one. Scheduling and nvcc take minutes, so a sweep can be built
 here and timed on the GPU machine:
@@ -105,21 +109,26 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
 def sm90_kernels(dtype: str, sweep: bool) -> list:
     """The Sm90a GEMM: C of the input type (what cuBLAS writes for f16/bf16) and C f32, each compared with cuBLAS
     asked for the same output type; --sweep adds the candidates of SM90_SWEEP."""
-    from sm90_gemm import CONFIGS, make_gemm
+    from sm90_gemm import CONFIGS, Config, make_gemm, naive, schedule
+
+    from spork_lab.scheduling import rename
 
     configs = CONFIGS[dtype] + (SM90_SWEEP[dtype] if sweep else [])
     kernels = []
     for cfg in configs:
         p = make_gemm(dtype, **cfg)
-        header = str(p).split("    A_tm = ")[0]  # parameters and assertions
+        name, header = str(p.name()), str(p).split("    A_tm = ")[0]  # parameters and assertions
         out = cfg.get("out", "f32")
-        m = 128 * 2 * cfg.get("G", 8)  # a multiple of 128 CL G
+        m = 128 * cfg.get("CL", 2) * cfg.get("G", 8)  # a multiple of 128 CL G
         bn = cfg.get("BN", 256)
         nq = bn * cfg.get("Q", 1)  # a persistent GEMM's columns: a multiple of its Q column lanes' tiles
         checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * nq, 256), (m, 10 * nq, 512))
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
-        kernels.append(Kernel(str(p.name()), "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY,
-                              checks, out))
+        kernels.append(Kernel(name, "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY, checks, out))
+        if cfg == dict(Q=8):  # the same kernel reached by the tutorial's STEPS from the naive loop nest (`_steps`)
+            steps = lambda n=f"{name}_steps": rename(schedule(naive(Config(dtype)), Config(dtype)), n)  # noqa: E731
+            kernels.append(Kernel(f"{name}_steps", "sm90", dtype, layout, True, steps,
+                                  header.replace(name, f"{name}_steps", 1) + SM90_SIGNATURE_BODY, checks, out))
     return kernels
 
 
@@ -130,9 +139,11 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
     # 128 x 320 in 3 stages (cuBLAS's `64x3`) or other raster groups (run 13); tiles 192, 224 and 240 wide, whose
     # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17); the 128 x 256 tile with its
     # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand;
-    # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles evenly)
+    # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles evenly);
+    # clusters of 4 CTAs, each loading a quarter of the multicast B tile (run 20)
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True),
-             dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict()],
+             dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict(),
+             dict(CL=4, G=4, Q=8)],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
             dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64), dict(BN=320, NW=160, out="f16"),
             dict(BN=320, NW=64, out="f16"), dict(BN=320, NW=160), dict(out="f16", clip=True),
@@ -140,9 +151,10 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
             dict(BN=320, NW=160, out="f16", clip=True, G=16), dict(BN=224, out="f16", clip=True),
             dict(BN=240, out="f16", clip=True), dict(BN=192, out="f16", clip=True), dict(BN=224, S=5, out="f16", clip=True),
             dict(S=3, out="f16"), dict(out="f16"), dict(), dict(out="f16", clip=True, G=4, Q=16),
-            dict(out="f16", clip=True, G=16, Q=4)],
+            dict(out="f16", clip=True, G=16, Q=4), dict(CL=4, G=4, Q=8, out="f16")],
     "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16"),
-             dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True), dict(out="bf16"), dict()],
+             dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True), dict(out="bf16"), dict(),
+             dict(CL=4, G=4, Q=8, out="bf16")],
 }
 
 

@@ -2,7 +2,7 @@
 f32 accumulators): persistent and warp-specialized.
 
 Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
-* a cluster of CL CTAs (CL = 1 or 2) takes one task: CL x 128 rows of C by BN
+* a cluster of CL CTAs (CL = 1, 2 or 4; only 30 clusters of 4 are co-resident on an H100, run 20) takes one task: CL x 128 rows of C by BN
   columns; tasks go in groups of G cluster-rows, so neighbouring clusters share
   columns of B in L2;
 * warp_config: one "producer" warp (setmaxnreg 40) whose first thread issues
@@ -27,9 +27,8 @@ Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
 
 By schedule (the tutorial's replay): `scheduled_gemm` derives make_gemm's ring
 with `pipeline_loop` from `unpipelined` (same CUDA), and `schedule(naive(cfg),
-cfg)` runs `STEPS` from the naive loop nest to the same kernel, persistent on
-G x Q clusters as make_gemm(..., Q=Q), but for multicast (each CTA loads its
-whole B tile); see the section's comment for why multicast is not a step.
+cfg)` runs `STEPS` from the naive loop nest to the same kernel (B multicast,
+persistent on G x Q clusters as make_gemm(..., Q=Q)).
 """
 
 from __future__ import annotations
@@ -357,12 +356,11 @@ def scheduled_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: i
 
 # ---- From the naive loop nest, step by step (the tutorial replays `STEPS`) ----
 #
-# `naive(cfg)` is C = A @ B^T as three loops. Each step of `STEPS` is one scheduling idea; the last one is
-# `pipeline` above. The result is make_gemm's kernel but for one step no scheduling op can take: cluster
-# multicast. Here each CTA loads its whole B tile (a TMA box of BN rows) instead of its 1/CL share
-# multicast to the cluster: in the per-CTA loop's sequential meaning, CTA 0's consumers would read the
-# share CTA 1's producer loads after them, so that rewrite changes what the program computes sequentially
-# (tests/test_pipeline_gemms.py pins the difference).
+# `naive(cfg)` is C = A @ B^T as three loops. Each step of `STEPS` is one scheduling idea; the tenth is
+# `pipeline` above, and the result is make_gemm's kernel (the same instrs and sync statements; index
+# expressions in exo's forms). Multicast needs the order of step 5: while one per-CTA loop runs each CTA's loads
+# and then its products, CTA 0's products would read the share of B that CTA 1 loads after them, so the loads
+# go to a per-CTA loop of their own first (tests/test_pipeline_gemms.py runs that counterexample).
 
 
 @dataclass(frozen=True)
@@ -454,8 +452,21 @@ def stage_tiles(p, cfg: Config):
     return simplify(p)
 
 
+def share_b_tile(p, cfg: Config):
+    """5. Every CTA's loads come before any CTA's products (a per-CTA loop each), and the cluster shares B's tile:
+    its CL CTAs need the same BN x BK tile, so CTA c loads its rows BNC * c up to BNC * (c + 1) into every CTA's
+    B_s (a loop over the destination CTAs inside the loop over shares: one multicast copy in step 7). Sequentially
+    nothing changes: every B_s holds the whole tile before any product reads it."""
+    p = fission(p, p.find("B_s[_] = _").parent().parent().after())
+    if cfg.CL == 1:
+        return p
+    p = fission(p, p.find("A_s[_] = _").parent().parent().after())
+    p = divide_loop(p, p.find("B_s[_] = _").parent().parent(), cfg.consts["BNC"], ["c", "i0"], perfect=True)
+    return reorder_loops(p, p.find("B_s[_] = _").parent().parent().parent().parent())
+
+
 def use_instructions(p, cfg: Config):
-    """5. Zero-fill, wgmma (64 x BN x KS per warpgroup) and the accumulator store become instrs; D lives in
+    """6. Zero-fill, wgmma (64 x BN x KS per warpgroup) and the accumulator store become instrs; D lives in
     wgmma registers, A_s and B_s in 128-byte-swizzled shared memory (one swizzle row of K per tile row)."""
     p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm90_zero_scale_d_f32.instantiate(N=cfg.BN))
     p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm90_mma_store_d_row_major_f32.instantiate(N=cfg.BN))
@@ -467,21 +478,33 @@ def use_instructions(p, cfg: Config):
 
 
 def use_tma(p, cfg: Config):
-    """6. The tile loads become TMA copies from tensor maps of A and B, completing on the CTA's barrier of a
-    new array `ring` (one mbarrier per CTA of the cluster)."""
-    BK, t = cfg.consts["BK"], DTYPES[cfg.dt][0]
+    """7. The tile loads become TMA copies from tensor maps of A and B, completing on the barriers of a new array
+    `ring` (one mbarrier per CTA of the cluster): A's on its CTA's, each share of B multicast to every CTA and
+    completing on every CTA's (`>> ring[:]`); the per-CTA loops of the two loads become one."""
+    BK, BNC, t = cfg.consts["BK"], cfg.consts["BNC"], DTYPES[cfg.dt][0]
     p = insert_barrier_alloc(p, p.find_loop("k").before(), "ring", [cfg.CL], CudaMbarrier)
-    for buf, rows in [("A_s", 128), ("B_s", cfg.BN)]:
-        copy = globals()[f"Sm90_copy_tensor_to_smem_swizzled_2{t}"].instantiate(box=(rows, BK))
-        p = replace(p, p.find(f"{buf}[_] = _").parent().parent(), copy)
-        p = complete_on(p, p.find(f"{copy.name()}(_)"), "ring[cta]")
+    copy = globals()[f"Sm90_copy_tensor_to_smem_swizzled_2{t}"]
+    loads = [("A_s", copy.instantiate(box=(128, BK)), 2, "ring[cta]")]
+    if cfg.CL == 1:
+        loads.append(("B_s", copy.instantiate(box=(cfg.BN, BK)), 2, "ring[cta]"))
+    else:
+        multicast = globals()[f"Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}"]
+        loads.append(("B_s", multicast.instantiate(box=(BNC, BK), ncta=cfg.CL), 3, "ring[:]"))
+    for buf, instr, depth, barrier in loads:
+        nest = p.find(f"{buf}[_] = _")
+        for _ in range(depth):
+            nest = nest.parent()
+        p = replace(p, nest, instr)
+        p = complete_on(p, p.find(f"{instr.name()}(_)"), barrier)
+    if cfg.CL > 1:
+        p = fuse(p, *p.find_loop("k").body()[0:2])
     p = make_tensor_map(p, "A", "A_tm", 128, (128, BK))
-    p = make_tensor_map(p, "B", "B_tm", 128, (cfg.BN, BK))
+    p = make_tensor_map(p, "B", "B_tm", 128, (BNC, BK))
     return simplify(p)
 
 
 def warp_specialize(p, cfg: Config):
-    """7. One producer thread issues the loads (asynchronous: TMA); the consumer warpgroups fence their
+    """8. One producer thread issues the loads (asynchronous: TMA); the consumer warpgroups fence their
     registers once, after the zero-fill (in the K loop wgmma follow wgmma only), and issue the wgmma
     asynchronously; a CTA Fence after the K loop (the next task's loads)."""
     p = wrap_with_context(p, p.find_loop("k").body()[0].body()[0:2], CudaAsync(tma_to_smem_async_instr))
@@ -496,7 +519,7 @@ def warp_specialize(p, cfg: Config):
 
 
 def map_to_gpu(p, cfg: Config):
-    """8. On the GPU: task loops (mg, nt, mi), one CTA of the cluster per `cta`, one warpgroup per `wg`,
+    """9. On the GPU: task loops (mg, nt, mi), one CTA of the cluster per `cta`, one warpgroup per `wg`,
     in a device function of clusters of CL with the producer/consumer warps of WARPS."""
     for it in ["mg", "nt", "mi"]:
         p = set_loop_mode(p, it, cuda_tasks)
@@ -508,12 +531,12 @@ def map_to_gpu(p, cfg: Config):
 
 
 def software_pipeline(p, cfg: Config):
-    """9. The ring (`pipeline` above): S slots, the producer S - 1 K-blocks ahead, every count derived."""
+    """10. The ring (`pipeline` above): S slots, the producer S - 1 K-blocks ahead, every count derived."""
     return pipeline(p, cfg.S)
 
 
 def make_persistent(p, cfg: Config):
-    """10. Persistent (`_persistent`'s kernel but for multicast): G x Q clusters, each looping over its tiles
+    """11. Persistent (`_persistent`'s kernel): G x Q clusters, each looping over its tiles
     (cluster row G * mg + mi, column tile Q * nq + q). The ring, tiles and accumulator are allocated once per
     cluster, so the ring runs on from tile to tile; the Fence between tiles goes (a sync statement does nothing
     sequentially, so exo lets fission move it out of the tile loops) for one at the end. Q = 0: one task per tile."""
@@ -533,8 +556,8 @@ def make_persistent(p, cfg: Config):
     return remove_loop(p, p.find(fence).parent())
 
 
-STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, use_instructions, use_tma, warp_specialize,
-         map_to_gpu, software_pipeline, make_persistent]  # fmt: skip
+STEPS = [tile_output, accumulate_in_registers, tile_k, stage_tiles, share_b_tile, use_instructions, use_tma,
+         warp_specialize, map_to_gpu, software_pipeline, make_persistent]  # fmt: skip
 
 
 def schedule(p, cfg: Config, upto: int = len(STEPS)):

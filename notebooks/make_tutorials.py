@@ -238,8 +238,13 @@ def sm80_part() -> list:
 
 # What to look at after some steps of examples/sm90_gemm.py.
 SM90_NOTES = {
-    "use_tma": "The loads now complete on a barrier (`>> ring[cta]`): the analysis names it, but the code is still "
-               "sequential, so its first objection stays.",
+    "share_b_tile": "Both CTAs of a cluster need the same tile of B, so CTA `c` now copies rows 128 c to 128 c + 127 "
+                    "of it into every CTA's `B_s` (the loop over the destination CTAs is inside). Nothing changes "
+                    "sequentially: the loads have a per-CTA loop of their own, so every `B_s` holds the whole tile "
+                    "before the products read it.",
+    "use_tma": "The loads now complete on a barrier: A's on its CTA's (`>> ring[cta]`), each share of B on every "
+               "CTA's (`>> ring[:]`), since one multicast TMA copy writes it into both CTAs' shared memory. The "
+               "analysis names the barrier, but the code is still sequential, so its first objection stays.",
     "map_to_gpu": "A kernel now, and the analysis says what is missing: a load completing on a barrier needs an "
                   "`Arrive` to close the barrier's phase. The next step derives it.",
     "software_pipeline": "`pipeline_loop` gives `A_s` and `B_s` a ring of S = 4 slots and derives every count: the "
@@ -266,14 +271,14 @@ def _kwargs(kw: dict) -> str:
 
 def sm90_part() -> list:
     """Part 3: examples/sm90_gemm.py's STEPS replayed from its naive loop nest (C = A @ B^T), one per cell; the
-    benchmark takes make_gemm's kernel, which also multicasts B to the cluster."""
+    benchmark takes the kernel the same steps build on 8 x 8 clusters."""
     cells = [
         new_markdown_cell(
             "# Part 3 · Hopper: TMA, wgmma and warp specialization, step by step\n\n"
             "`examples/sm90_gemm.py` schedules the naive loop nest of `C = A @ Bᵀ` (B stored `[N, K]`, f16 inputs, "
             "f32 `C`) into spork_lab's Hopper kernel: persistent clusters of two CTAs; in each CTA a *producer* warp "
             "issues TMA loads into a 4-slot ring of mbarriers while two *consumer* warpgroups run `wgmma` on "
-            "64 × 256 accumulators each. Its `STEPS` are ten functions; its step functions share names with "
+            "64 × 256 accumulators each. Its `STEPS` are eleven functions; its step functions share names with "
             "Sm80's, so they are used through the module (`sm90.tile_output`). Again the analysis objects until "
             "the code is a kernel."),
         new_code_cell("import sm90_gemm as sm90\n\n"
@@ -291,14 +296,13 @@ def sm90_part() -> list:
             "idle (hatched); below, the shards of `A_s`, `B_s` and the distributed accumulator `D`."),
         new_code_cell('wb90.select("Sm90_mma_async_f16(_)")'),
         new_markdown_cell(
-            "The schedule reaches `make_gemm`'s kernel but for one step no scheduling operation takes yet: "
-            "*multicast*, where each CTA loads half of the B tile and sends it to both CTAs of the cluster (here each "
-            "CTA loads its whole B tile). The benchmark takes the multicast kernel, written as source "
-            "(`make_gemm`), persistent on 8 × 8 clusters; here the sync check passes the same text on 1 × 2 "
-            "clusters, in a fraction of a second (the 8 × 8 kernel needs 4096 × 4096 for four tiles a cluster, and "
-            "passes there too, in ~12 s with `max_elements` raised: `tests/test_sync_tma.py`)."),
-        new_code_cell("gemm_sm90_f16 = sm90.make_gemm(\"f16\", Q=8)  # B multicast to the cluster; 8 x 8 clusters\n"
-                      f"sl.sync_check(sm90.make_gemm(\"f16\", {_kwargs(SM90_CONFIG)}), **{SM90_SIZES!r}).ok"),
+            "The schedule has reached the kernel that `make_gemm` writes as source (the same instructions and "
+            "sync statements: `tests/test_pipeline_gemms.py`). The benchmark takes the same steps on the "
+            "benchmark's configuration, persistent on 8 × 8 clusters (G = Q = 8); the sync check above passed "
+            "them on 1 × 2 clusters in a fraction of a second (8 × 8 clusters need 4096 × 4096 for four tiles "
+            "a cluster, and pass there too, in ~12 s with `max_elements` raised: `tests/test_sync_tma.py`)."),
+        new_code_cell("cfg_bench = sm90.Config(\"f16\")  # G = Q = 8: 8 x 8 clusters of 2\n"
+                      "gemm_sm90_f16 = sm90.schedule(sm90.naive(cfg_bench), cfg_bench)  # the eleven steps, ~7 s"),
         new_markdown_cell(
             "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
             "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "
@@ -319,7 +323,7 @@ def measured_result(path: Path = HERE.parent / "benchmarks" / "results" / "gemm.
     def pair(kernel: str, key: str) -> str:
         return " and ".join(f"{rows[(kernel, n, n, n)][key]:.0f}" for n in (4096, 8192))
 
-    sm80, sm90 = "sm80_gemm_f16", "gemm_sm90_f16_n256_s4_c2_g8_q8"
+    sm80, sm90 = "sm80_gemm_f16", "gemm_sm90_f16_n256_s4_c2_g8_q8_steps"  # gemm.py's name for the steps' kernel
     gpu, date = rows[(sm90, 8192, 8192, 8192)]["gpu"], rows[(sm90, 8192, 8192, 8192)]["date"]
     return (
         f"\n\nOn an {gpu.removeprefix('NVIDIA ')}, `benchmarks/gemm.py` measured (`benchmarks/results/gemm.json`, "
@@ -501,7 +505,8 @@ WRITTEN_BY_HAND = ["01_first_kernel.ipynb"]  # executed again as stored (its out
 # What a tutorial's "gpu" cells need from the cells before them (the same procs, from the example files), so a
 # GPU machine runs only those cells: device time is scarce, and the rest runs the same anywhere.
 GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_gemm import sm80_gemm_f16\n"
-                                         "from sm90_gemm import make_gemm\n\ngemm_sm90_f16 = make_gemm(\"f16\", Q=8)"}
+                                         "import sm90_gemm as sm90\n\ncfg_bench = sm90.Config(\"f16\")\n"
+                                         "gemm_sm90_f16 = sm90.schedule(sm90.naive(cfg_bench), cfg_bench)"}
 
 
 def gpu_cells(nb, name: str) -> Optional[nbformat.NotebookNode]:

@@ -196,6 +196,20 @@ def test_a_failing_quick_build_falls_back_to_gcc(tmp_path, monkeypatch):
     assert compiled.run((256,), 50, 100, frozenset()) == reference.Reference(program).run((256,), 50, 100, frozenset())
 
 
+def test_a_checker_built_at_a_chosen_level_keeps_it(tmp_path, monkeypatch):
+    """bench_workbench_step.py times each gcc level: a level asked for is built, kept (no -O2 rebuild after a
+    slow run) and gives the same report."""
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(E, "OPTIMIZE_AFTER_S", 0.0)
+    program = program_of(procs_sync.ring_copy._loopir_proc)
+    compiled = E.Compiled(program, "-O1")
+    o1 = E._library("sc_proc", E.c_source(program), [E.runtime()[0]], "-O1")
+    assert list((tmp_path / "sync").glob("sc_proc-*.so")) == [o1]
+    assert compiled.run((256,), 50, 100, frozenset()) == reference.Reference(program).run((256,), 50, 100, frozenset())
+    compiled.optimize_if_slow()
+    assert len(list((tmp_path / "sync").glob("sc_proc-*.so"))) == 1
+
+
 def test_a_long_run_rebuilds_the_checker_optimized_before_the_next_check(tmp_path, monkeypatch):
     """A Program is first built quickly; a run past OPTIMIZE_AFTER_S has it rebuilt with -O2 before its next check
     (not between one check's runs), which gives the same report; a later Program whose -O2 build is in the cache

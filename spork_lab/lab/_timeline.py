@@ -119,7 +119,9 @@ def render(b: dict, page: int) -> str:
     info = b["info"]
     depth = ""
     if info.get("memory") == "CudaMbarrier":
-        depth = f"ring depth {info.get('forward_depth')}" + (f", reverse ring depth {info['reverse_depth']}" if info.get("reverse_depth") else "")
+        # the barriers' own rings (a phase reuses its mbarrier every `depth` arrives), not the data's ring
+        depth = f"forward ring of {info.get('forward_depth')} mbarriers" + (
+            f", reverse ring of {info['reverse_depth']}" if info.get("reverse_depth") else "")
     head = f'<div class="sl-tl-head"><b>{escape(b["name"])}</b> @ {escape(str(info.get("memory", "?")))}'
     head += f" · {escape(depth)}" if depth else ""
     events = b["events"]

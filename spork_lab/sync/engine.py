@@ -209,15 +209,17 @@ def _unpack_acc(program: P.Program, fields) -> P.RawAccess:
 class Compiled:
     """One Program's compiled checker (raises Unsupported for what it cannot run)."""
 
-    def __init__(self, program: P.Program):
+    def __init__(self, program: P.Program, opt: Optional[str] = None):
+        """`opt`: build with this gcc level and keep it (benchmarks compare levels); by default a quick -O0
+        build, or the -O2 one if a slow run already cached it."""
         too_deep = next((s for s in program.sites if len(s.loops) > MAXIV), None)
         if too_deep is not None:
             raise Unsupported(f"a statement inside more than {MAXIV} loops")
         self.program = program
         self._source = c_source(program)
-        self.optimized = _library("sc_proc", self._source, [runtime()[0]], "-O2").exists()
+        self.optimized = opt is not None or _library("sc_proc", self._source, [runtime()[0]], "-O2").exists()
         self.slow = False  # a run took longer than OPTIMIZE_AFTER_S
-        self._load("-O2" if self.optimized else "-O0")
+        self._load(opt or ("-O2" if self.optimized else "-O0"))
 
     def _load(self, opt: str) -> None:
         lib = ctypes.CDLL(str(_build("sc_proc", self._source, [runtime()[0]], opt)))
