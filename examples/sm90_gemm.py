@@ -2,7 +2,8 @@
 f32 accumulators): persistent and warp-specialized.
 
 Structure (the hand kernel benchmarks/sm90_hand/ measured it first):
-* a cluster of CL CTAs (CL = 1, 2 or 4; only 30 clusters of 4 are co-resident on an H100, run 20) takes one task: CL x 128 rows of C by BN
+* a cluster of CL CTAs (CL = 1, 2 or 4; an H100 holds only 30 clusters of 4
+  at once: sm90_gemm_notes.md, run 20) takes one task: CL x 128 rows of C by BN
   columns; tasks go in groups of G cluster-rows, so neighbouring clusters share
   columns of B in L2;
 * warp_config: one "producer" warp (setmaxnreg 40) whose first thread issues
@@ -484,15 +485,15 @@ def use_tma(p, cfg: Config):
     BK, BNC, t = cfg.consts["BK"], cfg.consts["BNC"], DTYPES[cfg.dt][0]
     p = insert_barrier_alloc(p, p.find_loop("k").before(), "ring", [cfg.CL], CudaMbarrier)
     copy = globals()[f"Sm90_copy_tensor_to_smem_swizzled_2{t}"]
-    loads = [("A_s", copy.instantiate(box=(128, BK)), 2, "ring[cta]")]
+    loads = [("A_s", copy.instantiate(box=(128, BK)), 2, "ring[cta]")]  # (buffer, instr, loops it replaces, barrier)
     if cfg.CL == 1:
         loads.append(("B_s", copy.instantiate(box=(cfg.BN, BK)), 2, "ring[cta]"))
     else:
         multicast = globals()[f"Sm90_multicast_copy_tensor_to_smem_swizzled_2{t}"]
         loads.append(("B_s", multicast.instantiate(box=(BNC, BK), ncta=cfg.CL), 3, "ring[:]"))
-    for buf, instr, depth, barrier in loads:
+    for buf, instr, n_loops, barrier in loads:
         nest = p.find(f"{buf}[_] = _")
-        for _ in range(depth):
+        for _ in range(n_loops):
             nest = nest.parent()
         p = replace(p, nest, instr)
         p = complete_on(p, p.find(f"{instr.name()}(_)"), barrier)
