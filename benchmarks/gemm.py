@@ -124,7 +124,8 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
         nq = bn * cfg.get("Q", 1)  # a persistent GEMM's columns: a multiple of its Q column lanes' tiles
         checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * nq, 256), (m, 10 * nq, 512))
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
-        kernels.append(Kernel(name, "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY, checks, out))
+        kernels.append(Kernel(name, "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY, checks,
+                              out))
         if cfg == dict(Q=8):  # the same kernel reached by the tutorial's STEPS from the naive loop nest (`_steps`)
             steps = lambda n=f"{name}_steps": rename(schedule(naive(Config(dtype)), Config(dtype)), n)  # noqa: E731
             kernels.append(Kernel(f"{name}_steps", "sm90", dtype, layout, True, steps,
@@ -139,8 +140,8 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
     # 128 x 320 in 3 stages (cuBLAS's `64x3`) or other raster groups (run 13); tiles 192, 224 and 240 wide, whose
     # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17); the 128 x 256 tile with its
     # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand;
-    # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles evenly);
-    # clusters of 4 CTAs, each loading a quarter of the multicast B tile (run 20)
+    # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles
+    # evenly); clusters of 4 CTAs, each loading a quarter of the multicast B tile (run 20: an H100 holds only 30 at once)
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True),
              dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict(),
              dict(CL=4, G=4, Q=8)],

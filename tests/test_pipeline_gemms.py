@@ -155,10 +155,10 @@ def _kernel_outline(text: str) -> dict:
     }
 
 
-@pytest.mark.parametrize("CL", [2, 1])
+@pytest.mark.parametrize("CL", [2, 1, 4])
 def test_stepwise_gemm_is_make_gemm(CL):
     """The schedule reaches make_gemm's kernel: the same allocations, instrs (B's 1/CL share multicast to the
-    cluster, `>> ring[:]`, in a cluster of two; a plain copy of the whole tile in a cluster of one) and sync
+    cluster, `>> ring[:]`, in clusters of two and four; a plain copy of the whole tile in a cluster of one) and sync
     statements with the same counts in the same places, persistent too (the last step, make_persistent, reaches
     `_persistent`'s text). In a cluster of one the CTA dimension of A_s and B_s has extent 1 and is not
     distributed, so pipeline_loop puts the ring's dimension before it (the same layout: `[4, 1, ...]`)."""
