@@ -126,8 +126,8 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
         kernels.append(Kernel(name, "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY, checks,
                               out))
-        if cfg == dict(Q=8):  # the same kernel reached by the tutorial's STEPS from the naive loop nest (`_steps`)
-            steps = lambda n=f"{name}_steps": rename(schedule(naive(Config(dtype)), Config(dtype)), n)  # noqa: E731
+        if name == Config(dtype).name:  # the same kernel reached by the tutorial's STEPS from the naive loop nest
+            steps = lambda n=f"{name}_steps", c=Config(dtype): rename(schedule(naive(c), c), n)  # noqa: E731
             kernels.append(Kernel(f"{name}_steps", "sm90", dtype, layout, True, steps,
                                   header.replace(name, f"{name}_steps", 1) + SM90_SIGNATURE_BODY, checks, out))
     return kernels

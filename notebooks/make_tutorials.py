@@ -267,6 +267,11 @@ SM90_NOTES = {
 }
 
 
+# Part 3's benchmark kernel: the cell that defines it, and the GPU run's stand-in for it (GPU_PRELUDE).
+SM90_BENCH_KERNEL = ("cfg_bench = sm90.Config(\"f16\")  # G = Q = 8: 8 x 8 clusters of 2\n"
+                     "gemm_sm90_f16 = sm90.schedule(sm90.naive(cfg_bench), cfg_bench)  # the eleven steps, ~7 s")
+
+
 def _kwargs(kw: dict) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kw.items())
 
@@ -303,8 +308,7 @@ def sm90_part() -> list:
             "benchmark's configuration, persistent on 8 × 8 clusters (G = Q = 8); the sync check above passed "
             "them on 1 × 2 clusters in a fraction of a second (8 × 8 clusters need 4096 × 4096 for four tiles "
             "a cluster, and pass there too, in ~12 s with `max_elements` raised: `tests/test_sync_tma.py`)."),
-        new_code_cell("cfg_bench = sm90.Config(\"f16\")  # G = Q = 8: 8 x 8 clusters of 2\n"
-                      "gemm_sm90_f16 = sm90.schedule(sm90.naive(cfg_bench), cfg_bench)  # the eleven steps, ~7 s"),
+        new_code_cell(SM90_BENCH_KERNEL),
         new_markdown_cell(
             "## Benchmark: Sm80 and Sm90 against cuBLAS (GPU)\n\n"
             "Both kernels take f16 inputs and accumulate in f32. Each is checked against the float32 product and "
@@ -507,8 +511,7 @@ WRITTEN_BY_HAND = ["01_first_kernel.ipynb"]  # executed again as stored (its out
 # What a tutorial's "gpu" cells need from the cells before them (the same procs, from the example files), so a
 # GPU machine runs only those cells: device time is scarce, and the rest runs the same anywhere.
 GPU_PRELUDE = {"02_stepwise_gemm.ipynb": "from stepwise_gemm import gemm_smem\nfrom sm80_gemm import sm80_gemm_f16\n"
-                                         "import sm90_gemm as sm90\n\ncfg_bench = sm90.Config(\"f16\")\n"
-                                         "gemm_sm90_f16 = sm90.schedule(sm90.naive(cfg_bench), cfg_bench)"}
+                                         "import sm90_gemm as sm90\n\n" + SM90_BENCH_KERNEL}
 
 
 def gpu_cells(nb, name: str) -> Optional[nbformat.NotebookNode]:
