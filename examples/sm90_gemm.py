@@ -572,6 +572,13 @@ def schedule(p, cfg: Config, upto: int = len(STEPS)):
 PROCS = [make_gemm("tf32", CL=2, G=1), make_gemm("tf32", CL=2, G=1, clip=True), make_gemm("tf32", CL=2, G=1, Q=3),
          make_gemm("tf32", CL=2, G=1, Q=3, clip=True)]
 ARCH = "sm_90a"  # TMA, wgmma, setmaxnreg, clusters
+
+
+def sanitized_procs() -> list:
+    """What benchmarks/sanitize_examples.py runs: PROCS and the kernel the tutorial's steps build for make_args'
+    shapes (renamed `..._steps`: it has PROCS[2]'s name). Scheduled on call (seconds), not at import."""
+    cfg = Config("tf32", G=1, Q=3)
+    return PROCS + [rename(schedule(naive(cfg), cfg), cfg.name + "_steps")]
 TOLERANCE = dict(rtol=2e-2, atol=2e-2)  # tf32 reads 10 mantissa bits (truncated); f16 inputs are exact
 
 
