@@ -55,7 +55,7 @@ p = set_loop_mode(p, "nt", cuda_tasks)
 # ## Step 3 — 16 × 16 threads, each computing a 4 × 4 block of the tile
 # `ti` becomes a loop over groups of 16 threads and `tj` over the threads of a group. The **Tiling** view
 # lays the statement's collectives out by `ti` (rows) and `tj` (columns): a 16 × 16 grid of single threads,
-# coloured by warp; the strip below it shows all 256 threads of the CTA.
+# coloured by warp: every thread of the CTA has its own cell.
 p = divide_loop(p, "mi", 4, ["ti", "ri"], perfect=True)
 p = divide_loop(p, "nj", 4, ["tj", "rj"], perfect=True)
 p = reorder_loops(p, "ri tj")

@@ -61,7 +61,9 @@ from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 from spork_lab.scheduling import *
 
-sys.path.insert(0, str(Path.cwd().parent / "examples"))  # the example programs, for the last sections"""
+# the repository's example programs, for the last sections (spork_lab installed from its checkout, `pip install -e`):
+# found from the package, so that a copy of this notebook runs anywhere
+sys.path.insert(0, str(Path(sl.__file__).resolve().parents[1] / "examples"))"""
 
 
 def example_steps(path: Path = EXAMPLE) -> tuple[str, dict, list[tuple[str, str, list[str]]], str]:

@@ -16,6 +16,7 @@ from .errors import (
     TimelineError,
     DataTypeError,
 )
+from . import errors as _errors
 from .lang import pipeline as _pipeline
 from .lang import printer as _printer
 from .lang import sched_errors as _sched_errors
@@ -24,6 +25,7 @@ from .lang.frontend import parse_source
 from .platforms import cuda as _cuda  # noqa: F401  (registers the names printed procs use)
 
 _printer.install()
+_errors.install_excepthook()
 _sched_errors.install()
 
 # Heavier parts load on first use, so `import spork_lab` stays fast and needs no GPU stack.
@@ -61,7 +63,10 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'spork_lab' has no attribute {name!r}")
+    import difflib
+
+    close = difflib.get_close_matches(name, [*_LAZY, *globals()], n=1)
+    raise AttributeError(f"module 'spork_lab' has no attribute {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
 __all__ = [
     *_LAZY,

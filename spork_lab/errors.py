@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+import traceback
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Optional
 
+import exo
 from exo.frontend.pyparser import ParseError as _ExoParseError
 from exo.rewrite.LoopIR_scheduling import SchedulingError as _ExoSchedulingError
 
@@ -128,3 +133,37 @@ def user_facing(fn: Callable) -> Callable:
             raise e.with_traceback(None) from None
 
     return entry_point
+
+
+# spork_lab's and exo's own code: frames there are never the user's
+LIBRARIES = (str(Path(__file__).resolve().parent), str(Path(exo.__file__).resolve().parent))
+
+
+def user_frame(frame=None) -> Optional[SimpleNamespace]:
+    """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None."""
+    f = frame or sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(LIBRARIES) and not name.startswith("<frozen"):
+            return SimpleNamespace(filename=name, lineno=f.f_lineno)
+        f = f.f_back
+    return None
+
+
+def install_excepthook() -> None:
+    """A script stopped by a SporkError prints its user's frames only: the message names their line, and the
+    frame of the entry point that raised it (which Python always prints) would only bury it. Other exceptions
+    go to the hook that was there before."""
+    previous = sys.excepthook
+    if getattr(previous, "spork_lab", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        if not isinstance(exc, SporkError):
+            return previous(exc_type, exc, tb)
+        shown = traceback.TracebackException(exc_type, exc, tb)
+        shown.stack = traceback.StackSummary.from_list([f for f in shown.stack if not f.filename.startswith(LIBRARIES)])
+        sys.stderr.write("".join(shown.format()))
+
+    hook.spork_lab = True
+    sys.excepthook = hook

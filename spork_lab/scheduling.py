@@ -15,6 +15,7 @@ from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the p
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
+from .errors import SporkSchedulingError as _SporkSchedulingError
 from .lang.sched_errors import explain, passed_through_exo, raised_in_exo, user_frame
 
 
@@ -22,6 +23,11 @@ class _UserFacingOp(_AtomicSchedulingOp):
     """An exo scheduling op whose failures name the user's line and what the proc has."""
 
     def __call__(self, *args, **kwargs):
+        try:
+            self.sig.bind(*args, **kwargs)
+        except TypeError as e:  # exo's own bind would raise it from inside exo and inspect
+            params = ", ".join(str(p.replace(annotation=p.empty)) for p in self.sig.parameters.values())
+            raise _SporkSchedulingError(f"{self.__name__}: {e}; it takes ({params})", user_frame()) from None
         try:
             return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405

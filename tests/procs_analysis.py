@@ -489,6 +489,20 @@ def gmem_alloc_in_cuda(y: f32[32] @ CudaGmemLinear):
 
 
 @proc
+def tensor_map_in_cuda(A: f32[64, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            A_tm = A[:, :] @ Sm90_tensorMap(128, 64, 32)  # error here
+            A_s: f32[64, 32] @ Sm90_SmemSwizzled(128)
+            bar: barrier @ CudaMbarrier
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(A_s, A_tm[0:64, 0:32], box=(64, 32)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            Await(bar, cuda_in_order, ~0)
+
+
+@proc
 def fill_kernel(n: size, x: f32[n] @ CudaGmemLinear):
     assert n % 32 == 0
     with CudaDeviceFunction(blockDim=32):

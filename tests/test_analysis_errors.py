@@ -83,6 +83,8 @@ CASES = [
         ["tile @ CudaSmemLinear is allocated on cpu_in_order_instr", "lifted out of the device function"],
     ),
     ("gmem_alloc_in_cuda", TimelineError, ["tmp @ CudaGmemLinear is allocated on cuda_in_order_instr", "CPU code"]),
+    # a tensor map is encoded by the host before the launch (made in CUDA code it lowered to a plain window)
+    ("tensor_map_in_cuda", TimelineError, ["A_tm is a tensor map made in CUDA code", "make it in CPU code"]),
 ]
 
 

@@ -145,11 +145,34 @@ def test_sm90_accumulator_column_windows():
         sl.compile_procs_to_strings([sl.parse_source(shifted, func_locals=consts)], "gemm_shifted")
 
 
+def test_a_misspelt_api_name_gets_a_suggestion():
+    with pytest.raises(AttributeError, match="has no attribute 'compile'; did you mean 'compile_procs'"):
+        sl.compile  # noqa: B018
+
+
 def test_cluster_kernel_for_sm80_is_a_codegen_error(tmp_path):
     with pytest.raises(sl.CodegenError, match="clusterDim=2, which needs sm_90"):
         sl.compile_procs([warpgroup_fences], tmp_path, "wg", arch="sm_80")
     with pytest.raises(sl.CodegenError, match="arch must look like"):
         sl.compile_procs([warpgroup_fences], tmp_path, "wg", arch="90")
+
+
+@pytest.mark.parametrize("arch, message", [
+    ("sm_80", "Sm90_copy_tensor_to_smem_swizzled_2f32 needs sm_90 or newer, but this is built for sm_80: build it for sm_90a"),
+    ("sm_90", "Sm90_mma_async_tf32 needs sm_90a (an arch-specific feature: no other target has it), but this is built "
+              "for sm_90"),
+    ("sm_100a", "Sm90_mma_async_tf32 needs sm_90a"),  # wgmma is Hopper's alone
+])
+def test_an_instr_the_target_lacks_is_a_codegen_error_at_its_line(arch, message):
+    """TMA needs sm_90 and wgmma sm_90a: said at the instr's line, not by ptxas (was: written without a word)."""
+    from sm90_tma_wgmma import sm90_tma_wgmma
+
+    with pytest.raises(sl.CodegenError, match=re.escape(message)) as info:
+        sl.compile_procs_to_strings([sm90_tma_wgmma], "k", arch)
+    line = info.value.lineno
+    assert info.value.filename.endswith("sm90_tma_wgmma.py")
+    assert message.split()[0] in Path(info.value.filename).read_text().splitlines()[line - 1]
+    sl.compile_procs_to_strings([sm90_tma_wgmma], "k", "sm_90a")  # its own target
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

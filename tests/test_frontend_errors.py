@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 import textwrap
 import traceback
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
+from spork_lab.platforms.Sm90 import *
 
 
 @proc
@@ -80,6 +83,14 @@ CASES = {
                                ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
     "data in a barrier memory": ("t: f32[4] @ CudaMbarrier  # <-\nt[0] = 0.0",
                                  ["CudaMbarrier holds barriers, not data", "`t: barrier @ CudaMbarrier`"]),
+    # were exo's NameError / asdl ValidationError, through its parser's frames, at the proc's line
+    "misspelt memory": ("t: f32[4] @ CudaSmemLiner  # <-\nt[0] = 0.0",
+                        ["unknown memory 'CudaSmemLiner' for 't' (did you mean CudaSmemLinear?)"]),
+    "collective unit as a memory": ("t: f32[4] @ cuda_warp  # <-\nt[0] = 0.0",
+                                    ["cuda_warp is not a memory but a collective unit"]),
+    "memory factory not called": ("t: f32[4] @ Sm90_SmemSwizzled  # <-\nt[0] = 0.0",
+                                  ["Sm90_SmemSwizzled is not a memory but a function: call it",
+                                   "Sm90_SmemSwizzled(128)"]),
     "template instr operand by keyword": ("s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
                                           "    with CudaAsync(Sm80_cp_async_instr):\n"
                                           "        Sm80_cp_async_f32(dst=s[4 * i:4 * i + 4], src=x[0:4], size=16)  # <-",
@@ -110,6 +121,20 @@ def test_no_exo_or_internal_frames_in_the_traceback(tmp_path):
     assert not [f for f in frames if "/exo/" in f.filename]
     ours = [f.filename.rsplit("/", 1)[-1] for f in frames if "/spork_lab/" in f.filename]
     assert ours == ["decorators.py", "errors.py"]  # `@proc` itself, then the entry point that re-raises
+
+
+def test_a_script_stopped_by_a_spork_error_prints_only_the_users_frames(tmp_path):
+    """Python prints the frame that raises; spork_lab's excepthook leaves out its own and exo's frames."""
+    script = tmp_path / "user_script.py"
+    script.write_text(HEADER + "            Fence(cuda_in_order)  # <-\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "/spork_lab/" not in run.stderr and "/exo/" not in run.stderr, run.stderr
+    assert f'File "{script}", line ' in run.stderr
+    assert run.stderr.rstrip().endswith(f"SporkSyntaxError: {script}:13: Fence takes 2 arguments, got 1: write "
+                                        "Fence(first_sync_tl, second_sync_tl)"), run.stderr
+    other = subprocess.run([sys.executable, "-c", "import spork_lab; 1 / 0"], capture_output=True, text=True)
+    assert other.stderr.rstrip().endswith("ZeroDivisionError: division by zero")  # other errors as before
 
 
 def _in_ipython(capsys, body: str, extension: bool) -> tuple:
@@ -211,6 +236,14 @@ MODULES = {
     "@instr coll_unit given a string": ("@instr('{d_data} = 0;', coll_unit='cuda_warp')\n"
                                         "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
                                         ["@instr(coll_unit=...) takes a collective unit", "got 'cuda_warp'"]),
+    "blockDim and warp_config both": ("@proc\ndef k(x: f32[4] @ CudaGmemLinear):\n"
+                                      "    with CudaDeviceFunction(blockDim=64, warp_config=[CudaWarpConfig('a', 2)]):  # <-\n"
+                                      "        for task in cuda_tasks(0, 1):\n            pass\n",
+                                      ["not both", "or CudaDeviceFunction(warp_config=[...], clusterDim=..."]),
+    "misspelt argument memory": ("@proc\ndef k(n: size, x: f32[n] @ CudaGmemLiner):  # <-\n    pass\n",
+                                 ["unknown memory 'CudaGmemLiner' for 'x' (did you mean CudaGmemLinear?)"]),
+    "misspelt instr parameter memory": ("@instr('{d_data} = 0;')\ndef zero1(d: [f32][1] @ CudaRmen):  # <-\n"
+                                        "    d[0] = 0.0\n", ["unknown memory 'CudaRmen' for 'd' (did you mean CudaRmem?)"]),
     "@instr template naming no parameter": ("@instr('{dst_data} = 0;')\n"
                                             "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
                                             ["template of zero1 names {dst_data}", "{d}, {d_data}, {d_int}"]),

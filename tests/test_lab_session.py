@@ -100,6 +100,50 @@ def test_undo_restores_previous_proc_and_stops_at_initial():
     assert wb.proc is seq_reverse and wb.steps == []
 
 
+@pytest.fixture
+def notebook_cell(monkeypatch):
+    """Applies made as from a notebook cell: set `cell[:] = [id, execution count]` for each run of a cell."""
+    from spork_lab.lab import _session
+
+    cell = ["c1", 1]
+    monkeypatch.setattr(_session, "running_cell", lambda: tuple(cell))
+    return cell
+
+
+def test_calls_after_a_failed_one_in_the_same_run_of_a_cell_are_not_run(notebook_cell):
+    """A failed call used to be forgotten when the cell's next call ran (on the unchanged proc) and failed or
+    passed: its error vanished."""
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    wb.apply(reorder_loops, "w l")
+    assert len(wb.steps) == 1 and "tidd" in wb.error["call"] and wb.error["skipped"] == ["reorder_loops(...)"]
+    assert "Not run after it in this cell: reorder_loops(...)." in wb.state["views"]["header"]
+    notebook_cell[:] = ["c2", 2]  # the next cell runs as usual
+    wb.apply(reorder_loops, "w l")
+    assert len(wb.steps) == 2 and wb.error is None
+
+
+def test_a_cell_run_again_replaces_its_steps_and_those_after_them(notebook_cell):
+    """Running a cell again used to apply its steps a second time (duplicate Fences, silently)."""
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    notebook_cell[:] = ["c2", 2]
+    wb.apply(reorder_loops, "w l")
+    wb.apply(set_loop_mode, "l", cuda_threads)
+    notebook_cell[:] = ["c2", 3]  # c2 again: its two steps are replaced
+    wb.apply(reorder_loops, "w l")
+    assert [s.op.__name__ for s in wb.steps] == ["divide_loop", "reorder_loops"]
+    assert "running this cell again replaced steps 2 to 3." in wb.state["views"]["header"]
+    notebook_cell[:] = ["c1", 4]  # c1 again: its step and the one of the later cell c2 go
+    wb.apply(divide_loop, "tid", 64, ["w", "l"], perfect=True)
+    assert len(wb.steps) == 1 and "64" in wb.steps[0].call
+    assert wb.replaced["text"] == "running this cell again replaced steps 1 to 2, 1 of them from later cells: run those again"
+    notebook_cell[:] = ["c3", 5]
+    wb.apply(reorder_loops, "w l")
+    assert wb.replaced is None and "sl-step-notice" not in wb.state["views"]["header"]
+
+
 def test_failed_step_is_shown_at_the_users_line_and_keeps_the_session():
     wb = Workbench(seq_reverse)
     wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
@@ -233,6 +277,7 @@ def test_hazards_mark_exactly_the_two_scheduled_statements_with_their_current_te
     # counts agree: header, tab, cards
     n = len(data["hazards"])
     assert f"{n} hazard(s) at M=64" in wb.state["views"]["header"] and f"Hazards ({n})" in str(wb.state["tabs"])
+    assert wb.check.message.startswith(f"{n} hazard(s) at M=64")  # printed alone it counts them too
     assert wb.state["views"]["hazards"].count('class="sl-hazard"') == n
     witness = dict((row[0], row[1:]) for row in raw["witness"])
     assert witness["instr-tl"] == ("cuda_in_order_instr", "cuda_in_order_instr")

@@ -9,6 +9,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 import make_tutorials
+from procs_wgmma import WgAccumulator, wg_mma, wg_store, wg_zero
 import spork_lab
 from spork_lab import proc
 from spork_lab.core.coll import CollTiling, cuda_thread
@@ -213,6 +214,73 @@ def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
     line = next(n + 1 for n, l in enumerate(v.data["lines"]) if "ReverseAwait(" in l["text"])
     assert f'data-event="{bar["bad"]}" data-set="selected:{bad["stmt"]}" data-goto="code"' in html
     assert bad["line"] == line and "sl-ev-bad" in html and "waits for arrive #3, which has not happened" in html
+
+
+@proc
+def two_warpgroups_commit_groups(A: f32[64, 8] @ CudaGmemLinear, B: f32[8, 8] @ CudaGmemLinear,
+                                 C: f32[2, 64, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=256):
+        for task in cuda_tasks(0, 1):
+            cg: barrier @ CudaCommitGroup
+            A_s: f32[64, 8] @ CudaSmemLinear
+            B_s: f32[8, 8] @ CudaSmemLinear
+            for t in cuda_threads(0, 64, unit=4 * cuda_thread):
+                for q in cuda_threads(0, 4):
+                    for j in seq(0, 2):
+                        A_s[t, 2 * q + j] = A[t, 2 * q + j]
+            for t in cuda_threads(0, 64):
+                B_s[t / 8, t % 8] = B[t / 8, t % 8]
+            Fence(cuda_in_order, wgmma_async_smem)
+            D: f32[2, 64, 8] @ WgAccumulator
+            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                wg_zero(D[wg, :, :])
+                Fence(wgmma_fence_1, wgmma_fence_2)
+            for kt in seq(0, 3):
+                for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                    with CudaAsync(wgmma_async_instr):
+                        wg_mma(D[wg, :, :], A_s, B_s)
+                    Arrive(wgmma_async, 1) >> cg
+                    Await(cg, cuda_in_order, 0)
+            for wg in cuda_threads(0, 2, unit=cuda_warpgroup):
+                wg_store(C[wg, :, :], D[wg, :, :])
+            Fence(cuda_in_order, cuda_in_order)  # every warpgroup's reads of A_s, B_s done before they are freed
+
+
+def test_each_warpgroup_awaits_its_own_commit_groups_in_the_timeline():
+    """Two warpgroups commit and wait on their own wgmma groups, interleaved: each await pairs with its own
+    warpgroup's arrive (the timeline numbered one queue for both and drew a passing kernel as a deadlock)."""
+    v = Workbench(two_warpgroups_commit_groups, sizes={}).view()
+    assert v.data["check"]["message"].startswith("no hazards") and v.view != "timeline"
+    (cg,) = v.data["timelines"]
+    events = cg["events"]
+    awaits = [e for e in events if e["kind"] == "Await"]
+    assert len(awaits) == 6 and cg["bad"] is None
+    for e in awaits:
+        arrive = events[e["pairs"]]
+        assert (arrive["kind"], arrive["threads"], arrive["iters"]) == ("Arrive", e["threads"], e["iters"])
+        assert arrive["text"] == "Arrive(wgmma_async, 1) >> cg"  # the statement as the Code tab prints it
+
+
+def test_a_hazard_cards_message_numbers_lines_as_the_code_tab():
+    """The checker's message named the allocation by its line in this file, the card's witness by the Code tab's."""
+    from spork_lab.sync.mutants import without_syncs
+
+    v = Workbench(without_syncs(two_warpgroups_commit_groups, [4]), sizes={}).view()  # no Fence before A_s is freed
+    (card,) = [c for c in v.data["hazards"] if c["buffer"] == "A_s"]
+    alloc = next(n + 1 for n, line in enumerate(v.data["lines"]) if line["text"].strip().startswith("A_s: f32[64, 8]"))
+    assert card["kind"] == "FREE" and f"freed at the end of its scope (line {alloc})" in card["message"]
+    assert ("statement", card["witness"][0][1], f"end of A_s's scope (allocated at line {alloc})") == card["witness"][0]
+
+
+def test_a_race_across_barriers_points_at_their_pairing_first():
+    """The missing release made a WAR on buf whose card proposed a Fence first; the barriers between the accesses
+    were meant to order them, and a barrier's own error (DEADLOCK) is fixed in its pairing, never by a Fence."""
+    v = Workbench(ring_missing_release, sizes={"n": 256}).view()
+    (war,) = [c for c in v.data["hazards"] if c["kind"] == "WAR"]
+    assert war["hint"].startswith("the barrier statements between them (lines ")
+    assert "check their pairing in the Barrier timeline" in war["hint"] and "; or add a CTA-scope Fence(" in war["hint"]
+    deadlocks = [c for c in v.data["hazards"] if c["kind"] == "DEADLOCK"]
+    assert deadlocks and all(c["hint"].startswith("open the Barrier timeline") for c in deadlocks)
 
 
 def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():

@@ -102,6 +102,19 @@ def test_argument_type_errors_from_exo_become_errors_at_the_users_line():
     _raises_here(lambda: divide_loop(add_rows, "col", 4, "ab"), "expected a list or tuple")
 
 
+def test_a_missing_or_unknown_argument_names_the_ops_parameters():
+    """Was a TypeError from inside exo's and inspect's frames."""
+    _raises_here(lambda: set_loop_mode(add_rows, "col"), "set_loop_mode: missing a required argument: 'mode'; "
+                 "it takes (proc, loop, mode)")
+    _raises_here(lambda: divide_loop(add_rows, "col", 4, ["a", "b"], perfct=True),
+                 "divide_loop: got an unexpected keyword argument 'perfct'", "perfect=False")
+
+
+def test_an_unknown_name_in_an_expression_argument_is_the_users_not_a_limit_of_exo():
+    _raises_here(lambda: stage_mem(add_rows, add_rows.find_loop("col"), "x[roww, 0:16]", "x_s"),
+                 "stage_mem: unknown name 'roww' in an expression argument")
+
+
 def test_our_gpu_ops_report_the_same_way():
     _raises_here(lambda: set_loop_mode(add_rows, "cols", cuda_threads), "set_loop_mode: no loop matches 'cols'",
                  "did you mean 'col'?")

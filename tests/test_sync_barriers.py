@@ -19,7 +19,7 @@ from spork_lab.sync.checker import sync_check
         (P.err_missing_arrive, "Await(bar, cuda_in_order, ~0)", "no Arrive to pair with"),
         (P.err_mixed_tls, "Arrive(Sm80_cp_async, 1) >> bar", "mixed sync-tls"),
         (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "commit groups order"),
-        (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "needs N = ~lag"),
+        (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "takes N = ~lag, not 0: write ~0"),
         (P.err_commit_group_units, "Await(cg, cuda_in_order, 0)", "same collective unit"),
         # an Await count of the wrong form for its barrier kind (docs/language.md states each kind's rule)
         (P.err_commit_group_lag, "Await(cg, cuda_in_order, ~1)", r"needs N >= 0 \(wait_group N\), not ~1"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -200,13 +201,20 @@ def test_sizes_are_checked():
 
 
 @pytest.mark.parametrize("value", ["1024x", None, 256.0, 256.5, True], ids=["str", "None", "float", "fraction", "bool"])
-def test_a_size_that_is_not_an_int_is_refused_at_its_declaration(value):
+def test_a_size_that_is_not_an_int_is_refused_at_the_call(value):
     """int() used to raise a ValueError or TypeError from inside the checker, truncate 256.5 to a checked
-    256, or take True for 1."""
+    256, or take True for 1. The error names the sync_check call, where the value is (it named the proc's def)."""
     with pytest.raises(SyncError, match=rf"sync_check: n={re.escape(repr(value))}, but n is size: give an int") as e:
         sync_check(P.reverse_tiles, n=value)
-    info = P.reverse_tiles._loopir_proc.srcinfo  # the size is declared on the def line (examples/reverse_tiles.py)
-    assert (e.value.filename, e.value.lineno) == (info.filename, line_of(P.reverse_tiles, "def "))
+    assert (e.value.filename, e.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+
+
+def test_sizes_that_break_an_assertion_name_the_call_and_the_assertion():
+    with pytest.raises(SyncError) as e:
+        sync_check(P.reverse_tiles, n=100)
+    assert (e.value.filename, e.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    assert e.value.message == (f"sync_check: the sizes {{'n': 100}} violate the assertion `n % 256 == 0` of reverse_tiles "
+                               f"(line {line_of(P.reverse_tiles, 'assert n % 256 == 0')}): choose sizes it holds for")
 
 
 def test_limits_that_are_not_ints_are_refused():

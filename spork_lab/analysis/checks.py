@@ -17,11 +17,11 @@ from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
-from ..core.instrs import instr_info, user_name
+from ..core.instrs import instr_info
 from ..core.ir import constant_remainder, interval_width, walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
-from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
 from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SyncError, TimelineError
@@ -50,6 +50,9 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
                 _check_reads(s, info, memories, e)
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             _check_access(s, info, memories, s.name, "alloc")
+        elif isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None and info.device_scope == "cuda":
+            raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
+                                "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
             _check_call(s, info, memories, shapes, analyze_callee)
             _check_tma(s, info)
@@ -59,7 +62,7 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
     """TMA: loads complete on an mbarrier (`>> bar`), and tensor maps are what TMA's global operand takes."""
     gpu = instr_info(s)
     trailing = trailing_of(s)
-    name = _instr_name(s) if trailing is None else user_name(trailing[0])
+    name = written_name(s)
     if gpu is not None and gpu.trailing_barrier and trailing is None:
         raise SyncError(f"{name} completes on an mbarrier: write `{name}(...) >> bar[...]`, and close the phase with "
                         "`Arrive(tma_to_smem_async, 1) >> bar[...]`", s.srcinfo)
@@ -133,16 +136,12 @@ def _check_instr_unit(s: LoopIR.Call, info: StmtInfo, unit) -> None:
         first = tiling.threads({name: 0 for name, _ in tiling.iters})[0][0]
         who += (f": threads [{first}, {first + n}) are as many as a {unit} but not one (a {unit}'s threads start "
                 f"at a multiple of {n})")
-    raise CollectiveError(f"{_instr_name(s)} must be executed by a collective of unit {unit}, but here it is executed "
+    raise CollectiveError(f"{written_name(s)} must be executed by a collective of unit {unit}, but here it is executed "
                           f"by {who}", s.srcinfo)
 
 
 def _threads(n: int) -> str:
     return "1 thread" if n == 1 else f"{n} threads"
-
-
-def _instr_name(s: LoopIR.Call) -> str:
-    return user_name(s.f.name)
 
 
 # -- timelines ----------------------------------------------------------------
@@ -184,7 +183,7 @@ def _check_instr_arg_types(s: LoopIR.Call) -> None:
     for param, arg in zip(s.f.args, s.args):
         if param.type.is_numeric() and arg.type.is_numeric() and arg.type.basetype() != param.type.basetype():
             raise DataTypeError(
-                f"{_instr_name(s)}: argument {param.name} takes {param.type.basetype()} elements, "
+                f"{written_name(s)}: argument {param.name} takes {param.type.basetype()} elements, "
                 f"but the argument given holds {arg.type.basetype()}",
                 s.srcinfo,
             )
@@ -203,7 +202,7 @@ def _check_unit_stride(s: LoopIR.Call) -> None:
             continue
         if isinstance(arg.idx[-1], LoopIR.Point):
             raise MemoryMismatchError(
-                f"`{head_text(s)}`: {_instr_name(s)} takes {param.name} as contiguous rows, but the last dimension of "
+                f"`{head_text(s)}`: {written_name(s)} takes {param.name} as contiguous rows, but the last dimension of "
                 f"`{arg}` is not {arg.name}'s last (it is indexed by `{arg.idx[-1].pt}`): its elements are not "
                 "adjacent in memory. Lay the buffer out so that the window is a slice of its last dimension",
                 s.srcinfo,
@@ -243,7 +242,7 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
             where = (f"has rows that are not a multiple of {nbytes} bytes apart (pad {arg.name}'s rows to a multiple "
                      f"of {nbytes // size} elements)")
         raise MemoryMismatchError(
-            f"`{head_text(s)}`: {_instr_name(s)} needs each row of {param.name} aligned to {nbytes} bytes, but "
+            f"`{head_text(s)}`: {written_name(s)} needs each row of {param.name} aligned to {nbytes} bytes, but "
             f"`{arg}` {where}; the GPU would fault on the misaligned address",
             s.srcinfo,
         )
@@ -258,7 +257,7 @@ def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:
                 or tensor_map_spec(arg.name) is not None or issubclass(mem, param.mem)):
             continue
         raise MemoryMismatchError(
-            f"`{head_text(s)}`: {arg.name} is in {mem.name()}, but {_instr_name(s)} takes "
+            f"`{head_text(s)}`: {arg.name} is in {mem.name()}, but {written_name(s)} takes "
             f"{param.name} in {param.mem.name()}",
             s.srcinfo,
         )
@@ -284,7 +283,7 @@ def _check_instr_tl(s: LoopIR.Call, info: StmtInfo, tl: InstrTl) -> None:
     else:
         hint = f"move it out of the CudaAsync({info.instr_tl.name}) block"
     raise TimelineError(
-        f"wrong instr-tl: {_instr_name(s)} runs on {tl.name}, but this statement is on {info.instr_tl.name}; {hint}",
+        f"wrong instr-tl: {written_name(s)} runs on {tl.name}, but this statement is on {info.instr_tl.name}; {hint}",
         s.srcinfo,
     )
 

@@ -120,16 +120,35 @@ def lib_name(basename: str) -> str:
     return re.sub(r"\W", "_", basename)
 
 
+def _compute_capability(arch: Optional[str]) -> Optional[int]:
+    """90 for "sm_90" or "sm_90a"; None without an arch."""
+    if arch is None:
+        return None
+    m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
+    if m is None:
+        raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+    return int(m[1])
+
+
+def _runs_on(target: str, arch: str) -> bool:
+    """An arch-specific target ("sm_90a": wgmma) runs only there; "sm_80" runs there and on every newer target."""
+    return arch == target if target.endswith("a") else _compute_capability(arch) >= _compute_capability(target)
+
+
 def _check_arch(code: list, arch: Optional[str]) -> None:
-    """What the target cannot run, said here rather than by nvcc or at launch: thread block clusters need
-    sm_90, and a CTA's shared memory must fit the target's limit (without `arch`, the most any target gives)."""
-    cc = None
-    if arch is not None:
-        m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
-        if m is None:
-            raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
-        cc = int(m[1])
+    """What the target cannot run, said here rather than by nvcc or at launch: instrs of a newer target (TMA,
+    wgmma), thread block clusters (sm_90), and a CTA's shared memory over the target's limit (without `arch`,
+    the most any target gives)."""
+    cc = _compute_capability(arch)
     for d in code:
+        targets = [t for t, _, _ in d.instr_targets]
+        # the target that runs every instr: an arch-specific one if any needs it, else the newest named
+        suggested = next((t for t in targets if t.endswith("a")), max(targets, key=_compute_capability, default=""))
+        for target, name, srcinfo in d.instr_targets if arch is not None else ():
+            if not _runs_on(target, arch):
+                only = " (an arch-specific feature: no other target has it)" if target.endswith("a") else " or newer"
+                raise CodegenError(f"{name} needs {target}{only}, but this is built for {arch}: build it for "
+                                   f"{suggested}", srcinfo)
         if cc is not None and cc < 90 and d.cluster > 1:
             raise CodegenError(
                 f"this device function uses clusterDim={d.cluster}, which needs sm_90 or newer; build it for "

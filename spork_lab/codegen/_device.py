@@ -29,7 +29,7 @@ from ..core.instrs import LoweredArg, LoweredCall, instr_info, multicast_dst, te
 from ..core.ir import constant_value, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
-from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of
+from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
@@ -82,6 +82,7 @@ class DeviceCode:
     uses_tensor_maps: bool = False  # the .cu then needs the host encoder of CUtensorMaps
     smem_bytes: int = 0  # shared memory per CTA, static and dynamic, as laid out
     smem_parts: tuple = ()  # (what, bytes, srcinfo or None) making up smem_bytes, largest allocation first
+    instr_targets: tuple = ()  # (InstrInfo.target, instr name, srcinfo) of the first instr needing each target
 
 
 def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list:
@@ -208,7 +209,8 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     uses_mbarriers = any(lowering(i.mem).device_helpers for i in comp.barriers.values())
     # launcher_decl keeps exo's C type names: the host .c declares the launcher with it
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
-                      tuple(comp.cuda_globals), bool(maps), total, parts)
+                      tuple(comp.cuda_globals), bool(maps), total, parts,
+                      tuple((t, *first) for t, first in comp.instr_targets.items()))
 
 
 def check_smem(code: DeviceCode, cc: Optional[int]) -> None:
@@ -286,6 +288,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self.smem_align = SMEM_ALIGN  # the largest alignment an allocation of the pool needs
         self.smem_allocs: dict = {}  # id(alloc) -> (name, bytes, srcinfo) of the pool's allocations
         self.cuda_globals: list = []  # InstrInfo.cuda_includes of the instrs used, in first-use order
+        self.instr_targets: dict = {}  # InstrInfo.target -> (instr name, srcinfo) of its first use
         self._analysed = stmt_pairs(df.block, block)  # id(compiled stmt) -> the analysed statement
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
         self.barriers: dict = df.barriers()  # Sym -> BarrierInfo; names become C names in _device_function
@@ -579,6 +582,8 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         for text in info.cuda_includes if info is not None else ():
             if text not in self.cuda_globals:
                 self.cuda_globals.append(text)
+        if info is not None and info.target:
+            self.instr_targets.setdefault(info.target, (written_name(s), s.srcinfo))
         if info is not None and info.lower is not None:
             for line in info.lower(self._lowered_call(s)).split("\n"):
                 self.add_line(line)

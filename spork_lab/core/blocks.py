@@ -76,6 +76,12 @@ class CudaDeviceFunction(BlockContext):
     blocks_per_sm: int = 1
     warp_config: Optional[tuple] = None
 
+    @classmethod
+    def usage(cls) -> str:
+        """blockDim or warp_config, not both."""
+        return ("CudaDeviceFunction(blockDim=..., clusterDim=..., blocks_per_sm=...) or "
+                "CudaDeviceFunction(warp_config=[...], clusterDim=..., blocks_per_sm=...)")
+
     def __post_init__(self):
         _check_int("CudaDeviceFunction", "blockDim", self.blockDim, optional=True)
         _check_int("CudaDeviceFunction", "clusterDim", self.clusterDim)
@@ -86,7 +92,10 @@ class CudaDeviceFunction(BlockContext):
             ):
                 raise TypeError("CudaDeviceFunction: warp_config must be a list of CudaWarpConfig(name, count)")
             object.__setattr__(self, "warp_config", tuple(self.warp_config))
-        if (self.blockDim is None) == (self.warp_config is None):
+        if self.blockDim is not None and self.warp_config is not None:
+            raise TypeError("CudaDeviceFunction takes blockDim=... or warp_config=[CudaWarpConfig(...), ...], not both: "
+                            "with warp_config the CTA is its warps, 32 threads each")
+        if self.blockDim is None and self.warp_config is None:
             raise TypeError(
                 "CudaDeviceFunction needs exactly one of blockDim=... or warp_config=[CudaWarpConfig(...), ...]"
             )

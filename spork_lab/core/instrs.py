@@ -33,6 +33,7 @@ class InstrInfo:
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
     tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
     aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
+    target: str = ""  # the least target that runs it: "sm_80" (or newer); "sm_90a" (that target only: wgmma)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import MemGenError, Memory
 from exo.core.prelude import SrcInfo, Sym
 
-from .instrs import instr_info_by_name, register_instr
+from .instrs import instr_info_by_name, register_instr, user_name
 from .ir import interval_width, stmt_cursors
 from .timelines import SyncTl
 
@@ -223,6 +223,13 @@ def trailing_of(stmt) -> Optional[tuple]:
     if isinstance(stmt, LoopIR.Call):
         return _TRAILING.get(stmt.f.name)
     return None
+
+
+def written_name(call: LoopIR.Call) -> str:
+    """The instr a call names as the user wrote it: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`,
+    nor a trailing barrier's wrapper."""
+    trailing = trailing_of(call)
+    return user_name(call.f.name if trailing is None else trailing[0])
 
 
 class SyncSyntax:

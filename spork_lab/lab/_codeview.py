@@ -55,6 +55,11 @@ class CodeView:
         """0-based line numbers showing statement `index`."""
         return [n for n, line in enumerate(self.lines) if line.stmt == index]
 
+    def stmt_text(self, index: int) -> str:
+        """Statement `index` as printed, on one line (the printer may wrap it over several)."""
+        return " ".join(" ".join(self.lines[n].text.split()) for n in self.lines_of_stmt(index)).replace(
+            "[ ", "[").replace("( ", "(")
+
     def lines_of_source_line(self, lineno: int) -> list[int]:
         """0-based printed lines of every statement whose source line (srcinfo) is `lineno`."""
         hits = {i for i, s in enumerate(self.stmts) if s.srcinfo.lineno == lineno}

@@ -11,6 +11,7 @@ synchronization that would order them.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Optional
 
@@ -53,7 +54,7 @@ class _Side:
         """The statement's current text on one line (the printer may wrap it over several)."""
         if not self.lines:
             return (self.access.get("stmt") or {}).get("text", "?")
-        return " ".join(" ".join(view.lines[n].text.split()) for n in self.lines).replace("[ ", "[").replace("( ", "(")
+        return view.stmt_text(self.stmt)
 
 
 def _shared_path(a: tuple, b: tuple) -> tuple:
@@ -220,8 +221,19 @@ def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: 
         loop = f"the body of `for {carried}`" if carried else "the loop body"
         where = f"after line {earlier.line}, at the end of {loop} (before the next iteration reaches line {later.line})"
     barriers = [i for i in _between(view, earlier.stmt, later.stmt) if sync_spec_of(view.stmts[i]).kind != "Fence"]
-    also = (" (or fix the pairing of the Arrive/Await between them: see the Barrier timeline)" if barriers else "")
-    return f"{fence} {where}: {call}{also}"
+    if barriers and kind != "FREE":  # meant to order them: the pairing is what to fix, not a Fence to add
+        lines = ", ".join(str(view.lines_of_stmt(i)[0] + 1) for i in barriers)
+        return (f"the barrier statements between them (line{'s' * (len(barriers) > 1)} {lines}) do not order these "
+                "accesses: check their pairing in the Barrier timeline (an Arrive or ReverseArrive missing in some "
+                f"iterations, or an Await's lag); or add {fence} {where}: {call}")
+    return f"{fence} {where}: {call}"
+
+
+def _printed_lines(message: str, sides: list) -> str:
+    """The checker's message with the lines it names (its statements' source lines) as the Code tab numbers them,
+    as the rest of the card does."""
+    printed = {s.access["stmt"]["line"]: s.line for s in sides if s.line and (s.access.get("stmt") or {}).get("line")}
+    return re.sub(r"\bline (\d+)\b", lambda m: f"line {printed.get(int(m[1]), m[1])}", message)
 
 
 def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
@@ -242,7 +254,7 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
             "kind": kind,
             "buffer": buffer,
             "index": fields.get("index"),
-            "message": fields["message"],
+            "message": _printed_lines(fields["message"], [s for s in (earlier, later) if s is not None]),
             "count": 1,
             "stmts": [s.stmt for s in (earlier, later) if s is not None],
             "stmt_lines": [s.line for s in (earlier, later) if s is not None],  # 1-based first printed lines
@@ -250,12 +262,14 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
         }
         if earlier is not None:
             card["witness"] = _witness(kind, earlier, later, view, analysis, buffer)
-            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc)
         else:  # a barrier error (DEADLOCK, COUNT): one statement; the Barrier timeline shows the events
             card["witness"] = [("statement", f"line {later.line}: {later.text(view)}", ""),
                                ("threads", _thread_text(later.threads), ""),
                                ("iterators", ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-", "")]
+        if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
+        else:
+            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc)
         card["texts"] = [s.text(view) for s in (earlier, later) if s is not None]
         cards.append(card)
     return cards

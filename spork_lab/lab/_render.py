@@ -25,8 +25,9 @@ def _badge(outcome_state: str, message: str, bad: bool) -> str:
     return f'<span class="sl-badge {cls}">{escape(message)}</span>'
 
 
-def header(title: str, step: int, n_steps: int, analysis, check, check_text: str, step_error: Optional[dict]) -> str:
-    """Title, the step shown (with buttons to browse the others), analysis and check badges, a failed step's error."""
+def header(title: str, step: int, n_steps: int, analysis, check, step_error: Optional[dict], notice: str = "") -> str:
+    """Title, the step shown (with buttons to browse the others), analysis and check badges, a failed step's error
+    (and the calls of its cell not run after it), a notice (steps a cell run again replaced)."""
     prev = f' data-set="step:{step - 1}"' if step > 0 else " disabled"
     nxt = f' data-set="step:{step + 1}"' if step < n_steps else " disabled"
     parts = [
@@ -35,15 +36,20 @@ def header(title: str, step: int, n_steps: int, analysis, check, check_text: str
         f" step {step} of {n_steps} "
         f'<button class="sl-btn"{nxt} title="next step">▶</button></span>',
         _badge(analysis.state, analysis.message, analysis.state == "error"),
-        _badge(check.state, check_text, check.state == "error" or (check.state == "ok" and not check.value.ok)),
+        _badge(check.state, check.message, check.state == "error" or (check.state == "ok" and not check.value.ok)),
         "</div>",
     ]
     if step_error:
         parts.append(
             f'<div class="sl-step-error"><b>{escape(step_error["call"])}</b> failed '
             f'({escape(step_error["kind"])}): {escape(step_error["message"])}'
-            f"<br>The session stays at step {step}.</div>"
+            f"<br>The session stays at step {step}."
+            + (f" Not run after it in this cell: {escape(', '.join(step_error['skipped']))}."
+               if step_error.get("skipped") else "")
+            + "</div>"
         )
+    if notice:
+        parts.append(f'<div class="sl-step-notice">{escape(notice)}.</div>')
     return "".join(parts)
 
 

@@ -51,6 +51,19 @@ SCRIPT_IMPORTS = (
 )
 
 
+def running_cell() -> Optional[tuple]:
+    """(cell id, execution count) of the notebook cell running now; None outside a notebook, or where the front
+    end sends no cell id (JupyterLab and Notebook 7 send one with every execution)."""
+    try:
+        shell = get_ipython()  # noqa: F821 -- defined only inside IPython
+    except NameError:
+        return None
+    kernel = getattr(shell, "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+    cell_id = (parent or {}).get("metadata", {}).get("cellId")
+    return (cell_id, shell.execution_count) if cell_id else None
+
+
 @dataclass(frozen=True)
 class Step:
     """One scheduling step: the operation, its arguments as Python source, and the proc it produced."""
@@ -61,6 +74,7 @@ class Step:
     proc: Procedure
     diff: tuple[str, ...]
     classes: tuple[type, ...] = ()  # of dataclass arguments (a schedule's Config): a script imports them
+    cell: Optional[tuple] = None  # (notebook cell id, execution count) of the cell that applied it
 
     @property
     def call(self) -> str:
@@ -135,7 +149,7 @@ class StepResult:
     """Everything the views show about one proc, computed once: printed lines, analysis, check, cards, timelines.
 
     The sync check starts (in a worker thread) as soon as the analysis is done; what needs its report (`check`,
-    `hazards`, `timelines`, `summary`, `marks`) waits for it on first use, so a picture draws the views that
+    `hazards`, `timelines`, `marks`) waits for it on first use, so a picture draws the views that
     need no check (tiling, highlighted code, steps) while gcc builds the checker.
     """
 
@@ -148,15 +162,23 @@ class StepResult:
         self._cuda: Optional[tuple] = None
 
     @cached_property
-    def check(self) -> Outcome:
+    def _checked(self) -> Outcome:
         outcome = self._check.outcome(self._progress)
         if self._progress is not None:
             self._progress.done()
         return outcome
 
+    @cached_property
+    def check(self) -> Outcome:
+        """The sync check; with hazards, its message counts them as the Hazards tab's cards do."""
+        checked = self._checked
+        if checked.state == "ok" and not checked.value.ok:
+            return dataclasses.replace(checked, message=f"{len(self.hazards)} {checked.message}")
+        return checked
+
     @property
     def _report(self):
-        return self.check.value if self.check.state == "ok" else None
+        return self._checked.value if self._checked.state == "ok" else None
 
     @cached_property
     def hazards(self) -> list[dict]:
@@ -169,11 +191,6 @@ class StepResult:
         analysis = self.analysis.value if self.analysis.state == "ok" else None
         report = self._report
         return _timeline.barrier_timelines(report, report.hazards, self.view, analysis) if report is not None else []
-
-    @cached_property
-    def summary(self) -> str:
-        hazards = self.check.state == "ok" and not self.check.value.ok
-        return f"{len(self.hazards)} {self.check.message}" if hazards else self.check.message
 
     @cached_property
     def marks(self) -> dict[int, list[dict]]:
@@ -261,7 +278,9 @@ class Workbench:
         self.initial = proc
         self.sizes = dict(sizes or {})
         self.steps: list[Step] = []
-        self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step"}
+        self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step", "cell",
+        #   "skipped": the calls after it in the same run of its cell, not run}
+        self.replaced: Optional[dict] = None  # {"step", "text"}: what re-running a cell dropped, said at that step
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
         self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
@@ -284,6 +303,15 @@ class Workbench:
         """Run `op(proc, *args, **kwargs)` as the next step; a failing op shows its error and changes nothing."""
         if not callable(op):
             raise TypeError(f"apply takes a scheduling operation, as in wb.apply(divide_loop, ...), not {op!r}")
+        cell = running_cell()
+        if cell is not None and self.error and self.error["cell"] == cell:
+            # an earlier call of this run of the cell failed: the calls after it were written for its result
+            self.error["skipped"].append(f"{getattr(op, '__name__', op)}(...)")
+            return self
+        if cell is not None:
+            if self.replaced and self.replaced["cell"] != cell:
+                self.replaced = None  # said once, in the picture of the run that replaced them
+            self._replace_steps_of(cell)
         current = self.proc
         call = f"{getattr(op, '__name__', op)}(...)"
         try:
@@ -299,15 +327,32 @@ class Workbench:
             if not isinstance(e, (SporkError, InvalidCursorError)):
                 e = explain(e, getattr(op, "__name__", str(op)), current, user_frame())
             message = e.message if isinstance(e, SporkError) else str(e)
-            self.error = {"call": call, "kind": type(e).__name__, "message": message, "step": len(self.steps)}
+            self.error = {"call": call, "kind": type(e).__name__, "message": message, "step": len(self.steps),
+                          "cell": cell, "skipped": []}
             return self
         if not isinstance(new, Procedure):
             raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
         classes = tuple(type(a) for a in (*args, *kwargs.values()) if dataclasses.is_dataclass(a) and not isinstance(a, type))
-        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new)), classes))
+        self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new)), classes, cell))
         self.error = None
         self._steps_changed()
         return self
+
+    def _replace_steps_of(self, cell: tuple) -> None:
+        """A cell run again replaces the steps its earlier run applied (not add them twice), and the steps after
+        them, which were applied to their result."""
+        first = next((i for i, s in enumerate(self.steps) if s.cell and s.cell[0] == cell[0] and s.cell != cell), None)
+        if first is None:
+            return
+        later = [s for s in self.steps[first:] if s.cell is None or s.cell[0] != cell[0]]
+        text = f"running this cell again replaced steps {first + 1} to {len(self.steps)}" if len(self.steps) > first + 1 \
+            else f"running this cell again replaced step {first + 1}"
+        if later:
+            text += f", {len(later)} of them from later cells: run those again"
+        del self.steps[first:]
+        self.error = None
+        self.replaced = {"step": first, "text": text, "cell": cell}
+        self._steps_changed()
 
     def undo(self) -> "Workbench":
         """Drop the last step (and any error shown)."""
@@ -427,7 +472,7 @@ class Workbench:
             "code": _render.code(r.view, r.marks, index, changed),
             "tiling": tiling_html,
             "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
-            "hazards": _hazards.render(r.summary, r.hazards),
+            "hazards": _hazards.render(r.check.message, r.hazards),
             "steps": _render.steps(self.initial.name(), steps, step),
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
@@ -446,12 +491,12 @@ class Workbench:
                 "selection": None if index is None else (list(r.view.paths[index]), type(r.view.stmts[index]).__name__),
                 "tiling": grid,
                 "steps": steps,
-                "hazards": [{k: c[k] for k in ("kind", "buffer", "stmts", "lines", "count", "hint", "witness", "texts")}
+                "hazards": [{k: c[k] for k in ("kind", "buffer", "message", "stmts", "lines", "count", "hint", "witness", "texts")}
                             for c in r.hazards],
                 "timelines": [{"name": b["name"], "bad": b["bad"], "lanes": b["lanes"], "events": b["events"],
                                "page": pages.get(b["name"], _timeline.first_page(b))} for b in r.timelines],
                 "analysis": {"state": r.analysis.state, "message": r.analysis.message, "error": r.analysis.error},
-                "check": {"state": r.check.state, "message": r.summary, "error": r.check.error},
+                "check": {"state": r.check.state, "message": r.check.message, "error": r.check.error},
                 "error": error,
             },
         }
@@ -459,7 +504,8 @@ class Workbench:
     def header(self, step: int, error: Optional[dict] = None) -> str:
         """The header of a picture of `step`: title, step browser, badges, and `error` (of a step that failed)."""
         r = self.result(step)
-        return _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, r.summary, error)
+        notice = self.replaced["text"] if self.replaced and step == len(self.steps) else ""
+        return _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, error, notice)
 
     @staticmethod
     def _timeline_note(r: StepResult) -> str:

@@ -11,7 +11,6 @@ of `PAGE` events at a time, so the picture fits the cell's width.
 from __future__ import annotations
 
 from html import escape
-from typing import Optional
 
 from ._codeview import CodeView
 from ._hazards import locate
@@ -42,8 +41,9 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
     cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
     failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT")]
     out: dict[str, dict] = {}
-    arrives: dict[tuple, list[int]] = {}  # queue -> event numbers of its arrives since the queue (re)started
-    last_index: dict[tuple, int] = {}
+    # queue -> event numbers of its arrives since the queue (re)started; a queue is the checker's: a barrier
+    # position's forward or reverse queue, of its own per owner (a multicast's source CTA, a commit group's threads)
+    arrives: dict[tuple, list[int]] = {}
     for e in report.barrier_timeline:
         ev = e.to_json()
         b = out.setdefault(ev["barrier"], {"name": ev["barrier"], "info": report.barriers.get(ev["barrier"], {}),
@@ -57,18 +57,17 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
         lane = {"queue": ev["queue"], "role": _role(ev["kind"]), "label": who}
         if lane not in b["lanes"]:
             b["lanes"].append(lane)
-        queue = (ev["barrier"], tuple(ev["position"]), ev["queue"])
+        queue = arrives.setdefault((ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"]), [])
         n = len(b["events"])
         pairs, state = None, "ok"
         if lane["role"] == "arrive":
-            if ev["index"] <= last_index.get(queue, 0):
-                arrives[queue] = []  # the barrier's scope started again (next task): numbering restarts
-            last_index[queue] = ev["index"]
-            arrives.setdefault(queue, []).append(n)
+            if len(queue) >= ev["index"]:
+                queue.clear()  # the barrier's scope started again (next task): numbering restarts
+            queue.append(n)
         elif ev["index"] <= 0:
             state = "pass"  # a ring's first awaits: no arrive to wait for yet
-        elif ev["index"] <= len(arrives.get(queue, [])):
-            pairs = arrives[queue][ev["index"] - 1]
+        elif ev["index"] <= len(queue):
+            pairs = queue[ev["index"] - 1]
         else:
             state = "bad"  # waits for an arrive that has not happened: deadlock
         if any(h.access.stmt and h.access.stmt.path == tuple(ev["stmt"]["path"] or ()) and h.access.iters == ev["iters"]
@@ -80,7 +79,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             "lane": b["lanes"].index(lane), "kind": ev["kind"], "queue": ev["queue"], "position": ev["position"],
             "index": ev["index"], "slot": ev["slot"], "parity": ev["parity"], "iters": ev["iters"],
             "threads": threads, "stmt": stmt, "line": view.lines_of_stmt(stmt)[0] + 1 if stmt is not None else None,
-            "text": ev["stmt"]["text"], "pairs": pairs, "state": state,
+            "text": view.stmt_text(stmt) if stmt is not None else ev["stmt"]["text"], "pairs": pairs, "state": state,
         })
     for b in out.values():
         order = {("forward", "arrive"): 0, ("forward", "await"): 1, ("reverse", "arrive"): 2, ("reverse", "await"): 3}

@@ -27,12 +27,14 @@ from typing import Callable, Optional
 
 from exo.API import Procedure
 from exo.core.LoopIR import UAST, LoopIR
+from exo.core.memory import Memory
 from exo.core.prelude import SrcInfo
 from exo.frontend.pyparser import ParseError, Parser
 from exo.frontend.typecheck import TypeChecker
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
+from ..core.coll import CollUnit
 from .bounds import check_bounds
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
@@ -309,14 +311,22 @@ class _GpuSyntaxRewriter:
         or a barrier memory names the user's line; exo would evaluate it with its parser's frames around."""
         if not (isinstance(annotation, pyast.BinOp) and isinstance(annotation.op, pyast.MatMult)):
             return
+        written = pyast.unparse(annotation.right)
         try:
             mem = self.eval(annotation.right, "memory")
-        except _Unknown:
-            return  # exo reports the unknown name
+        except _Unknown as e:
+            memories = [n for n, v in self.env.items() if isinstance(v, type) and issubclass(v, Memory)]
+            self.err(annotation.right, f"unknown memory '{e.name}' for '{name}'{_suggest(e.name, memories)}")
         if isinstance(mem, type) and issubclass(mem, BarrierMemory):
             self.err(annotation.right, f"{mem.__name__} holds barriers, not data: declare a barrier as "
                                        f"`{name}: barrier @ {mem.__name__}`, or put '{name}' in a data memory "
                                        "such as CudaSmemLinear")
+        if not (isinstance(mem, type) and issubclass(mem, Memory)):
+            what = ("a collective unit, which says who runs code" if isinstance(mem, CollUnit)
+                    else "a function: call it with its parameters, as in Sm90_SmemSwizzled(128)" if callable(mem)
+                    else f"a {type(mem).__name__}")
+            self.err(annotation.right, f"'{name}' @ {written}: {written} is not a memory but {what} (memories are "
+                                       "CudaGmemLinear, CudaSmemLinear, CudaRmem, Sm90_SmemSwizzled(128), ...)")
 
     @staticmethod
     def bf16_to_f16(annotation) -> bool:

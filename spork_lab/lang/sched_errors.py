@@ -19,8 +19,6 @@ import difflib
 import functools
 import re
 import sys
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Optional
 
 import exo
@@ -30,29 +28,17 @@ from exo.core.LoopIR import LoopIR
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of
-from ..errors import SporkSchedulingError
+from ..errors import LIBRARIES, SporkSchedulingError, user_frame
 from .printer import print_stmt
 
-_LIBRARIES = (str(Path(__file__).resolve().parents[1]), str(Path(exo.__file__).resolve().parent))
 _EXO_PREFIXES = ("<<<unknown directive>>>: ", "find: ")
-
-
-def user_frame(frame=None) -> Optional[SimpleNamespace]:
-    """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None."""
-    f = frame or sys._getframe(1)
-    while f is not None:
-        name = f.f_code.co_filename
-        if not name.startswith(_LIBRARIES) and not name.startswith("<frozen"):
-            return SimpleNamespace(filename=name, lineno=f.f_lineno)
-        f = f.f_back
-    return None
 
 
 def _frames_in_exo(e: BaseException) -> list:
     """For each frame of `e`'s traceback, outermost first: whether it is exo's code."""
     frames, tb = [], e.__traceback__
     while tb is not None:
-        frames.append(tb.tb_frame.f_code.co_filename.startswith(_LIBRARIES[1]))
+        frames.append(tb.tb_frame.f_code.co_filename.startswith(LIBRARIES[1]))
         tb = tb.tb_next
     return frames
 
@@ -159,6 +145,11 @@ def explain(
     if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
         return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
                                     "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
+    unknown = re.fullmatch(r"(\w+) not found in the current environment", str(e))
+    if type(e).__name__ == "ParseFragmentError" and unknown:  # an expression argument names what is not in scope
+        return SporkSchedulingError(f"{op}: unknown name '{unknown.group(1)}' in an expression argument: it may use "
+                                    "the proc's sizes and arguments and the iterators of the loops around the place "
+                                    "it goes", where)
     if not isinstance(e, (exo.SchedulingError, TypeError, ValueError)):  # exo's op itself broke (e.g. its solver)
         return SporkSchedulingError(f"{op}: exo failed inside this op ({type(e).__name__}: {e}), a limit of exo's "
                                     "implementation; the proc is unchanged: reach the schedule another way (e.g. "
@@ -223,7 +214,7 @@ def install() -> None:
             method = caller.f_code.co_name
             method = method if method in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
             user = caller.f_back if method != "find" else caller
-            if user.f_code.co_filename.startswith(_LIBRARIES):
+            if user.f_code.co_filename.startswith(LIBRARIES):
                 raise  # a scheduling op looking for something: the op explains its failure
             raise explain(e, method, self, user_frame()).with_traceback(None) from None  # as the notebook shows it
 

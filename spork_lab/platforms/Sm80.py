@@ -88,7 +88,7 @@ def _cp_async_template(dtype: str, elem_bytes: int) -> InstrTemplate:
         )
         p = parse_source(src, filename=__file__, func_globals=_NAMESPACE, instr=(c_instr, ""))
         register_instr(p.name(), InstrInfo(instr_tl=Sm80_cp_async_instr, coll_unit=cuda_thread,
-                                           aligned=(("dst", size), ("src", size))))
+                                           aligned=(("dst", size), ("src", size)), target="sm_80"))
         return p
 
     return InstrTemplate(name, make, {"size": 4})
@@ -221,7 +221,8 @@ def _m16n8k16(dtype: str) -> tuple:
     for name, (c_instr, src, convergent) in sources.items():
         p = parse_source(src, filename=__file__, func_globals=namespace, instr=(c_instr, ""))
         ldmatrix = "ldmatrix" in c_instr
-        register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent, aligned=(("smem", 16),) if ldmatrix else ()))
+        register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent, target="sm_80",
+                                       aligned=(("smem", 16),) if ldmatrix else ()))
         procs.append(p)
     return tuple(procs)
 

@@ -293,7 +293,7 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
         register_instr(
             p.name(),
             InstrInfo(tma_to_smem_async_instr, cuda_thread, lower=lower, trailing_barrier=True,
-                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",)),
+                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",), target="sm_90"),
         )
         return p
 
@@ -338,7 +338,8 @@ def _make_tma_store(dt: str, reduce: bool):
                         f'"l"(&{call.args["dst"].buffer}), "r"(spork_sm90_smem({call.args["src"].ptr})), '
                         f'"r"({c0}), "r"({c1})')
 
-        register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower, tensor_map_params=("dst",)))
+        register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower, tensor_map_params=("dst",),
+                                           target="sm_90"))
         return p
 
     return make
@@ -405,7 +406,7 @@ def _make_wgmma(dt: str):
             p.name(),
             InstrInfo(wgmma_async_instr, cuda_warpgroup,
                       usage_tls={"D": wgmma_usage_d, "A": wgmma_usage_a, "B": wgmma_usage_b},
-                      convergent=True, lower=lower, cuda_includes=(helper,)),
+                      convergent=True, lower=lower, cuda_includes=(helper,), target="sm_90a"),
         )
         return p
 

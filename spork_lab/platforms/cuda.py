@@ -135,7 +135,9 @@ class CudaMbarrier(BarrierMemory):
     def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
         for u in awaits:
             if u.spec.N >= 0:
-                raise _use_error(u, f"{u.spec.kind} on CudaMbarrier {name} needs N = ~lag (< 0): mbarriers pair by lag")
+                raise _use_error(u, f"{u.spec.kind} on CudaMbarrier {name} takes N = ~lag, not {u.spec.N}: write ~0 to wait "
+                                    "for the latest arrive (~k: the one k phases back); mbarriers pair by lag, "
+                                    "commit groups by count")
         if len({u.spec.N for u in awaits}) > 1:
             raise _use_error(awaits[-1], f"every {awaits[0].spec.kind} on {name} must use the same N (~lag)")
         counts = {u.arrivals for u in arrives}

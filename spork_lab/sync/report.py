@@ -77,6 +77,7 @@ class BarrierEvent:
     index: int  # arrives: this arrive's number (1-based); awaits: the arrive it pairs with (<= 0: none yet)
     slot: Optional[int]  # mbarriers: ring slot of that arrive
     parity: Optional[int]  # mbarriers: phase parity of that arrive
+    owner: int = -1  # a queue of its own per CTA of a multicast or per group of threads (a commit group): whose
 
     def to_json(self) -> dict:
         return {
@@ -90,6 +91,7 @@ class BarrierEvent:
             "index": self.index,
             "slot": self.slot,
             "parity": self.parity,
+            "owner": self.owner,
         }
 
 
@@ -238,7 +240,7 @@ def _events(program: P.Program, events: list) -> list:
         out.append(
             BarrierEvent(q.barrier, q.position, "reverse" if q.reverse else "forward", site[0], site[1], who,
                          dict(zip(site[2], acc.iv)), e.index, None if e.slot < 0 else e.slot,
-                         None if e.parity < 0 else e.parity)
+                         None if e.parity < 0 else e.parity, q.source)
         )
     return out
 

@@ -15,6 +15,10 @@ function draw(model, root) {
     (model.get("header") || views.header || "") +
     `<div class="sl-tabs">${tabs}</div>` +
     `<div class="sl-view sl-view-${current}">${views[current] || ""}</div>`;
+  // a long proc scrolls inside its box: keep the selected statement in sight (a third of the way down)
+  const code = root.querySelector(".sl-code");
+  const selected = code && code.querySelector(".sl-selected");
+  if (selected) code.scrollTop = Math.max(0, selected.offsetTop - code.clientHeight / 3);
 }
 
 function render({ model, el }) {
