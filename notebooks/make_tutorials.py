@@ -337,9 +337,9 @@ def measured_result(path: Path = HERE.parent / "benchmarks" / "results" / "gemm.
         f"\n\nOn an {gpu.removeprefix('NVIDIA ')}, `benchmarks/gemm.py` measured (`benchmarks/results/gemm.json`, "
         f"{date}) the Sm80 kernel at {pair(sm80, 'tflops')} TFLOP/s for M = N = K = 4096 and 8192 (cuBLAS f16: "
         f"{pair(sm80, 'cublas_tflops')}) and the Sm90 kernel at {pair(sm90, 'tflops')} (cuBLAS f16 with f32 output: "
-        f"{pair(sm90, 'cublas_tflops')}). The cell below keeps the output of the last GPU run recorded in this "
-        "notebook (its metadata `spork_lab.recorded_on` names the device); without one, it says what was built and "
-        "that nothing ran.")
+        f"{pair(sm90, 'cublas_tflops')}). The cell below shows, as stored, the output of the last GPU run recorded "
+        "in this notebook (its metadata `spork_lab.recorded_on` names the device); run on a machine without a GPU, "
+        "it replaces that with what was built and that nothing ran.")
 
 
 _KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},

@@ -7,6 +7,7 @@ SPORK_UPDATE_GOLDEN=1 pytest tests/test_codegen.py.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import shutil
@@ -145,6 +146,12 @@ def test_sm90_accumulator_column_windows():
         sl.compile_procs_to_strings([sl.parse_source(shifted, func_locals=consts)], "gemm_shifted")
 
 
+def test_a_proc_not_in_a_list_is_refused_at_the_call():
+    with pytest.raises(TypeError, match=r"takes a list of procs: write compile_procs_to_strings\(\[p\], ...\)") as info:
+        sl.compile_procs_to_strings(warpgroup_fences, "wg")
+    assert (info.value.filename, info.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+
+
 def test_a_misspelt_api_name_gets_a_suggestion():
     with pytest.raises(AttributeError, match="has no attribute 'compile'; did you mean 'compile_procs'"):
         sl.compile  # noqa: B018
@@ -153,8 +160,9 @@ def test_a_misspelt_api_name_gets_a_suggestion():
 def test_cluster_kernel_for_sm80_is_a_codegen_error(tmp_path):
     with pytest.raises(sl.CodegenError, match="clusterDim=2, which needs sm_90"):
         sl.compile_procs([warpgroup_fences], tmp_path, "wg", arch="sm_80")
-    with pytest.raises(sl.CodegenError, match="arch must look like"):
+    with pytest.raises(sl.CodegenError, match="arch must look like") as info:
         sl.compile_procs([warpgroup_fences], tmp_path, "wg", arch="90")
+    assert (info.value.filename, info.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)  # the call
 
 
 @pytest.mark.parametrize("arch, message", [

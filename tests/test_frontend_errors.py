@@ -86,6 +86,8 @@ CASES = {
     # were exo's NameError / asdl ValidationError, through its parser's frames, at the proc's line
     "misspelt memory": ("t: f32[4] @ CudaSmemLiner  # <-\nt[0] = 0.0",
                         ["unknown memory 'CudaSmemLiner' for 't' (did you mean CudaSmemLinear?)"]),
+    "misspelt element type": ("t: f23[4] @ CudaSmemLinear  # <-\nt[0] = 0.0",
+                              ["unknown element type 'f23' for 't' (did you mean f32?); the element types are R, f16, bf16"]),
     "collective unit as a memory": ("t: f32[4] @ cuda_warp  # <-\nt[0] = 0.0",
                                     ["cuda_warp is not a memory but a collective unit"]),
     "memory factory not called": ("t: f32[4] @ Sm90_SmemSwizzled  # <-\nt[0] = 0.0",

@@ -281,6 +281,11 @@ def test_a_race_across_barriers_points_at_their_pairing_first():
     assert "check their pairing in the Barrier timeline" in war["hint"] and "; or add a CTA-scope Fence(" in war["hint"]
     deadlocks = [c for c in v.data["hazards"] if c["kind"] == "DEADLOCK"]
     assert deadlocks and all(c["hint"].startswith("open the Barrier timeline") for c in deadlocks)
+    # a card's lines select its statement in Code; the CUDA tab says that this code is not sound
+    assert f'<div class="sl-hazard-where" data-set="selected:{war["stmts"][-1]}" data-goto="code"' in v.state["views"]["hazards"]
+    note = Workbench(ring_missing_release, sizes={"n": 256}).result().cuda()[1]
+    assert note.endswith(f"the sync check found {len(v.data['hazards'])} hazard(s) at n=256: on the GPU this code can "
+                         "race or hang, and compiles all the same")
 
 
 def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():

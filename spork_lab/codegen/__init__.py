@@ -24,7 +24,7 @@ from exo.core.memory import MemGenError
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..core.ir import walk_stmts
-from ..errors import CodegenError, user_facing
+from ..errors import CodegenError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
 from ._device import check_smem
@@ -126,7 +126,7 @@ def _compute_capability(arch: Optional[str]) -> Optional[int]:
         return None
     m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
     if m is None:
-        raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}")
+        raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}", user_frame())
     return int(m[1])
 
 
@@ -214,10 +214,11 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     With `arch` (e.g. "sm_80") device functions that target cannot run raise CodegenError.
     """
     if isinstance(procs, Procedure):
-        raise TypeError("compile_procs_to_strings takes a list of procs: write compile_procs_to_strings([p], ...)")
+        raise SporkTypeError("compile_procs_to_strings takes a list of procs: write compile_procs_to_strings([p], ...)",
+                             user_frame())
     procs = list(procs)
     if not all(isinstance(p, Procedure) for p in procs):
-        raise TypeError("compile_procs_to_strings takes a list of procs (made with @proc)")
+        raise SporkTypeError("compile_procs_to_strings takes a list of procs (made with @proc)", user_frame())
     for p in procs:
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
     _check_distinct_names(procs)

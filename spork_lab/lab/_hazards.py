@@ -275,6 +275,12 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
     return cards
 
 
+def _select(card: dict) -> str:
+    """Clicking a card's lines selects its later statement in the Code tab (as clicking a timeline event does)."""
+    stmt = card["stmts"][-1] if card["stmts"] and card["stmts"][-1] is not None else None
+    return f' data-set="selected:{stmt}" data-goto="code" title="show in Code"' if stmt is not None else ""
+
+
 def render(note: str, cards: list[dict]) -> str:
     """One card per hazard: kind, buffer and element, the two-column witness and the hint."""
     parts = [f'<div class="sl-note">{escape(note)}</div>']
@@ -289,7 +295,7 @@ def render(note: str, cards: list[dict]) -> str:
         parts.append(
             f'<div class="sl-hazard" data-lines="{" ".join(str(n + 1) for n in card["lines"])}">'
             f'<div class="sl-hazard-kind">{escape(card["kind"])} hazard{escape(where)}{escape(count)}</div>'
-            f'<div class="sl-hazard-where">{escape(lines)}: {escape(card["message"])}</div>'
+            f'<div class="sl-hazard-where"{_select(card)}>{escape(lines)}: {escape(card["message"])}</div>'
             f'<table class="sl-witness">{header}{rows}</table>'
             f'<div class="sl-hint"><b>to fix:</b> {escape(card["hint"])}</div></div>'
         )

@@ -230,8 +230,10 @@ class StepResult:
             else:
                 try:
                     cu = compile_procs_to_strings([self.proc], self.proc.name())[2]
+                    unsound = self.hazards and f"; the sync check found {self.check.message}: on the GPU this code " \
+                                               "can race or hang, and compiles all the same"
                     self._cuda = (cu, f"{self.proc.name()}.cu as sl.compile_procs_to_strings writes it "
-                                      f"({cu.count(chr(10)) + 1} lines)")
+                                      f"({cu.count(chr(10)) + 1} lines){unsound or ''}")
                 except SporkError as e:
                     self._cuda = (None, f"code generation failed: {e}")
         return self._cuda

@@ -236,6 +236,9 @@ def _without_self(message: str) -> str:
     return re.sub(r"^[\w.]*__init__[(][)] ", "", message)
 
 
+_ELEMENT_TYPES = ("R", "f16", "bf16", "f32", "f64", "i8", "ui8", "ui16", "i32")  # exo's parser's, and bf16
+
+
 def _suggest(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -301,10 +304,22 @@ class _GpuSyntaxRewriter:
                 self.err(a, f"barrier '{a.arg}' cannot be a proc argument: allocate it inside the proc, "
                             f"`{a.arg}: barrier @ CudaMbarrier`")
             if a.annotation is not None:
+                self.check_element_type(a.arg, a.annotation)
                 self.check_data_memory(a.arg, a.annotation)
             if a.annotation is not None and self.bf16_to_f16(a.annotation):
                 self.bf16_decls.add((a.arg, None, None))
         fdef.body = self.block(fdef.body)
+
+    def check_element_type(self, name: str, annotation) -> None:
+        """`x: f23[n]` names its element type as exo's parser reads it (`R`, `f32`, ..., and our `bf16`); exo would
+        say only "expected tensor type to be of the form 'R[...]', 'f32[...]', etc."."""
+        typ = annotation.left if isinstance(annotation, pyast.BinOp) else annotation
+        base = typ.value if isinstance(typ, pyast.Subscript) else None
+        if isinstance(base, pyast.List) and len(base.elts) == 1:  # an instr's window parameter: [f32][4]
+            base = base.elts[0]
+        if isinstance(base, pyast.Name) and base.id not in _ELEMENT_TYPES:
+            self.err(base, f"unknown element type '{base.id}' for '{name}'{_suggest(base.id, _ELEMENT_TYPES)}; the "
+                           f"element types are {', '.join(_ELEMENT_TYPES)}")
 
     def check_data_memory(self, name: str, annotation) -> None:
         """The memory of a data tensor, evaluated here so that a memory's own check (`Sm90_SmemSwizzled(100)`)
@@ -344,6 +359,7 @@ class _GpuSyntaxRewriter:
         if isinstance(s, pyast.AnnAssign) and self._is_barrier_annotation(s.annotation):
             return self.barrier_decl(s)
         if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name):
+            self.check_element_type(s.target.id, s.annotation)
             self.check_data_memory(s.target.id, s.annotation)
         if isinstance(s, pyast.AnnAssign) and isinstance(s.target, pyast.Name) and self.bf16_to_f16(s.annotation):
             info = self.getsrcinfo(s)
