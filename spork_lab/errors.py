@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+import sysconfig
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
@@ -139,12 +140,17 @@ def user_facing(fn: Callable) -> Callable:
 LIBRARIES = (str(Path(__file__).resolve().parent), str(Path(exo.__file__).resolve().parent))
 
 
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
 def user_frame(frame=None) -> Optional[SimpleNamespace]:
-    """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None."""
+    """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None: also
+    where there is none, as in a worker thread (the workbench's sync check), whose outer frames are Python's own."""
     f = frame or sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
-        if not name.startswith(LIBRARIES) and not name.startswith("<frozen"):
+        python_itself = name.startswith("<frozen") or (name.startswith(_STDLIB) and "site-packages" not in name)
+        if not name.startswith(LIBRARIES) and not python_itself:
             return SimpleNamespace(filename=name, lineno=f.f_lineno)
         f = f.f_back
     return None

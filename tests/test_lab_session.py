@@ -100,6 +100,15 @@ def test_undo_restores_previous_proc_and_stops_at_initial():
     assert wb.proc is seq_reverse and wb.steps == []
 
 
+def test_sizes_the_check_refuses_are_said_without_a_place_from_the_checks_thread():
+    """The check runs in a worker thread, whose only frames are Python's: the refusal named threading.py."""
+    from reverse_tiles import reverse_tiles
+
+    message = Workbench(reverse_tiles, sizes={"n": 100}).check.message
+    assert message.startswith("sync check failed: sync_check: the sizes {'n': 100} violate the assertion "
+                              "`n % 256 == 0` of reverse_tiles (line "), message
+
+
 @pytest.fixture
 def notebook_cell(monkeypatch):
     """Applies made as from a notebook cell: set `cell[:] = [id, execution count]` for each run of a cell."""

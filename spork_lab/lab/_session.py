@@ -282,7 +282,7 @@ class Workbench:
         self.steps: list[Step] = []
         self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step", "cell",
         #   "skipped": the calls after it in the same run of its cell, not run}
-        self.replaced: Optional[dict] = None  # {"step", "text"}: what re-running a cell dropped, said at that step
+        self.replaced: Optional[dict] = None  # {"text", "cell"}: what running a cell again replaced, said in its picture
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
         self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
@@ -353,7 +353,7 @@ class Workbench:
             text += f", {len(later)} of them from later cells: run those again"
         del self.steps[first:]
         self.error = None
-        self.replaced = {"step": first, "text": text, "cell": cell}
+        self.replaced = {"text": text, "cell": cell}
         self._steps_changed()
 
     def undo(self) -> "Workbench":
