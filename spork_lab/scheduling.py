@@ -15,6 +15,7 @@ from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the p
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
+from .core.sync_stmts import BarrierMemory as _BarrierMemory
 from .errors import SporkSchedulingError as _SporkSchedulingError
 from .lang.sched_errors import explain, passed_through_exo, raised_in_exo, user_frame
 
@@ -28,6 +29,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
         except TypeError as e:  # exo's own bind would raise it from inside exo and inspect
             params = ", ".join(str(p.replace(annotation=p.empty)) for p in self.sig.parameters.values())
             raise _SporkSchedulingError(f"{self.__name__}: {e}; it takes ({params})", user_frame()) from None
+        if self.__name__ == "set_memory":
+            _check_not_a_barrier(self.sig.bind(*args, **kwargs).arguments)
         try:
             return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -41,6 +44,22 @@ class _UserFacingOp(_AtomicSchedulingOp):
         proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
         given = self.sig.bind_partial(*args, **kwargs).arguments
         raise explain(failure, self.__name__, proc, user_frame(), given).with_traceback(None) from None
+
+
+def _check_not_a_barrier(given: dict) -> None:
+    """set_memory moves data: a barrier's memory is its mechanism (exo would make it a byte array that no sync
+    statement then finds), and a barrier memory holds no data."""
+    proc, cursor, memory = given["proc"], given["cursor"], given["memory_type"]
+    try:
+        node = (proc.find_alloc_or_arg(cursor) if isinstance(cursor, str) else cursor)._impl._node
+    except Exception:  # noqa: BLE001 -- no such buffer, or not a cursor: exo's own call says so
+        return
+    if getattr(node, "mem", None) is not None and issubclass(node.mem, _BarrierMemory):
+        raise _SporkSchedulingError(f"set_memory: {node.name} is a barrier @ {node.mem.name()}: a barrier's memory is "
+                                    "its mechanism; allocate another barrier in the memory wanted", user_frame())
+    if isinstance(memory, type) and issubclass(memory, _BarrierMemory):
+        raise _SporkSchedulingError(f"set_memory: {memory.name()} holds barriers, not data such as {node.name}",
+                                    user_frame())
 
 
 def _user_facing(op):

@@ -183,7 +183,7 @@ OUT_OF_BOUNDS = {
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i + 4:4 * i + 8], x[0:4], size=16)  # <-",
         "s is written out-of-bounds"),
     "barrier index past the end of its array": ("ring: barrier[2] @ CudaMbarrier\nArrive(cuda_in_order, 1) >> ring[2]  # <-",
-                                                "ring is written out-of-bounds"),
+                                                "indexes the barrier ring: barrier[2] out-of-bounds"),
 }  # fmt: skip
 
 

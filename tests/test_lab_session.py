@@ -87,6 +87,10 @@ def test_steps_are_recorded_with_source_text_and_diff():
     assert step.proc is wb.proc and wb.proc is not seq_reverse
     assert any(d.startswith("+") and "for w in seq(0, 8)" in d for d in step.diff)
     assert wb.state["data"]["steps"][0]["added"] == 3
+    # each change with a line of context either side, unchanged (re-indented lines count as unchanged)
+    (header, before, *change, after) = step.diff
+    assert header.startswith("@@ ") and before.startswith(" ") and after.startswith(" ") and before.strip() and after.strip()
+    assert all(d[0] in "+-" for d in change)
 
 
 def test_undo_restores_previous_proc_and_stops_at_initial():

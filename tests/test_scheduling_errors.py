@@ -115,6 +115,30 @@ def test_an_unknown_name_in_an_expression_argument_is_the_users_not_a_limit_of_e
                  "stage_mem: unknown name 'roww' in an expression argument")
 
 
+def test_set_memory_refuses_barriers():
+    """A barrier moved to a data memory became a byte array that its sync statements no longer found ("bar ...
+    not allocated", at a later line)."""
+    from procs_sync import ring_copy
+
+    _raises_here(lambda: set_memory(ring_copy, "bar", CudaSmemLinear), "set_memory: bar is a barrier @ CudaMbarrier")
+    _raises_here(lambda: set_memory(add_rows, "x", CudaMbarrier), "set_memory: CudaMbarrier holds barriers, not data")
+    _raises_here(lambda: set_memory(add_rows, "xx", CudaSmemLinear), "set_memory", "'xx'")  # exo's own error, as before
+
+
+def test_an_instr_template_is_found_by_the_name_the_printer_writes():
+    """`print(p)` shows `Sm80_cp_async_f32(..., size=16)`; exo knows only the instance `Sm80_cp_async_f32_16`."""
+    from cp_async_double_buffer import cp_async_double_buffer as p
+
+    first = p.find("Sm80_cp_async_f32(_)")
+    assert first._impl._node is p.find("Sm80_cp_async_f32_4(_)")._impl._node
+    assert len(p.find("Sm80_cp_async_f32(_)", many=True)) == 2
+
+
+def test_a_block_argument_given_an_expression_says_what_a_block_is():
+    _raises_here(lambda: wrap_with_context(add_rows, "row", CudaDeviceFunction(blockDim=32)),
+                 "wrap_with_context: block takes a block of statements, not a read cursor: a loop (p.find_loop(...))")
+
+
 def test_our_gpu_ops_report_the_same_way():
     _raises_here(lambda: set_loop_mode(add_rows, "cols", cuda_threads), "set_loop_mode: no loop matches 'cols'",
                  "did you mean 'col'?")

@@ -29,7 +29,6 @@ from exo.rewrite.LoopIR_scheduling import SchedulingError
 from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
-from ..core.instrs import template_call_of
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..errors import SporkError, SporkSchedulingError, SyncError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
@@ -94,29 +93,30 @@ class Step:
         }
 
 
-def _opcodes(old: str, new: str) -> tuple[list, list, list]:
-    """(old lines, new lines, difflib opcodes) of two printed procs, lines compared without their indentation:
-    a step that wraps code in a block (`CudaDeviceFunction`, a loop) re-indents it without changing it."""
+def _matcher(old: str, new: str) -> tuple[list, list, difflib.SequenceMatcher]:
+    """(old lines, new lines, their difflib matcher) of two printed procs, lines compared without their
+    indentation: a step that wraps code in a block (`CudaDeviceFunction`, a loop) re-indents it without changing it."""
     a, b = old.split("\n"), new.split("\n")
-    matcher = difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in b], autojunk=False)
-    return a, b, matcher.get_opcodes()
+    return a, b, difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in b], autojunk=False)
 
 
 def _diff(old: str, new: str) -> tuple[str, ...]:
-    """The line diff (no context, indentation ignored) between two printed procs: a `@@ -l,n +l,n @@` header,
-    then the removed lines (`-`) and the added ones (`+`) of each change."""
-    a, b, ops = _opcodes(old, new)
+    """The line diff (indentation ignored) between two printed procs: per change a `@@ -l,n +l,n @@` header, a
+    line of context (` `) either side, the removed lines (`-`) and the added ones (`+`)."""
+    a, b, matcher = _matcher(old, new)
     out: list[str] = []
-    for tag, i1, i2, j1, j2 in ops:
-        if tag != "equal":
-            out += [f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@", *(f"-{x}" for x in a[i1:i2]), *(f"+{x}" for x in b[j1:j2])]
+    for group in matcher.get_grouped_opcodes(1):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        out.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+        for tag, i1, i2, j1, j2 in group:
+            out += [f" {x}" for x in b[j1:j2]] if tag == "equal" else [*(f"-{x}" for x in a[i1:i2]), *(f"+{x}" for x in b[j1:j2])]
     return tuple(out)
 
 
 def _changed_lines(old: str, new: str) -> frozenset:
     """0-based lines of the printed proc `new` that a step from `old` added or rewrote (not only re-indented)."""
-    _, _, ops = _opcodes(old, new)
-    return frozenset(j for tag, _, _, j1, j2 in ops if tag in ("replace", "insert") for j in range(j1, j2))
+    _, _, matcher = _matcher(old, new)
+    return frozenset(j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2))
 
 
 class _Progress:
@@ -373,15 +373,11 @@ class Workbench:
         `Name(_)` also finds the first call of an instr template as the Code view prints it
         (`Sm90_mma_async_f16(_)` for the instance `Sm90_mma_async_f16_m64n256`)."""
         r = self.result()
-        template = re.fullmatch(r"(\w+)\(_\)", pattern.strip())
-        index = next((i for i, s in enumerate(r.view.stmts) if template and isinstance(s, LoopIR.Call)
-                      and (template_call_of(s.f.name) or (s.f,))[0].name == template[1]), None)
-        if index is None or template_call_of(r.view.stmts[index].f.name) is None:
-            try:
-                node = self.proc.find(pattern)._impl._node
-            except (SchedulingError, SyntaxError) as e:
-                raise explain(e, "select", self.proc, user_frame()).with_traceback(None) from None
-            index = next(i for i, s in enumerate(r.view.stmts) if s is node)
+        try:
+            node = self.proc.find(pattern)._impl._node  # `Name(_)` finds an instr template's calls too
+        except (SchedulingError, SyntaxError) as e:
+            raise explain(e, "select", self.proc, user_frame()).with_traceback(None) from None
+        index = next(i for i, s in enumerate(r.view.stmts) if s is node)
         self._selection = (r.view.paths[index], type(r.view.stmts[index]))
         return self
 

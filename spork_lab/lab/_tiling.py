@@ -26,9 +26,16 @@ from ..core.coll import cuda_cluster
 LEVEL_SIZES = {"thread": 1, "warp": 32, "warpgroup": 128}
 
 
+# Ten light categorical colours (Tableau 10, mixed with white for the dark text on them): golden-angle hues at
+# one lightness put close greens on warps 1 and 6 of eight.
+_PALETTE = ("#9cb6d1", "#f7c08f", "#eea2a3", "#b5d8d5", "#a9cfa3", "#f4e2a0", "#d3b5ca", "#ffcbd0", "#cbb4a6", "#d8d3d1")
+
+
 def _colour(index: int) -> str:
-    """A distinct, readable colour per group (golden-angle hue steps), as #rrggbb: notebook sanitizers drop
-    hsl() from style attributes."""
+    """A distinct, readable colour per group: the palette's, then golden-angle hue steps; as #rrggbb, since
+    notebook sanitizers drop hsl() from style attributes."""
+    if index < len(_PALETTE):
+        return _PALETTE[index]
     r, g, b = colorsys.hls_to_rgb((index * 137.508) % 360 / 360, 0.72, 0.62)
     return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 

@@ -135,7 +135,9 @@ def render(b: dict, page: int) -> str:
     width = _LABEL + (hi - lo) * _COL + 10
     height = _TOP + len(b["lanes"]) * _LANE + 6
     svg = [f'<svg class="sl-tl-svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'style="width: 100%; max-width: {width}px; height: auto" xmlns="http://www.w3.org/2000/svg">']
+           # scaled to the cell's width, but not below 560 px: a narrow cell scrolls it (.sl-tl) rather than shrink
+           f'style="width: 100%; max-width: {width}px; min-width: {min(width, 560)}px; height: auto" '
+           'xmlns="http://www.w3.org/2000/svg">']
     for i, lane in enumerate(b["lanes"]):
         y = _TOP + i * _LANE
         fill = "#f6f8fa" if lane["queue"] == "forward" else "#fbf5ff"
@@ -197,7 +199,8 @@ def timeline_view(note: str, barriers: list[dict], pages: dict) -> str:
     if not barriers:
         return f'<div class="sl-timeline"><div class="sl-note">{escape(note)}</div></div>'
     legend = ('<div class="sl-note">A<i>k</i>: arrive number <i>k</i> of its queue; W<i>k</i>: await pairing with arrive '
-              '<i>k</i> (line to it); s/p: ring slot and phase parity; dashed: an await with nothing to wait for yet; '
+              '<i>k</i> (line to it; a dashed line from the left: its arrive is on an earlier page); s/p: ring slot and phase '
+              'parity; a dashed box: an await with nothing to wait for yet; '
               'red: where the pairing fails. Click an event to select its statement.</div>')
     body = "".join(render(b, pages.get(b["name"], first_page(b))) for b in barriers)
     return f'<div class="sl-timeline">{legend}{body}</div>'

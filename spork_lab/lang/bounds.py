@@ -21,8 +21,8 @@ from exo.core.LoopIR import LoopIR
 from exo.frontend.boundscheck import CheckBounds
 
 from ..core.instrs import template_call_of
-from ..core.ir import interval_width
-from ..core.sync_stmts import trailing_of
+from ..core.ir import interval_width, walk_stmts
+from ..core.sync_stmts import is_barrier_alloc, trailing_of
 from ..errors import SporkSyntaxError
 
 
@@ -33,7 +33,22 @@ def check_bounds(ir: LoopIR.proc) -> None:
     try:
         CheckBounds(ir.update(body=_calls_at_call_sites(ir.body)))
     except TypeError as e:
-        raise TypeError(_user_names(str(e))) from None
+        raise TypeError(_barriers_named(_user_names(str(e)), ir)) from None
+
+
+def _barriers_named(message: str, ir: LoopIR.proc) -> str:
+    """exo says a barrier indexed past its dimensions "is written out-of-bounds" (a sync statement's generated proc
+    writes it): say which barrier and its dimensions."""
+    dims = {str(s.name): [str(d) for d in s.type.shape()] for s in walk_stmts(ir.body) if is_barrier_alloc(s)}
+
+    def named(m: re.Match) -> str:
+        shape = dims.get(m[1])
+        if shape is None:
+            return m[0]
+        return (f"a sync statement indexes the barrier {m[1]}: barrier[{', '.join(shape)}] out-of-bounds (each index "
+                f"runs from 0 to its dimension - 1) when:")
+
+    return re.sub(r"\b(\w+) is (?:written|read) out-of-bounds when:", named, message)
 
 
 # Names exo's counterexamples add to the user's: strides of every buffer and window, its temporaries, our blocks.

@@ -25,6 +25,7 @@ import exo
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
+from ..core.instrs import template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of
@@ -158,6 +159,10 @@ def explain(
     for prefix in _EXO_PREFIXES:
         if text.startswith(prefix):
             text = text[len(prefix) :]
+    block = re.search(r"'(\w+)' to \w+: expected pattern to match a BlockCursor, not <class '[\w.]*\.(\w+)Cursor'>", text)
+    if block:  # exo names its cursor classes: say what to pass
+        text = (f"{block.group(1)} takes a block of statements, not a {block.group(2).lower()} cursor: a loop "
+                "(p.find_loop(...)), or a statement's cursor .as_block() or .expand(...)")
     found = re.match(r"failed to find matches\s*Pattern:\s*(.*)", text, re.S)
     missing_buffer = re.search(r"could not find a cursor matching (\w+) : _", text)
     if proc is not None and found:
@@ -207,7 +212,11 @@ def install() -> None:
     def find(self, pattern, many=False, call_depth=1):
         if isinstance(pattern, str) and SYNC_PATTERN.match(pattern):
             return find_syncs(self, pattern, many)
+        instances = _template_instances(self, pattern)
         try:
+            if instances:  # `Sm80_cp_async_f32(_)` as printed: the calls of the template's instances
+                found = [exo_find(self, f"{name}(_)", many, call_depth=call_depth + 1) for name in instances]
+                return [c for cursors in found for c in cursors] if many else found[0]
             return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
         except (exo.SchedulingError, SyntaxError) as e:
             caller = sys._getframe(1)
@@ -219,6 +228,17 @@ def install() -> None:
             raise explain(e, method, self, user_frame()).with_traceback(None) from None  # as the notebook shows it
 
     Procedure.find = functools.wraps(exo_find)(find)
+
+
+def _template_instances(proc: Procedure, pattern) -> list[str]:
+    """For a pattern `Name(_)` naming an instr template as the printer writes its calls (`Sm90_mma_async_f16(_)`),
+    the names of its instances the proc calls (`Sm90_mma_async_f16_m64n256`), in order of first call."""
+    named = re.fullmatch(r"\s*(\w+)\(_\)\s*", pattern) if isinstance(pattern, str) else None
+    if named is None:
+        return []
+    calls = [str(s.f.name) for s in walk_stmts(proc.INTERNAL_proc().body) if isinstance(s, LoopIR.Call)]
+    return list(dict.fromkeys(c for c in calls if c != named[1] and (template_call_of(c) or (None,))[0] is not None
+                              and template_call_of(c)[0].name == named[1]))
 
 
 def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict) -> str:
