@@ -214,9 +214,13 @@ def install() -> None:
             return find_syncs(self, pattern, many)
         instances = _template_instances(self, pattern)
         try:
-            if instances:  # `Sm80_cp_async_f32(_)` as printed: the calls of the template's instances
-                found = [exo_find(self, f"{name}(_)", many, call_depth=call_depth + 1) for name in instances]
-                return [c for cursors in found for c in cursors] if many else found[0]
+            if instances and not many:  # `Sm80_cp_async_f32(_)` as printed: the calls of the template's instances
+                return exo_find(self, f"{instances[0]}(_)", many, call_depth=call_depth + 1)
+            if instances:
+                found = []
+                for name in instances:  # a loop, not a comprehension: exo counts the frames to its caller's
+                    found += exo_find(self, f"{name}(_)", many, call_depth=call_depth + 1)
+                return found
             return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
         except (exo.SchedulingError, SyntaxError) as e:
             caller = sys._getframe(1)
