@@ -25,12 +25,12 @@ class _UserFacingOp(_AtomicSchedulingOp):
 
     def __call__(self, *args, **kwargs):
         try:
-            self.sig.bind(*args, **kwargs)
+            given = self.sig.bind(*args, **kwargs).arguments
         except TypeError as e:  # exo's own bind would raise it from inside exo and inspect
             params = ", ".join(str(p.replace(annotation=p.empty)) for p in self.sig.parameters.values())
             raise _SporkSchedulingError(f"{self.__name__}: {e}; it takes ({params})", user_frame()) from None
         if self.__name__ == "set_memory":
-            _check_not_a_barrier(self.sig.bind(*args, **kwargs).arguments)
+            _check_not_a_barrier(given)
         try:
             return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405

@@ -135,20 +135,24 @@ def _runs_on(target: str, arch: str) -> bool:
     return arch == target if target.endswith("a") else _compute_capability(arch) >= _compute_capability(target)
 
 
+def _target_for_all(d) -> str:
+    """The target that runs every instr of a device function: an arch-specific one if any needs it, else the
+    newest named."""
+    targets = [t for t, _, _ in d.instr_targets]
+    return next((t for t in targets if t.endswith("a")), max(targets, key=_compute_capability))
+
+
 def _check_arch(code: list, arch: Optional[str]) -> None:
     """What the target cannot run, said here rather than by nvcc or at launch: instrs of a newer target (TMA,
     wgmma), thread block clusters (sm_90), and a CTA's shared memory over the target's limit (without `arch`,
     the most any target gives)."""
     cc = _compute_capability(arch)
     for d in code:
-        targets = [t for t, _, _ in d.instr_targets]
-        # the target that runs every instr: an arch-specific one if any needs it, else the newest named
-        suggested = next((t for t in targets if t.endswith("a")), max(targets, key=_compute_capability, default=""))
         for target, name, srcinfo in d.instr_targets if arch is not None else ():
             if not _runs_on(target, arch):
                 only = " (an arch-specific feature: no other target has it)" if target.endswith("a") else " or newer"
                 raise CodegenError(f"{name} needs {target}{only}, but this is built for {arch}: build it for "
-                                   f"{suggested}", srcinfo)
+                                   f"{_target_for_all(d)}", srcinfo)
         if cc is not None and cc < 90 and d.cluster > 1:
             raise CodegenError(
                 f"this device function uses clusterDim={d.cluster}, which needs sm_90 or newer; build it for "

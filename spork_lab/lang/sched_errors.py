@@ -212,8 +212,10 @@ def install() -> None:
     def find(self, pattern, many=False, call_depth=1):
         if isinstance(pattern, str) and SYNC_PATTERN.match(pattern):
             return find_syncs(self, pattern, many)
-        instances = _template_instances(self, pattern)
         try:
+            return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
+        except (exo.SchedulingError, SyntaxError) as e:
+            instances = _template_instances(self, pattern)
             if instances and not many:  # `Sm80_cp_async_f32(_)` as printed: the calls of the template's instances
                 return exo_find(self, f"{instances[0]}(_)", many, call_depth=call_depth + 1)
             if instances:
@@ -221,8 +223,6 @@ def install() -> None:
                 for name in instances:  # a loop, not a comprehension: exo counts the frames to its caller's
                     found += exo_find(self, f"{name}(_)", many, call_depth=call_depth + 1)
                 return found
-            return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
-        except (exo.SchedulingError, SyntaxError) as e:
             caller = sys._getframe(1)
             method = caller.f_code.co_name
             method = method if method in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
@@ -241,8 +241,7 @@ def _template_instances(proc: Procedure, pattern) -> list[str]:
     if named is None:
         return []
     calls = [str(s.f.name) for s in walk_stmts(proc.INTERNAL_proc().body) if isinstance(s, LoopIR.Call)]
-    return list(dict.fromkeys(c for c in calls if c != named[1] and (template_call_of(c) or (None,))[0] is not None
-                              and template_call_of(c)[0].name == named[1]))
+    return list(dict.fromkeys(c for c, t in ((c, template_call_of(c)) for c in calls) if t and t[0].name == named[1]))
 
 
 def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict) -> str:
