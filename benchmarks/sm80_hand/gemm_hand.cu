@@ -31,7 +31,8 @@ template <int CVT> __device__ __forceinline__ unsigned to_tf32(unsigned x)
 // DB: fragments double-buffered across k-steps and across the K-tile barrier (the barrier sits before the last
 // k-step's products, whose fragments are already in registers; the next tile's first fragments load after it).
 // SPLIT (with DB): each k-step issues its share of the next tile's cp.async. BX4: 2-byte B fragments two at a
-// time (ldmatrix.x4.trans). DIAG (timing only, wrong results): 1 loads only the first k-step's fragments of each
+// time (ldmatrix.x4.trans); for tf32, B's columns permuted within the warp tile so that a lane's eight fragments
+// read two 16-byte runs per k row (4 LDS.128 per k-step instead of 16 LDS.32; C stored as float4). DIAG (timing only, wrong results): 1 loads only the first k-step's fragments of each
 // tile, 2 copies no tile after the prologue.
 template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
@@ -86,7 +87,20 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
 #pragma unroll
           for (int r = 0; r < 4; r++) a[i][r] = to_tf32<CVT>(a[i][r]);
       }
-      if constexpr (DT == TF32) {
+      if constexpr (DT == TF32 && BX4) {  // fragment j's column g is warp column 32 (j / 4) + 4 g + j % 4
+        static_assert(NJ == 8, "the tf32 column permutation is written for 64-wide warp tiles");
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int half = 0; half < 2; half++) {
+            const float4 v = *reinterpret_cast<const float4 *>(
+                &B_s[(slot * BK + kk * KS + t + 4 * h) * LDB + wn * WN + 32 * half + 4 * g]);
+            b[4 * half + 0][h] = to_tf32<CVT>(__float_as_uint(v.x));
+            b[4 * half + 1][h] = to_tf32<CVT>(__float_as_uint(v.y));
+            b[4 * half + 2][h] = to_tf32<CVT>(__float_as_uint(v.z));
+            b[4 * half + 3][h] = to_tf32<CVT>(__float_as_uint(v.w));
+          }
+      } else if constexpr (DT == TF32) {
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
           const float *p = reinterpret_cast<const float *>(&B_s[(slot * BK + kk * KS + t) * LDB + wn * WN + 8 * j + g]);
@@ -183,6 +197,19 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
       }
     }
 
+    if constexpr (DT == TF32 && BX4) {  // lane (g, t) holds columns 8 t .. 8 t + 7 of each 32-column half
+#pragma unroll
+      for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            float *p = &C[(mt * BM + wm * WM + 16 * i + g + 8 * r) * N + nt * BN + wn * WN + 32 * half + 8 * t];
+            const float *a0 = acc[i][4 * half], *a1 = acc[i][4 * half + 1], *a2 = acc[i][4 * half + 2], *a3 = acc[i][4 * half + 3];
+            *reinterpret_cast<float4 *>(p) = make_float4(a0[2 * r], a1[2 * r], a2[2 * r], a3[2 * r]);
+            *reinterpret_cast<float4 *>(p + 4) = make_float4(a0[2 * r + 1], a1[2 * r + 1], a2[2 * r + 1], a3[2 * r + 1]);
+          }
+    } else
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
