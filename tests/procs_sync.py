@@ -449,3 +449,47 @@ def cluster_fence_hands_over_global(x: f32[128] @ CudaGmemLinear, y: f32[128] @ 
             for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
                 for t in cuda_threads(0, 32):
                     x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]
+
+
+# cp.async of 16 bytes whose window starts 4 t + k elements in: aligned only for k = 0. The analysis cannot tell
+# (k is a loop's iterator); sync_check runs the loop and must stop at k = 1 (the GPU faults on the address).
+@proc
+def err_cp_async_misaligned_in_loop(n: size, src: f32[n, 132] @ CudaGmemLinear, dst: f32[n, 4, 128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            buf: f32[132] @ CudaSmemLinear
+            for k in seq(0, 4):
+                for t in cuda_threads(0, 32):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[4 * t + k : 4 * t + k + 4], src[task, 4 * t + k : 4 * t + k + 4], size=16)
+                Fence(Sm80_generic, cuda_in_order)
+                for t in cuda_threads(0, 32):
+                    for j in seq(0, 4):
+                        dst[task, k, 32 * j + t] = buf[32 * j + t + k]
+                Fence(cuda_in_order, cuda_in_order)
+
+
+# ldmatrix (16-byte rows) of A_s[:, 4 kk : 4 kk + 16]: the second k-step's rows start 8 bytes in.
+@proc
+def err_ldmatrix_misaligned_in_loop(n: size, A: f16[n, 16, 32] @ CudaGmemLinear, B: f16[n, 16, 8] @ CudaGmemLinear,
+                                    C: f32[n, 2, 16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            A_s: f16[16, 32] @ CudaSmemLinear
+            B_s: f16[16, 8] @ CudaSmemLinear
+            for l in cuda_threads(0, 32):
+                for r in seq(0, 16):
+                    A_s[r, l] = A[task, r, l]
+                for r in seq(0, 4):
+                    B_s[4 * r + l / 8, l % 8] = B[task, 4 * r + l / 8, l % 8]
+            Fence(cuda_in_order, cuda_in_order)
+            for kk in seq(0, 2):
+                D: f32[16, 8] @ Sm80_RmemMatrixD
+                A_r: f16[16, 16] @ Sm80_RmemMatrixA
+                B_r: f16[16, 8] @ Sm80_RmemMatrixB
+                Sm80_mma_zero_d_tf32(D)
+                Sm80_mma_load_a_f16(A_r, A_s[:, 4 * kk : 4 * kk + 16])
+                Sm80_mma_load_b_f16(B_r, B_s[:, :])
+                Sm80_mma_f16(D, A_r, B_r)
+                Sm80_mma_store_d_tf32(C[task, kk, :, :], D)
+            Fence(cuda_in_order, cuda_in_order)

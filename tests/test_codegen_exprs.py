@@ -197,3 +197,36 @@ def test_a_window_written_through_its_alias_compiles_in_c_and_cuda(tmp_path):
     assert "struct exo_win_1f32 mine = { &r[0], { 1 } };" in paths[2].read_text()
     subprocess.run(["gcc", "-c", "-o", tmp_path / "alias.o", paths[0]], check=True, cwd=tmp_path)
     subprocess.run([find_nvcc(), "-c", "-arch=sm_80", "-o", tmp_path / "alias_cu.o", paths[2]], check=True, cwd=tmp_path)
+
+
+FUSED = """
+def fused(n: size, x: f32[n, 32] @ CudaGmemLinear, z: f32[n, 32] @ CudaGmemLinear, w: f32[n, 32] @ CudaGmemLinear,
+          y: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            for t in cuda_threads(0, 32):
+                y[task, t] = x[task, t] * z[task, t] + w[task, t]
+"""
+
+
+@pytest.mark.gpu
+def test_floating_point_rounds_as_the_cpu_does_without_contraction():
+    """docs/language.md: nvcc fuses a * b + c (one rounding, the sequential C two); -fmad=false does not."""
+    cupy = pytest.importorskip("cupy")
+    from sequential import run_cpu
+
+    p = sl.parse_source(FUSED)
+    rng = np.random.default_rng()
+    n = 300
+    x, z, w = (rng.standard_normal((n, 32)).astype(np.float32) for _ in range(3))
+    want = run_cpu(p, n=n, x=x, z=z, w=w, y=np.zeros_like(x))["y"]
+    for flags, exact in (((), False), (("-fmad=false",), True)):
+        built = sl.build([p], flags=flags).fused
+        y = cupy.zeros((n, 32), dtype=cupy.float32)
+        built(n, cupy.asarray(x), cupy.asarray(z), cupy.asarray(w), y)
+        cupy.cuda.runtime.deviceSynchronize()
+        assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
+        if exact:
+            np.testing.assert_array_equal(y.get(), want)
+        else:
+            np.testing.assert_array_max_ulp(y.get(), want, maxulp=1)

@@ -311,3 +311,18 @@ def test_only_non_convergent_multi_thread_instrs_leave_shared_accesses_unordered
     assert not unordered_access(load, 1, CudaSmemLinear)  # one thread: program order
     assert not unordered_access(mma, 32, CudaSmemLinear)  # convergent by definition
     assert not unordered_access(None, 32, CudaRmem)  # plain code outside instrs
+
+
+@pytest.mark.parametrize(
+    ("p", "statement"),
+    [
+        (P.err_cp_async_misaligned_in_loop, "Sm80_cp_async_f32(buf[4 * t + k"),
+        (P.err_ldmatrix_misaligned_in_loop, "Sm80_mma_load_a_f16(A_r, A_s[:, 4 * kk"),
+    ],
+)
+def test_a_window_misaligned_at_the_checked_sizes_is_an_error(p, statement):
+    """Where the alignment an instr needs depends on an iterator, the analysis cannot decide it; the run does
+    (found by the session-16 audit: both passed and faulted on the GPU with a misaligned address)."""
+    with pytest.raises(SyncError, match="misaligned") as e:
+        sync_check(p, n=2)
+    assert e.value.lineno == line_of(p, statement)

@@ -72,12 +72,13 @@ class BarrierUse:
     spec: Optional[SyncSpec]  # None: an instr completing on the barrier (`copy(...) >> bar[...]`)
     thread_count: Optional[int]
     tx_bytes: int = 0  # Arrive: the TMA bytes its phase expects; trailing instr: the bytes it delivers per barrier
+    whole_warps: bool = False  # its collective is made of whole warps (CollTiling.made_of_whole_warps)
 
     @property
     def arrivals(self) -> int:
         """mbarrier arrivals this statement makes on each barrier it reaches (see the module docstring)."""
         n = self.thread_count or 1
-        per = n // 32 if n % 32 == 0 and tl.Sm80_cp_async_instr not in self.spec.first_tl.instr_tls else n
+        per = n // 32 if self.whole_warps and tl.Sm80_cp_async_instr not in self.spec.first_tl.instr_tls else n
         fan_in = 1
         for d in self.spec.window_shape:
             fan_in *= d
@@ -281,7 +282,9 @@ class _Walk:
             if sym not in self.allocs:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
             tx = sum(u.tx_bytes for u in pending.pop(sym, [])) if spec.kind == "Arrive" else 0
-            self.uses[sym].append(BarrierUse(s, spec, None if info.tiling is None else info.tiling.thread_count, tx))
+            tiling = info.tiling
+            self.uses[sym].append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count, tx,
+                                             tiling is not None and tiling.made_of_whole_warps()))
             self._note_cta_dims(sym, s.args[0], s.srcinfo)
             self._check_one_collective(s, spec, info)
         trailing = trailing_of(s)

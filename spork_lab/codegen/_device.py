@@ -37,7 +37,7 @@ from ..platforms.Sm90 import TENSOR_MAP_DTYPES
 from ._c_exprs import FaithfulExprs
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
-from ._windows import WindowAliases
+from ._windows import WindowAliases, with_alias_sources
 from .barrier_text import _CLUSTER_SYNC, lowering, mbarrier_address
 
 STATIC_SMEM_LIMIT = 48 * 1024  # above this a kernel needs dynamic shared memory and the opt-in attribute
@@ -87,7 +87,7 @@ class DeviceCode:
 
 def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list:
     """C parameters of the kernel (or, `launcher`, of its launcher: tensor maps arrive there as pointer and strides)."""
-    written = {name for name, _ in get_writes_of_stmts(df.block.body)}
+    written = with_alias_sources((name for name, _ in get_writes_of_stmts(df.block.body)), df.block.body)
     params = []
     for a in df.args:
         nm = names.get(a.name, str(a.name))
@@ -531,9 +531,10 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             value = f"{r} - {off}" if off else r
             if box > 1:
                 value = f"({value}) / {box}"
-            if pitch % 32 == 0 and body.blockDim % 32 == 0:
-                # The same in every lane of a warp; broadcast from lane 0, the compiler knows it and keeps what is
-                # computed from it (wgmma descriptors, shared-memory offsets) in uniform registers.
+            if pitch % 32 == 0 and body.blockDim % 32 == 0 and parent.made_of_whole_warps():
+                # The same in every lane of a warp, and every lane runs this (the loop's collective is whole warps,
+                # so the guard above is the same in all lanes); broadcast from lane 0, the compiler knows it and
+                # keeps what is computed from it (wgmma descriptors, shared-memory offsets) in uniform registers.
                 value = f"__shfl_sync(0xffffffffu, {value}, 0)"
         return value, " && ".join(conds) or None
 

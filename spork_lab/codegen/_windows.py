@@ -18,6 +18,18 @@ from ..core.dtypes import BF16_C_NAME, is_bf16
 from ..core.ir import walk_stmts
 
 
+def with_alias_sources(written, stmts) -> set:
+    """The buffers `written` names, plus those written through them: a write to a window alias (`row = y[i, :]`,
+    `row[j] = ...`) writes its source, and an alias of an alias the first alias's source too."""
+    written = set(written)
+    source = {s.name: s.rhs.type.src_buf for s in walk_stmts(stmts) if isinstance(s, LoopIR.WindowStmt)}
+    while True:
+        through = {source[name] for name in written if name in source} - written
+        if not through:
+            return written
+        written |= through
+
+
 class WindowAliases:
     """Mixin for subclasses of exo's C `Compiler`."""
 
@@ -29,14 +41,7 @@ class WindowAliases:
 
     @non_const.setter
     def non_const(self, written) -> None:
-        written = set(written)
-        source = {s.name: s.rhs.type.src_buf for s in walk_stmts(self.proc.body) if isinstance(s, LoopIR.WindowStmt)}
-        while True:  # an alias of an alias writes the first alias's source too
-            through = {source[name] for name in written if name in source} - written
-            if not through:
-                break
-            written |= through
-        self._non_const = written
+        self._non_const = with_alias_sources(written, self.proc.body)
 
     def get_window_type(self, typ, is_const=None):
         """exo names window structs from a fixed table of its own types; bf16 gets `struct exo_win_Nbf16`."""

@@ -228,7 +228,7 @@ class MbarrierText(BarrierText):
             call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
         else:
             call = f"spork_mbar_arrive({bar});"
-        if use is not None and use.thread_count and use.thread_count % 32 == 0:
+        if use is not None and use.whole_warps:
             return ["__syncwarp();", f"if (threadIdx.x % 32 == 0) {{ {call} }}", f"++{cnt};"]
         return [f"{call} ++{cnt};"]
 

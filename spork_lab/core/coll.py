@@ -610,6 +610,19 @@ class CollTiling:
         op = CollDimOp(None, (hi - lo) * 32, lo * 32, 0, 1, self.depth)
         return tiling._with_op(len(tiling.dims) - 1, op, self.iters)
 
+    def made_of_whole_warps(self) -> bool:
+        """Is every collective this tiling yields made of whole warps (all 32 lanes of each of its warps)?
+
+        Then each lane of a warp runs the same statements: warp-collective code (`__shfl_sync`, `__syncwarp`, a lane
+        elected to act for its warp) is safe there. A thread count that is a multiple of 32 is not enough: 32 threads
+        can be 8 lanes of four warps.
+        """
+        try:
+            tiling = self.canonical().completed({32})
+        except CollectiveError:
+            return False
+        return all(d.box == d.extent for d in tiling.dims if d.pitch < 32)
+
     def _whole_warps(self, what: str) -> CollTiling:
         """Canonical form split at pitch 32, checking the collective's warps lie along one dimension."""
         try:

@@ -27,6 +27,7 @@ from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info, multicast_dst
 from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
+from ..core.memories import elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
 from . import program as P
@@ -562,6 +563,8 @@ class _Lowering:
                 raise SyncError(f"sync_check: barrier {a.name} is passed to {s.f.name}; use barriers in the proc "
                                 "that allocates them", s.srcinfo)
             view = self.window(a, env) if isinstance(a, LoopIR.WindowExpr) else env[a.name]
+            if info is not None and ctx.dev is not None:
+                self.check_aligned(s, a, view, dict(info.aligned).get(str(formal.name)), ctx)
             usage = info.usage_tls.get(str(formal.name)) if info else None
             unordered = view.unordered or (
                 info is not None
@@ -583,6 +586,20 @@ class _Lowering:
         else:
             inner = ctx
         self.block(s.f.body, inner, callee)
+
+    def check_aligned(self, s, arg, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
+        """Each row of the window `view` of `arg` starts at a multiple of `nbytes` (None: no such need) at these
+        sizes. The analysis proves it where it can without them (`checks._check_alignment`); an offset that
+        depends on an iterator or a size is decided here, run by run (the GPU faults on a misaligned address)."""
+        if nbytes is None or not isinstance(arg, LoopIR.WindowExpr):
+            return
+        size = P.Const(elem_bytes(arg.type.basetype()))
+        rows = [view.strides[k] for k, w in enumerate(i for i in arg.idx if isinstance(i, LoopIR.Interval))
+                if k < len(view.strides) - 1 and interval_width(w) != 1]
+        for offset in (view.base, *rows):
+            cond = P.Bin("==", P.Bin("%", P.mul(offset, size), P.Const(nbytes)), P.Const(0))
+            if not isinstance(offset, P.Const):
+                self.emit(P.Check(cond, P.ERR_ALIGN, self.site(ctx.in_instr or s, ctx)))
 
     def instr_call(self, accesses: list, ctx: _Ctx, env: dict) -> None:
         """An instr is one instruction of its collective: each element it touches is read once and written

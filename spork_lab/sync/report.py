@@ -250,6 +250,9 @@ _ERRORS = {
     P.ERR_BARRIER_INDEX: "sync_check: a barrier index outside the barrier's dimensions",
     P.ERR_DIVISION: "sync_check: an index expression divides by zero",
     P.ERR_SHAPE: "sync_check: a buffer with a negative dimension",
+    P.ERR_ALIGN: "sync_check: a window this instr needs aligned is misaligned at these sizes (each row of a "
+                 "cp.async's window starts at a multiple of its size, of an ldmatrix's at 16 bytes); the GPU would "
+                 "fault on the address",
     P.ERR_CTA: "sync_check: a multicast arrive or TMA load on a slice of barriers must be issued by threads of one CTA "
                "of that slice (the barrier it counts on is its own CTA's)",
 }
