@@ -55,7 +55,16 @@ def _distributed_dims(proc_ir) -> dict:
     return distributed_dims(proc_ir)
 
 
+def _scope_error(proc_ir):
+    """Scheduling ops that move loops (spork_lab.lang, a layer below the analysis) ask the scopes pass, loaded on
+    first use."""
+    from .analysis import scope_error
+
+    return scope_error(proc_ir)
+
+
 _pipeline.register_distributed_dims(_distributed_dims)
+_sched_errors.register_scope_error(_scope_error)
 
 
 def __getattr__(name: str):

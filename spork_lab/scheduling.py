@@ -17,7 +17,8 @@ from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
 from .core.sync_stmts import BarrierMemory as _BarrierMemory
 from .errors import SporkSchedulingError as _SporkSchedulingError
-from .lang.sched_errors import explain, passed_through_exo, raised_in_exo, user_frame
+from .lang.printer import head_text as _head_text
+from .lang.sched_errors import explain, passed_through_exo, raised_in_exo, scope_error, user_frame
 
 
 class _UserFacingOp(_AtomicSchedulingOp):
@@ -32,7 +33,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
         if self.__name__ == "set_memory":
             _check_not_a_barrier(given)
         try:
-            return _AtomicSchedulingOp.__call__(self, *args, **kwargs)
+            result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
             if not isinstance(e, SchedulingError) and not raised_in_exo(e):  # noqa: F405
                 raise  # a plain Python call error (wrong argument count): already at the user's line
@@ -41,9 +42,27 @@ class _UserFacingOp(_AtomicSchedulingOp):
             if not passed_through_exo(e):
                 raise
             failure = e
-        proc = args[0] if args and isinstance(args[0], _Procedure) else kwargs.get("proc")
-        given = self.sig.bind_partial(*args, **kwargs).arguments
-        raise explain(failure, self.__name__, proc, user_frame(), given).with_traceback(None) from None
+        else:
+            if self.__name__ in _MOVES_OUT:
+                self._check_nest(given, result)
+            return result
+        proc = given.get("proc")
+        raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
+                      given).with_traceback(None) from None
+
+    def _check_nest(self, given: dict, result: _Procedure) -> None:
+        """Refuse a move that breaks the analysis' structural rules (cuda_tasks loops directly in the device
+        function, everything else inside them; collective tilings that fit) in a proc that kept them: exo allows
+        it, and the next analysis named the device function's line, not this call. Mid-schedule procs that
+        break the rules already (CUDA loops before their device function exists) are left to the analysis."""
+        broken = scope_error(result)
+        if broken is None or scope_error(given["proc"]) is not None:
+            return
+        moved = self.arg_procs[1](given[list(self.sig.parameters)[1]], given)._impl  # the op's cursor, as exo finds it
+        inner, outer = (moved.body()[0], moved) if self.__name__ == "reorder_loops" else (moved, moved.parent())
+        raise _SporkSchedulingError(f"{self.__name__}: this moves `{_head_text(inner._node)}` out of `"
+                                    f"{_head_text(outer._node)}`, which breaks a rule of the analysis: "
+                                    f"{broken.message}", user_frame()).with_traceback(None) from None
 
 
 def _check_not_a_barrier(given: dict) -> None:
@@ -69,6 +88,7 @@ def _user_facing(op):
     return _functools.wraps(op)(wrapped)
 
 
+_MOVES_OUT = ("reorder_loops", "lift_scope")  # exo's ops that move a loop (or an if) out of the statement around it
 _GPU_OPS = ["set_loop_mode", "wrap_with_context", "insert_fence", "insert_barrier_alloc", "insert_arrive",
             "insert_await", "find_blocks", "single_thread", "make_tensor_map", "complete_on"]  # fmt: skip
 _EXO_NAMES = [

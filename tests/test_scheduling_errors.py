@@ -248,3 +248,52 @@ def test_a_sync_pattern_that_matches_nothing_lists_the_sync_statements():
     assert "find: no sync statement matches 'Fence(cuda_in_order, wgmma_fence_2)'" in e.value.message
     assert "did you mean 'Fence(cuda_in_order, cuda_in_order)'?" in e.value.message
     assert "its sync statements are: ReverseAwait(bar[it % 2], cuda_in_order, ~1), " in e.value.message
+
+
+@proc
+def add_warps(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for t in cuda_threads(0, 32):
+                    y[task * 128 + w * 32 + t] += x[task * 128 + w * 32 + t]
+
+
+def test_moving_a_loop_out_of_the_nest_the_analysis_needs_is_refused_at_the_call():
+    """exo accepted it, and the next sl.analyze (or sync_check, or compile) named the device function's line."""
+    _raises_here(lambda: reorder_loops(add_warps, "task w"), "reorder_loops: this moves `for w in cuda_threads(0, 4, "
+                 "unit=cuda_warp):` out of `for task in cuda_tasks(0, n / 128):`", "must be a nest of cuda_tasks loops")
+    _raises_here(lambda: lift_scope(add_warps, "w"), "lift_scope: this moves `for w in")
+    _raises_here(lambda: reorder_loops(add_warps, "w t"), "this moves `for t in cuda_threads(0, 32):` out of `for w",
+                 "needs 4 x 32 = 128 threads > 1 threads")
+    assert "for t in seq(0, 32):\n                for w in cuda_threads" in str(
+        reorder_loops(set_loop_mode(add_warps, "t", "seq"), "w t"))  # a nest the analysis takes stays allowed
+
+
+def test_a_proc_that_breaks_the_nest_before_the_move_is_left_to_the_analysis():
+    """Mid-schedule, before the device function around them exists, CUDA loops break the analysis' rules anyway."""
+    p = set_loop_mode(set_loop_mode(add_rows, "row", cuda_tasks), "col", cuda_threads)
+    assert "for col in cuda_threads(0, 16):\n        for row in cuda_tasks(0, n):" in str(reorder_loops(p, "row col"))
+
+
+@proc
+def through_buffer(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 64 == 0
+    buf: f32[2, 32] @ CudaSmemLinear
+    for k in seq(0, 1):
+        for it in seq(0, n / 32):
+            for t in seq(0, 32):
+                buf[it % 2, t] = src[it * 32 + t]
+            for t in seq(0, 32):
+                dst[it * 32 + t] = buf[it % 2, t]
+
+
+def test_remove_loop_says_what_it_needs():
+    """z3 cannot decide whether this loop is idempotent (it is): exo raised TypeError("unknown result from z3")."""
+    line = through_buffer.find_loop("k")._impl._node.srcinfo.lineno
+    _raises_here(lambda: remove_loop(through_buffer, "k"), "remove_loop: exo's solver (z3) could not decide whether "
+                 f"`for k in seq(0, 1):` (line {line}) is idempotent", "needs a body that does not use the loop's "
+                 "iterator", "remove_loop(..., unsafe_disable_check=True) skips the proof")
+    # exo's "Cannot remove loop, t is not free in the loop body" meant the opposite
+    _raises_here(lambda: remove_loop(through_buffer, "t"), "remove_loop: the loop's body uses its iterator t")

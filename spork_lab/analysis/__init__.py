@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping, Union
+from typing import Callable, Mapping, Optional, Union
 
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
@@ -127,6 +127,17 @@ def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
         for step in PASSES:
             results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))
     return Analysis(str(proc_ir.name), results)
+
+
+def scope_error(proc_ir: LoopIR.proc) -> Optional[SporkError]:
+    """The error the scopes pass raises on `proc_ir` (the structural rules: device scopes, the task nest, the
+    collective tilings), or None. A few ms where a scheduling op takes tens to hundreds: the ops that move a loop
+    out of another ask it (`spork_lab.scheduling`), so the user hears at their call, not at the next analysis."""
+    try:
+        scopes.run(PassContext(proc_ir, MappingProxyType({}), analyze))
+    except SporkError as e:
+        return e
+    return None
 
 
 def distributed_dims(proc_ir: LoopIR.proc) -> dict:

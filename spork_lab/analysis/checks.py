@@ -25,8 +25,8 @@ from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, tra
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
 from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SyncError, TimelineError
+from ..lang.printer import head_text
 from .result import StmtInfo
-from .scopes import head_text
 
 
 def run(ctx) -> None:

@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
-from exo.core.LoopIR_pprint import PrintEnv
 
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.coll import (
@@ -29,7 +28,7 @@ from ..core.coll import (
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from ..errors import CollectiveError, DeviceScopeError, TimelineError
-from ..lang.printer import head_line
+from ..lang.printer import head_text
 from .config import check_device_function
 from .result import DeviceFunctionInfo, IterInfo, Path, Scopes, StmtInfo
 
@@ -51,11 +50,6 @@ class _Scope:
 
 
 _CPU = _Scope("cpu", cpu_in_order_instr, None, (), None, None)
-
-
-def head_text(s: LoopIR.stmt) -> str:
-    """The first printed line of a statement, e.g. `for m in cuda_threads(0, 8, unit=16 * cuda_thread):`."""
-    return head_line(s, PrintEnv()).strip()
 
 
 @lru_cache(maxsize=4096)
@@ -170,8 +164,8 @@ class ScopeWalker:
         first_bad = next((c for c in body if not _is_tasks_loop(c)), body[1] if len(body) > 1 else None)
         if first_bad is not None:
             raise DeviceScopeError(
-                f"the only child of `{head_text(s)}` (line {s.srcinfo.lineno}) must be a nest of cuda_tasks loops, "
-                f"but it holds `{head_text(first_bad)}`",
+                f"the only child of `{head_text(s)}` (line {s.srcinfo.lineno}) must be a nest of cuda_tasks loops "
+                f"with everything else inside the innermost one, but it holds `{head_text(first_bad)}`",
                 first_bad.srcinfo,
             )
         top = CollTiling.top(ctx.threads_per_cta, ctx.clusterDim)

@@ -89,6 +89,11 @@ def head_line(s, env, indent: str = "") -> str:
     return stmt_lines(s, env, indent)[0]
 
 
+def head_text(s: LoopIR.stmt) -> str:
+    """The first printed line of a statement, e.g. `for m in cuda_threads(0, 8, unit=16 * cuda_thread):`."""
+    return head_line(s, exo_pprint.PrintEnv()).strip()
+
+
 def _for_head(s, env, body_env, indent: str) -> str:
     if isinstance(s.loop_mode, WithBlock):
         return f"{indent}with {s.loop_mode.ctx}:"

@@ -5,7 +5,8 @@ prefixes errors raised outside a Procedure method with `<<<unknown
 directive>>>`, lets the TypeErrors and ValueErrors of its argument
 processing escape from its own frames, asserts some facts about the
 arguments (stage_mem's buffer exists) inside the op, and fails to forward
-a cursor of an unrelated proc with a NotImplementedError, and lets its solver's (z3's) exceptions through.
+a cursor of an unrelated proc with a NotImplementedError, and lets its solver's (z3's) exceptions through, and
+its "unknown result from z3" when z3 can neither prove nor refute what a check asks.
 `explain` turns such an exception into
 a `SporkSchedulingError` at the user's file and line (also exo's
 `SchedulingError`, so `except SchedulingError` keeps working). For a
@@ -22,6 +23,7 @@ import sys
 from typing import Optional
 
 import exo
+from exo import API_scheduling
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
@@ -30,9 +32,22 @@ from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of
 from ..errors import LIBRARIES, SporkSchedulingError, user_frame
-from .printer import print_stmt
+from .printer import head_text, print_stmt
 
 _EXO_PREFIXES = ("<<<unknown directive>>>: ", "find: ")
+
+# The analysis' scopes pass, a layer above; spork_lab/__init__.py registers it here (`register_scope_error`).
+_SCOPE_ERROR: list = [lambda proc_ir: None]
+
+
+def register_scope_error(fn) -> None:
+    """fn(proc LoopIR) -> the SporkError the analysis' scopes pass raises on it, or None; called by spork_lab."""
+    _SCOPE_ERROR[0] = fn
+
+
+def scope_error(proc: Procedure) -> Optional[Exception]:
+    """The error the analysis' structural rules (device scopes, the task nest, collective tilings) find in `proc`."""
+    return _SCOPE_ERROR[0](proc._loopir_proc)
 
 
 def _frames_in_exo(e: BaseException) -> list:
@@ -151,6 +166,9 @@ def explain(
         return SporkSchedulingError(f"{op}: unknown name '{unknown.group(1)}' in an expression argument: it may use "
                                     "the proc's sizes and arguments and the iterators of the loops around the place "
                                     "it goes", where)
+    undecided = _undecided(e, op)
+    if undecided:
+        return SporkSchedulingError(f"{op}: {undecided}", where)
     if not isinstance(e, (exo.SchedulingError, TypeError, ValueError)):  # exo's op itself broke (e.g. its solver)
         return SporkSchedulingError(f"{op}: exo failed inside this op ({type(e).__name__}: {e}), a limit of exo's "
                                     "implementation; the proc is unchanged: reach the schedule another way (e.g. "
@@ -163,6 +181,9 @@ def explain(
     if block:  # exo names its cursor classes: say what to pass
         text = (f"{block.group(1)} takes a block of statements, not a {block.group(2).lower()} cursor: a loop "
                 "(p.find_loop(...)), or a statement's cursor .as_block() or .expand(...)")
+    used = re.fullmatch(r"Cannot remove loop, (\w+) is not free in the loop body\.", text)  # exo means "is used"
+    if used:
+        text = f"the loop's body uses its iterator {used.group(1)}; {_NEEDS['remove_loop']}"
     found = re.match(r"failed to find matches\s*Pattern:\s*(.*)", text, re.S)
     missing_buffer = re.search(r"could not find a cursor matching (\w+) : _", text)
     if proc is not None and found:
@@ -170,6 +191,38 @@ def explain(
     elif proc is not None and missing_buffer:
         text = f"no buffer named {missing_buffer.group(1)!r}; " + _choices(missing_buffer.group(1), _buffers(proc), "its buffers are")
     return SporkSchedulingError(f"{op}: {text}", where)
+
+
+# What an op must prove, where exo's own message does not say (its solver gave up; remove_loop's inverted "not free").
+_NEEDS = {"remove_loop": "remove_loop needs a body that does not use the loop's iterator and that is idempotent "
+                         "(running it twice leaves what running it once leaves)"}
+
+
+def _undecided(e: BaseException, op: str) -> Optional[str]:
+    """For exo's TypeError "unknown result from z3" (its solver could neither prove nor refute what the op's
+    safety check asked): that fact, read from the check (the innermost `Check_*` frame of `e`'s traceback) and
+    the statements it was given; what the op needs; and the op's parameter that skips the proof, if it has one."""
+    if str(e) != "unknown result from z3":
+        return None
+    check, tb = None, e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name.startswith("Check_"):
+            check = tb.tb_frame
+        tb = tb.tb_next
+    args = check.f_locals if check else {}
+    stmts = args.get("stmts")
+    at = f"`{head_text(stmts[0])}` (line {stmts[0].srcinfo.lineno})" if stmts else "the statements it changes"
+    if check and check.f_code.co_name == "Check_IsIdempotent":
+        fact = f"whether {at} is idempotent"
+    elif check and check.f_code.co_name == "Check_ExprBound":
+        fact = f"whether {args['expr']} {args['op']} {args['value']} at {at}"
+    else:
+        fact = f"a fact about {at} that {op} must prove"
+    sig = getattr(getattr(API_scheduling, op, None), "sig", None)
+    skip = next((p for p in sig.parameters if p.startswith("unsafe_disable_check")), None) if sig else None
+    return "; ".join(part for part in (
+        f"exo's solver (z3) could not decide {fact}", _NEEDS.get(op),
+        skip and f"if you know it holds, {op}(..., {skip}=True) skips the proof") if part)
 
 
 SYNC_PATTERN = re.compile(r"\s*(?:Reverse)?(?:Fence|Arrive|Await)\s*\(")
