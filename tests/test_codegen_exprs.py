@@ -220,7 +220,7 @@ def test_floating_point_rounds_as_the_cpu_does_without_contraction():
     n = 300
     x, z, w = (rng.standard_normal((n, 32)).astype(np.float32) for _ in range(3))
     want = run_cpu(p, n=n, x=x, z=z, w=w, y=np.zeros_like(x))["y"]
-    for flags, exact in (((), False), (("-fmad=false",), True)):
+    for flags, exact in ((("-fmad=false",), True), ((), False)):
         built = sl.build([p], flags=flags).fused
         y = cupy.zeros((n, 32), dtype=cupy.float32)
         built(n, cupy.asarray(x), cupy.asarray(z), cupy.asarray(w), y)
@@ -228,5 +228,6 @@ def test_floating_point_rounds_as_the_cpu_does_without_contraction():
         assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
         if exact:
             np.testing.assert_array_equal(y.get(), want)
-        else:
-            np.testing.assert_array_max_ulp(y.get(), want, maxulp=1)
+        else:  # one rounding fewer: within an ulp of the operands' magnitude (not of a cancelled result's)
+            bound = np.float32(2**-23) * (np.abs(x * z) + np.abs(w))
+            assert (np.abs(y.get() - want) <= bound).all()
