@@ -493,3 +493,25 @@ def err_ldmatrix_misaligned_in_loop(n: size, A: f16[n, 16, 32] @ CudaGmemLinear,
                 Sm80_mma_f16(D, A_r, B_r)
                 Sm80_mma_store_d_tf32(C[task, kk, :, :], D)
             Fence(cuda_in_order, cuda_in_order)
+
+
+# The callee's cp.async window dst[1:5] of a window parameter: the analysis cannot see the buffer's layout there;
+# the run finds the offset constant (buf[0, :] in one thread) and misaligned.
+@proc
+def copy_from_one(dst: [f32][8] @ CudaSmemLinear, src: [f32][8] @ CudaGmemLinear):
+    with CudaAsync(Sm80_cp_async_instr):
+        Sm80_cp_async_f32(dst[1:5], src[1:5], size=16)
+
+
+@proc
+def err_cp_async_misaligned_in_callee(x: f32[32, 8] @ CudaGmemLinear, y: f32[32, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[32, 8] @ CudaSmemLinear
+            for t in cuda_threads(0, 1):
+                copy_from_one(buf[0, :], x[0, :])
+            Fence(Sm80_generic, cuda_in_order)
+            for t in cuda_threads(0, 32):
+                for j in seq(0, 8):
+                    y[t, j] = buf[t, j]
+            Fence(cuda_in_order, cuda_in_order)

@@ -314,15 +314,18 @@ def test_only_non_convergent_multi_thread_instrs_leave_shared_accesses_unordered
 
 
 @pytest.mark.parametrize(
-    ("p", "statement"),
+    ("p", "owner", "statement"),
     [
-        (P.err_cp_async_misaligned_in_loop, "Sm80_cp_async_f32(buf[4 * t + k"),
-        (P.err_ldmatrix_misaligned_in_loop, "Sm80_mma_load_a_f16(A_r, A_s[:, 4 * kk"),
+        (P.err_cp_async_misaligned_in_loop, None, "Sm80_cp_async_f32(buf[4 * t + k"),
+        (P.err_ldmatrix_misaligned_in_loop, None, "Sm80_mma_load_a_f16(A_r, A_s[:, 4 * kk"),
+        (P.err_cp_async_misaligned_in_callee, P.copy_from_one, "Sm80_cp_async_f32(dst[1:5]"),  # the instr's line
     ],
 )
-def test_a_window_misaligned_at_the_checked_sizes_is_an_error(p, statement):
-    """Where the alignment an instr needs depends on an iterator, the analysis cannot decide it; the run does
-    (found by the session-16 audit: both passed and faulted on the GPU with a misaligned address)."""
+def test_a_window_misaligned_at_the_checked_sizes_is_an_error(p, owner, statement):
+    """Where the alignment an instr needs depends on an iterator, or on a window parameter's caller, the analysis
+    cannot decide it; the run does (found by the session-16 audit: such programs passed and faulted on the GPU
+    with a misaligned address)."""
+    sizes = {"n": 2} if "n" in [str(a.name) for a in p._loopir_proc.args] else {}
     with pytest.raises(SyncError, match="misaligned") as e:
-        sync_check(p, n=2)
-    assert e.value.lineno == line_of(p, statement)
+        sync_check(p, **sizes)
+    assert e.value.lineno == line_of(owner or p, statement)
