@@ -617,19 +617,20 @@ class CollTiling:
         elected to act for its warp) is safe there. A thread count that is a multiple of 32 is not enough: 32 threads
         can be 8 lanes of four warps.
         """
+        return self._split_at_warps() is not None
+
+    def _split_at_warps(self) -> Optional[CollTiling]:
+        """Canonical form split at pitch 32 if every collective is made of whole warps, else None."""
         try:
             tiling = self.canonical().completed({32})
         except CollectiveError:
-            return False
-        return all(d.box == d.extent for d in tiling.dims if d.pitch < 32)
+            return None
+        return tiling if all(d.box == d.extent for d in tiling.dims if d.pitch < 32) else None
 
     def _whole_warps(self, what: str) -> CollTiling:
         """Canonical form split at pitch 32, checking the collective's warps lie along one dimension."""
-        try:
-            tiling = self.canonical().completed({32})
-        except CollectiveError:
-            raise CollectiveError(f"{what}: the current collective is not made of whole warps") from None
-        if any(d.pitch < 32 and d.box != d.extent for d in tiling.dims):
+        tiling = self._split_at_warps()
+        if tiling is None:
             raise CollectiveError(f"{what}: the current collective is not made of whole warps")
         if len([d for d in tiling.dims if d.pitch >= 32 and d.box > 1]) > 1:
             raise CollectiveError(f"{what}: the warps of the current collective do not lie along one dimension")

@@ -555,6 +555,7 @@ class _Lowering:
         trailing = trailing_of(s)
         n_args = trailing[1] if trailing else len(s.args)
         callee = dict(env)
+        aligned = dict(info.aligned) if info is not None and ctx.dev is not None else {}
         for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if not formal.type.is_numeric():
                 callee[formal.name] = self.let(index_expr(a, env))
@@ -563,8 +564,7 @@ class _Lowering:
                 raise SyncError(f"sync_check: barrier {a.name} is passed to {s.f.name}; use barriers in the proc "
                                 "that allocates them", s.srcinfo)
             view = self.window(a, env) if isinstance(a, LoopIR.WindowExpr) else env[a.name]
-            if info is not None and ctx.dev is not None:
-                self.check_aligned(s, a, view, dict(info.aligned).get(str(formal.name)), ctx)
+            self.check_aligned(s, a, view, aligned.get(str(formal.name)), ctx)
             usage = info.usage_tls.get(str(formal.name)) if info else None
             unordered = view.unordered or (
                 info is not None
