@@ -5,7 +5,7 @@ stack) gets spork_lab installed from a wheel pip builds from the checkout
 (`--no-deps`; the build backend, setuptools and wheel, comes from the package
 index as in any `pip install .`). The workbench tests then run from outside
 the checkout, so `import spork_lab` finds the installed copy, whose widget
-files, sync-checker C sources (the widget tests check a proc) and platforms
+files, sync-checker C sources (the widget tests check a proc), JupyterLab setting defaults and platforms
 must all be inside the package.
 """
 
@@ -34,5 +34,8 @@ def test_a_non_editable_install_runs_the_workbench(tmp_path):
     env["SPORK_LAB_CACHE"] = str(tmp_path / "cache")  # the sync checker builds from the installed sources
     where = _run([python, "-c", "import spork_lab; print(spork_lab.__file__)"], cwd=tmp_path, env=env).stdout.strip()
     assert Path(where).is_relative_to(venv), f"spork_lab came from {where}, not from the venv"
+    saves_state = ("import json; from spork_lab.lab._launch import JUPYTER_CONFIG_DIR as d; "
+                   "print(json.loads((d / 'labconfig/default_setting_overrides.json').read_text()))")
+    assert "'saveState': True" in _run([python, "-c", saves_state], cwd=tmp_path, env=env).stdout  # `spork-lab lab`'s
     _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
           str(ROOT / "tests" / "test_lab_widget.py")], cwd=tmp_path, env=env)

@@ -115,6 +115,26 @@ def test_load_ext_registers_magics_and_proc_html():
         InteractiveShell.clear_instance()
 
 
+def test_load_ext_keeps_proc_annotations_unevaluated():
+    """A cell that loads the extension and defines a proc without `from __future__ import annotations` works:
+    Python would otherwise evaluate `n: size` and fail with NameError."""
+    shell = InteractiveShell.instance()
+    try:
+        result = shell.run_cell(
+            "%load_ext spork_lab\n"
+            "from spork_lab import proc\n"
+            "from spork_lab.platforms.cuda import *\n"
+            "@proc\n"
+            "def zero(n: size, x: f32[n] @ CudaGmemLinear):\n"
+            "    for i in seq(0, n):\n"
+            "        x[i] = 0.0\n"
+        )
+        assert result.success, result.error_in_exec
+        assert "def zero(n: size, x: f32[n] @ CudaGmemLinear):" in str(shell.user_ns["zero"])
+    finally:
+        InteractiveShell.clear_instance()
+
+
 def test_package_level_extension_hook_delegates():
     assert callable(spork_lab.load_ipython_extension)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import __future__
 import sys
 import traceback
 from typing import Optional
@@ -99,7 +100,10 @@ class SporkMagics(Magics):
 
 
 def load_ipython_extension(ipython) -> None:
-    """Register the magics and the display of procs: highlighted HTML, with the Exo-GPU text as fallback."""
+    """Register the magics and the display of procs: highlighted HTML, with the Exo-GPU text as fallback. Turn on
+    `from __future__ import annotations` for the code the notebook runs next: a proc's annotations (`n: size`,
+    `f32[n] @ CudaGmemLinear`) are Exo's to read, and Python must not evaluate them."""
+    ipython.compile.flags |= __future__.annotations.compiler_flag
     ipython.register_magics(SporkMagics)
     formatters = ipython.display_formatter.formatters
     formatters["text/html"].for_type(Procedure, proc_html)

@@ -29,6 +29,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
 from make_tutorials import REVERSE_MISSING_FENCE, RING_MISSING_RELEASE  # noqa: E402 -- the tutorials' bugs
 
+from spork_lab.lab._launch import lab_env  # noqa: E402 -- the server runs with `spork-lab lab`'s settings
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +102,8 @@ def server(tmp_path_factory):
     nb = new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, FAILED_STEP, DEADLOCK, MISTAKE)],
                       metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
     nbformat.write(nb, tmp / "notebooks" / "views.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(BROKEN)], metadata=nb.metadata),
+                   tmp / "notebooks" / "saved.ipynb")
     for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
         nbformat.write(_cleared(nbformat.read(ROOT / "notebooks" / name, as_version=4)), tmp / "notebooks" / f"run_{name}")
     settings = tmp / "settings" / "@jupyterlab"
@@ -109,7 +113,7 @@ def server(tmp_path_factory):
     (settings / "notebook-extension").mkdir(parents=True)
     # Every cell in the DOM (no virtual scrolling), so the test can find each cell's output.
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"),
+    env = {**lab_env(), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"),
            "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     port = _free_port()
     log = open(tmp / "server.log", "w")
@@ -156,14 +160,15 @@ def browser():
         b.close()
 
 
-def _open(browser, server: str, front_end: str, name: str):
+def _open(browser, server: str, front_end: str, name: str, n_cells: int = 0):
+    """A page on notebook `name`, once its cells (`n_cells`, default: as stored or as written here) are shown."""
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(server + FRONT_ENDS[front_end].format(name) + f"?token={TOKEN}")
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
     stored = ROOT / "notebooks" / name.removeprefix("run_")
-    n = len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 5  # views.ipynb: 5 cells
+    n = n_cells or (len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 5)  # views.ipynb: 5
     expect(cells).to_have_count(n, timeout=90_000)
     return page, cells
 
@@ -296,6 +301,34 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
     # the broken step's picture still shows its own step after the fix
     broken = cells.filter(has_text="set_memory").first.locator(".sl-wb.sl-live")
     expect(broken.locator(".sl-stepno")).to_contain_text("step 5 of 7")
+    expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+    page.close()
+
+
+def test_a_saved_notebook_shows_its_workbench_when_reopened(server, browser, shots):
+    """Run, save, stop the kernel, reopen: `spork-lab lab` saves widget state, so the workbench is drawn again
+    from the notebook (not "Error displaying widget: model not found")."""
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=2)
+    _wait_for_kernel(page)
+    _run(page, cells.nth(0))
+    _run(page, cells.nth(1))
+    expect(cells.nth(1).locator(".sl-wb.sl-live .sl-hazard").first).to_contain_text("RAW hazard", timeout=60_000)
+    page.keyboard.press("Control+s")
+    contents = f"{server}/api/contents/saved.ipynb?token={TOKEN}"
+    deadline = time.time() + 30
+    while "widgets" not in json.load(urllib.request.urlopen(contents))["content"]["metadata"]:
+        assert time.time() < deadline, "the notebook was saved without widget state"
+        time.sleep(0.5)
+    page.close()
+    for session in json.load(urllib.request.urlopen(f"{server}/api/sessions?token={TOKEN}")):
+        if session["path"].endswith("saved.ipynb"):  # the kernel goes: its widget models with it
+            urllib.request.urlopen(urllib.request.Request(f"{server}/api/sessions/{session['id']}?token={TOKEN}",
+                                                          method="DELETE"))
+    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=3)  # running the last cell added one
+    expect(cells.nth(1).locator(".sl-wb .sl-hazard").first).to_contain_text("RAW hazard", timeout=60_000)
+    cells.nth(1).screenshot(path=str(shots / "lab_reopened_saved_notebook.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
     page.close()
 
