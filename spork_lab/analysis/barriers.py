@@ -287,6 +287,7 @@ class _Walk:
                                              tiling is not None and tiling.made_of_whole_warps()))
             self._note_cta_dims(sym, s.args[0], s.srcinfo)
             self._check_one_collective(s, spec, info)
+            self._check_within_one_cta(s, spec, info)
         trailing = trailing_of(s)
         if trailing is not None:
             bar = s.args[trailing[1]]
@@ -366,6 +367,32 @@ class _Walk:
                 f"`{spec.source(alloc.name + ('[...]' if alloc.dims else ''))}` is inside `{loop}`, so each of its "
                 f"{it.hi - it.lo} collectives ({info.coll_unit_text}) {what}, or index the barrier by `{it.name}` "
                 "(a barrier per collective)",
+                s.srcinfo,
+            )
+
+    def _check_within_one_cta(self, s: LoopIR.Call, spec: SyncSpec, info) -> None:
+        """A barrier in shared memory is one per CTA: a collective whose threads lie in several CTAs of a cluster
+        would have each CTA's threads arrive on (or wait for) their own CTA's barrier, which expects the arrivals of
+        the whole collective (the phase never completes) and orders nothing between the CTAs."""
+        alloc = self.allocs[s.args[0].name]
+        tiling = info.tiling
+        if not alloc.mem.in_shared_memory or tiling is None or tiling.clusterDim == 1:
+            return
+        names = [n for n, _ in tiling.iters]
+        for values in itertools.product(*(range(c) for _, c in tiling.iters)):
+            runs = tiling.threads(dict(zip(names, values)))
+            first, last = runs[0][0] // tiling.blockDim, (runs[-1][1] - 1) // tiling.blockDim
+            if first == last:
+                continue
+            threads = frozenset(t for lo, hi in runs for t in range(lo, hi))
+            raise SyncError(
+                f"`{spec.source(alloc.name + ('[...]' if alloc.dims else ''))}` is made by a collective of threads "
+                f"{_ranges(threads)}, which lie in CTAs {first} to {last} of the cluster (blockDim={tiling.blockDim}); "
+                f"mbarrier {alloc.name} lives in shared memory, one per CTA, so each CTA's threads would use their own "
+                "CTA's barrier, which counts the arrivals of the whole collective (the phase never completes) and "
+                "orders nothing between the CTAs. Make it per CTA: inside `for cta in cuda_threads(0, clusterDim, "
+                f"unit=cuda_cta_in_cluster)`, on a barrier of each CTA (`{alloc.name}[cta]`; `{alloc.name}[:]` arrives "
+                "on every CTA's)",
                 s.srcinfo,
             )
 

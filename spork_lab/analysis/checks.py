@@ -18,7 +18,7 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info
-from ..core.ir import constant_remainder, interval_width, walk_stmts
+from ..core.ir import constant_remainder, constant_value, interval_width, walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -154,6 +154,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, an
         _check_instr_arg_types(s)
         _check_unit_stride(s)
         _check_alignment(s, gpu.aligned, shapes)
+        _check_smem_box(s, gpu.smem_box, shapes)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -225,13 +226,7 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
         def in_bytes(elements):
             return LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), elements, T.index, srcinfo)
 
-        strides = [LoopIR.Const(1, T.int, srcinfo)]
-        for extent in reversed(shape[1:]):
-            strides.insert(0, LoopIR.BinOp("*", extent, strides[0], T.index, srcinfo))
-        offset = LoopIR.Const(0, T.index, srcinfo)
-        for w, stride in zip(arg.idx, strides):
-            first = w.pt if isinstance(w, LoopIR.Point) else w.lo
-            offset = LoopIR.BinOp("+", offset, LoopIR.BinOp("*", first, stride, T.index, srcinfo), T.index, srcinfo)
+        offset, strides = _window_layout(arg, shape)
         rem = constant_remainder(in_bytes(offset), nbytes)
         where = f"starts {rem} bytes past a {nbytes}-byte boundary"
         if not rem:  # the first row is aligned (or it depends on the values): are the next rows?
@@ -246,6 +241,53 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
             f"`{arg}` {where}; the GPU would fault on the misaligned address",
             s.srcinfo,
         )
+
+
+def _window_layout(arg: LoopIR.WindowExpr, shape: list) -> tuple:
+    """(offset of the window's first element, row-major stride of each buffer dimension), in elements, as index
+    expressions of the window's bounds and the buffer's shape."""
+    srcinfo = arg.srcinfo
+    strides = [LoopIR.Const(1, T.int, srcinfo)]
+    for extent in reversed(shape[1:]):
+        strides.insert(0, LoopIR.BinOp("*", extent, strides[0], T.index, srcinfo))
+    offset = LoopIR.Const(0, T.index, srcinfo)
+    for w, stride in zip(arg.idx, strides):
+        first = w.pt if isinstance(w, LoopIR.Point) else w.lo
+        offset = LoopIR.BinOp("+", offset, LoopIR.BinOp("*", first, stride, T.index, srcinfo), T.index, srcinfo)
+    return offset, strides
+
+
+def _check_smem_box(s: LoopIR.Call, boxes: tuple, shapes: dict) -> None:
+    """TMA moves a shared-memory window as one box: its rows one after another from the window's first element,
+    which must be aligned (128 bytes). A window whose rows are not adjacent in its buffer (a slice of wider rows)
+    would be read or written elsewhere than the program says; a misaligned one faults. Said here where the
+    window's buffer and bounds decide it; sync_check decides the rest at its sizes (sync/lower.py)."""
+    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
+    for name, nbytes in boxes:
+        param, arg = args[name]
+        shape = shapes.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
+        if shape is None or len(shape) != len(arg.idx):  # a window of a window argument: its layout is unknown here
+            continue
+        rows, cols = (constant_value(d) for d in param.type.shape()[-2:])
+        offset, strides = _window_layout(arg, shape)
+        row_dim = [k for k, w in enumerate(arg.idx) if isinstance(w, LoopIR.Interval)][-2]
+        pitch = constant_value(strides[row_dim])
+        if rows != 1 and pitch is not None and pitch != cols:
+            raise MemoryMismatchError(
+                f"`{head_text(s)}`: {written_name(s)} moves {param.name} as one {rows} x {cols} box whose rows follow "
+                f"each other in shared memory, but the rows of `{arg}` are {pitch} elements apart in {arg.name}: "
+                f"give it whole rows of a buffer {cols} elements wide (e.g. a [{rows}, {cols}] tile)",
+                s.srcinfo,
+            )
+        size = elem_bytes(arg.type.basetype())
+        rem = constant_remainder(LoopIR.BinOp("*", LoopIR.Const(size, T.int, arg.srcinfo), offset, T.index,
+                                              arg.srcinfo), nbytes)
+        if rem:
+            raise MemoryMismatchError(
+                f"`{head_text(s)}`: {written_name(s)} needs {param.name} to start at a multiple of {nbytes} bytes, but "
+                f"`{arg}` starts {rem} bytes past one; the GPU would fault on the misaligned address",
+                s.srcinfo,
+            )
 
 
 def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:

@@ -116,6 +116,22 @@ static cudaError_t spork_encode_tensor_map(CUtensorMap *map, CUtensorMapDataType
 }"""
 
 
+# Host: global memory that CPU code allocates (`tmp: f32[n] @ CudaGmemLinear`, CudaGmemLinear.alloc/free), ordered on
+# the library's stream like the launches that use it (no device-wide sync at the free); errors go to the error slot.
+_GMEM_ALLOCATOR = """#include <cuda_runtime.h>
+void *{lib}_stream(void);
+void {lib}_record_error(int err);
+static void *spork_cuda_malloc(size_t bytes)
+{{
+  void *ptr = NULL;
+  cudaError_t err = cudaMallocAsync(&ptr, bytes, (cudaStream_t) {lib}_stream());
+  {lib}_record_error((int) err);
+  return err == cudaSuccess ? ptr : NULL;
+}}
+static void spork_cuda_free(void *ptr) {{ {lib}_record_error((int) cudaFreeAsync(ptr, (cudaStream_t) {lib}_stream())); }}
+"""
+
+
 def lib_name(basename: str) -> str:
     return re.sub(r"\W", "_", basename)
 
@@ -235,6 +251,9 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
         c, h = host_c_to_strings(host, f"{basename}.h")
     except MemGenError as e:
         raise _memory_error(e) from None
+    if "spork_cuda_malloc(" in c:  # CPU code allocates global memory
+        include = f'#include "{basename}.h"\n'
+        c = c.replace(include, include + "\n" + _GMEM_ALLOCATOR.format(lib=lib), 1)
     if BF16_C_NAME in c or BF16_C_NAME in h:
         h = h.replace("#include <stdint.h>\n", f"#include <stdint.h>\n{BF16_TYPEDEF_C}\n", 1)
     code = rewriter.device_code

@@ -33,6 +33,8 @@ class InstrInfo:
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
     tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
     aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
+    smem_box: tuple = ()  # (parameter, bytes): shared memory moved as one box (TMA): its window's rows are adjacent,
+    #   and its first element is aligned so (128)
     target: str = ""  # the least target that runs it: "sm_80" (or newer); "sm_90a" (that target only: wgmma)
 
 
@@ -98,7 +100,8 @@ class InstrTemplate:
     """An instr family parameterised by compile-time keywords, e.g. `Sm80_cp_async_f32(dst, src, size=16)`.
 
     Each distinct keyword set makes (and caches) one concrete instr proc; the
-    printer shows the call with its keywords again.
+    printer shows the call with its keywords again. A keyword whose default is
+    None must be given (`N=...` of a wgmma, `box=...` of a TMA copy).
     """
 
     def __init__(self, name: str, make: Callable[..., object], defaults: dict):
@@ -113,6 +116,10 @@ class InstrTemplate:
             allowed = ", ".join(f"{k}=..." for k in self.defaults)
             raise TypeError(f"{self.name}() got unknown keyword {unknown[0]!r}; it takes {allowed}")
         params = {**self.defaults, **kwargs}
+        missing = [k for k, v in params.items() if v is None]
+        if missing:
+            needed = ", ".join(f"{k}=..." for k in missing)
+            raise TypeError(f"{self.name} needs {needed}: write {self.name}(..., {needed})")
         key = tuple(sorted(params.items()))
         if key not in self._cache:
             p = self._make(**params)

@@ -174,6 +174,7 @@ _DTYPES = {  # name: (exo type, C type, bytes, wgmma type, k per wgmma, CUtensor
 }
 TENSOR_MAP_DTYPES = {v[1]: v[5] for v in _DTYPES.values()}  # C type -> CUtensorMapDataType (host encoding)
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # wgmma descriptor layout types
+TMA_SMEM_ALIGN = 128  # a TMA box's shared-memory address is a multiple of this (else a misaligned-address fault)
 
 SM90_PRELUDE = r"""
 #include <cuda.h>
@@ -293,7 +294,8 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
         register_instr(
             p.name(),
             InstrInfo(tma_to_smem_async_instr, cuda_thread, lower=lower, trailing_barrier=True,
-                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",), target="sm_90"),
+                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",), target="sm_90",
+                      smem_box=(("dst", TMA_SMEM_ALIGN),)),
         )
         return p
 
@@ -339,7 +341,7 @@ def _make_tma_store(dt: str, reduce: bool):
                         f'"r"({c0}), "r"({c1})')
 
         register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower, tensor_map_params=("dst",),
-                                           target="sm_90"))
+                                           target="sm_90", smem_box=(("src", TMA_SMEM_ALIGN),)))
         return p
 
     return make

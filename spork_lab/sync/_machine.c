@@ -655,7 +655,7 @@ static void fail(Machine *M, int code, int queue, const Acc *acc) {
 
 /* ---- the interface ---- */
 
-enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA, ERR_ALIGN };
+enum { ERR_INDEX = 1, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA, ERR_ALIGN, ERR_BOX };
 
 Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, const int64_t *watch) {
     Machine *M = calloc(1, sizeof(Machine));

@@ -154,6 +154,7 @@ class _Lowering:
                                   for s in walk_stmts(proc_ir.body))
         self.whole_tiles = self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
+        self.shard_elems: list = []  # per slot: elements of one shard of distributed shared memory (an Expr), else None
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -316,6 +317,13 @@ class _Lowering:
             strides.append(size)
             size = self.let(P.mul(size, d))
         shard_size, owners = self.shards(decl, shape, ctx)
+        dist = ctx.analysis.dist.get(decl.name) if ctx.dev is not None else None
+        shard = None
+        if dist is not None and dist.is_distributed and is_shared_memory(decl.mem):
+            shard = P.Const(1)
+            for d in shape[dist.dims :]:
+                shard = P.mul(shard, d)
+        self.shard_elems.append(shard)
         self.emit(P.Alloc(slot, tuple(shape), self.mask(ctx), ctx.dev is not None, shard_size, owners))
         return _View(slot, P.Const(0), tuple(reversed(strides)))
 
@@ -556,6 +564,7 @@ class _Lowering:
         n_args = trailing[1] if trailing else len(s.args)
         callee = dict(env)
         aligned = dict(info.aligned) if info is not None and ctx.dev is not None else {}
+        boxes = dict(info.smem_box) if info is not None and ctx.dev is not None else {}
         for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if not formal.type.is_numeric():
                 callee[formal.name] = self.let(index_expr(a, env))
@@ -565,6 +574,7 @@ class _Lowering:
                                 "that allocates them", s.srcinfo)
             view = self.window(a, env) if isinstance(a, LoopIR.WindowExpr) else env[a.name]
             self.check_aligned(s, a, view, aligned.get(str(formal.name)), ctx)
+            self.check_smem_box(s, formal, view, boxes.get(str(formal.name)), ctx)
             usage = info.usage_tls.get(str(formal.name)) if info else None
             unordered = view.unordered or (
                 info is not None
@@ -601,6 +611,25 @@ class _Lowering:
                 continue
             cond = P.Bin("==", P.Bin("%", P.mul(offset, P.Const(size)), P.Const(nbytes)), P.Const(0))
             self.emit(P.Check(cond, P.ERR_ALIGN, self.site(ctx.in_instr or s, ctx)))
+
+    def check_smem_box(self, s, formal, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
+        """The window `view` passed for `formal` (a TMA box in shared memory, `InstrInfo.smem_box`) has adjacent
+        rows and starts at a multiple of `nbytes` in its buffer (a shard's, for distributed shared memory) at
+        these sizes. The analysis decides it where the window's own bounds do (`checks._check_smem_box`); a
+        window of a window, or a start that depends on an iterator, is decided here."""
+        if nbytes is None:
+            return
+        rows, cols = (d.val for d in formal.type.shape()[-2:])
+        site = self.site(ctx.in_instr or s, ctx)
+        pitch = view.strides[-2]
+        if rows != 1 and not (isinstance(pitch, P.Const) and pitch.value == cols):
+            self.emit(P.Check(P.Bin("==", pitch, P.Const(cols)), P.ERR_BOX, site))
+        size = elem_bytes(formal.type.basetype())
+        shard = self.shard_elems[view.slot]
+        start = view.base if shard is None else P.Bin("%", view.base, shard)
+        if not (isinstance(start, P.Const) and start.value * size % nbytes == 0):
+            cond = P.Bin("==", P.Bin("%", P.mul(start, P.Const(size)), P.Const(nbytes)), P.Const(0))
+            self.emit(P.Check(cond, P.ERR_ALIGN, site))
 
     def instr_call(self, accesses: list, ctx: _Ctx, env: dict) -> None:
         """An instr is one instruction of its collective: each element it touches is read once and written

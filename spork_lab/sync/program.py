@@ -311,7 +311,8 @@ OPS = (Let, For, EndFor, If, Else, EndIf, TaskBegin, TaskEnd, DeviceBoundary, Al
        Trail, Await, EndBarrier, Check)  # fmt: skip
 
 # Run errors (a SyncError at the site's statement; sync/report.py words them).
-ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA, ERR_ALIGN = range(1, 9)
+ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_AWAIT_THREADS, ERR_CTA, ERR_ALIGN, ERR_BOX = (
+    range(1, 10))
 
 # Hazard kinds, in the order of the report's names.
 HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT", "TX")

@@ -1,0 +1,103 @@
+"""mbarriers in clusters, TMA's shared-memory boxes and global memory allocated by CPU code (found by the
+session-17 soundness audit; the procs and what went wrong are in procs_cluster_tma.py).
+
+Each wrong program is refused at its line, by the analysis where the program's text decides it, by sync_check
+where only its sizes do; the correct forms pass, and on a GPU compute what the program says.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import shutil
+
+import numpy as np
+import procs_cluster_tma as P
+import pytest
+from sequential import run_cpu
+
+import spork_lab as sl
+from spork_lab.codegen import compile_procs_to_strings
+
+
+def marked_line(p) -> int:
+    """The line of `# error here` in the proc's source."""
+    lines = inspect.getsource(P).splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"def {p.name()}(")))
+    return 1 + next(i for i in range(start, len(lines)) if "# error here" in lines[i])
+
+
+@pytest.mark.parametrize("p", [P.mbarrier_straddles_ctas, P.mbarrier_whole_cluster], ids=lambda p: p.name())
+def test_an_mbarrier_is_used_by_the_threads_of_one_cta(p):
+    with pytest.raises(sl.SyncError) as info:
+        sl.sync_check(p, n=2)
+    err = info.value
+    assert err.filename.endswith("procs_cluster_tma.py") and err.lineno == marked_line(p), str(err)
+    assert "lie in CTAs 0 to 1 of the cluster" in err.message and "one per CTA" in err.message
+    assert "bar[cta]" in err.message
+
+
+@pytest.mark.parametrize("p", [P.tma_load_padded_rows, P.tma_store_padded_rows], ids=lambda p: p.name())
+def test_a_tma_box_in_shared_memory_is_whole_rows(p):
+    with pytest.raises(sl.MemoryMismatchError) as info:
+        sl.sync_check(p, n=2)
+    err = info.value
+    assert err.filename.endswith("procs_cluster_tma.py") and err.lineno == marked_line(p), str(err)
+    assert "rows of" in err.message and "are 12 elements apart" in err.message
+
+
+@pytest.mark.parametrize("p, fragment", [(P.tma_row_per_thread, "a TMA copy's shared-memory box at 128 bytes"),
+                                         (P.tma_load_through_padded_alias, "does not have its rows one after another")],
+                         ids=["misaligned", "alias"])
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_what_only_the_run_decides_is_refused_by_sync_check(p, fragment, engine):
+    sl.analyze(p)  # the program's text does not decide it
+    with pytest.raises(sl.SyncError) as info:
+        sl.sync_check(p, n=2, engine=engine)
+    err = info.value
+    assert err.lineno == marked_line(p) and fragment in err.message, str(err)
+
+
+@pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels],
+                         ids=lambda p: p.name())
+def test_the_correct_forms_pass(p):
+    assert sl.sync_check(p, n=3)
+
+
+def test_cpu_allocated_global_memory_has_an_allocator():
+    c = compile_procs_to_strings([P.scratch_between_kernels], "scratch")[0]
+    assert "static void *spork_cuda_malloc(" in c and "static void spork_cuda_free(" in c
+    assert "cudaMallocAsync(&ptr, bytes, (cudaStream_t) scratch_stream())" in c
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_library_allocating_global_memory_loads():
+    from spork_lab.runtime import build_library
+
+    basename = "spork_scratch_between_kernels"
+    lib = build_library(compile_procs_to_strings([P.scratch_between_kernels], basename, "sm_90a"), basename, "sm_90a")
+    ctypes.CDLL(str(lib))  # an undefined allocator was an OSError here
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("p, arch", [(P.mbarrier_per_cta, "sm_90a"), (P.tma_load_whole_rows, "sm_90a"),
+                                     (P.scratch_between_kernels, None)], ids=["per_cta", "tma_rows", "scratch"])
+def test_the_gpu_computes_what_the_program_says(p, arch):
+    cupy = pytest.importorskip("cupy")
+    built = getattr(sl.build([p], arch=arch), p.name())
+    rng = np.random.default_rng()  # fresh inputs every run
+    for n in (3, 500):
+        args = {}
+        for a in p._loopir_proc.args:
+            if a.type.is_tensor_or_window():
+                shape = [int(eval(str(d), {"n": n})) for d in a.type.shape()]
+                args[str(a.name)] = rng.integers(-8, 9, size=shape).astype(np.float32)
+            else:
+                args[str(a.name)] = n
+        want = run_cpu(p, **args)
+        dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+        built(*dev.values())
+        cupy.cuda.runtime.deviceSynchronize()
+        assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
+        for k, v in want.items():
+            np.testing.assert_array_equal(dev[k].get(), v, err_msg=k)
