@@ -1,6 +1,7 @@
 """spork_lab: Exo-GPU (exo-lang 1.0.0 + CUDA constructs) and its Jupyter workbench."""
 
 from .errors import (
+    ArgumentError,
     BuildError,
     CodegenError,
     CollectiveError,
@@ -97,4 +98,5 @@ __all__ = [
     "SyncError",
     "CodegenError",
     "BuildError",
+    "ArgumentError",
 ]

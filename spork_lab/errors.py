@@ -117,6 +117,11 @@ class BuildError(SporkError):
     """nvcc or gcc failed, or no toolchain was found."""
 
 
+class ArgumentError(SporkError, TypeError, ValueError):
+    """A built proc was called with arguments its signature refuses (their number, a type, dtype, shape, layout or
+    device, or sizes its assertions rule out). Also a TypeError and a ValueError, as these checks raised before."""
+
+
 def user_facing(fn: Callable) -> Callable:
     """Mark a public entry point: a SporkError leaves it with the user's frames only.
 
@@ -141,16 +146,19 @@ LIBRARIES = (str(Path(__file__).resolve().parent), str(Path(exo.__file__).resolv
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
+_SHELLS = ("IPython.", "ipykernel.")  # a notebook's machinery between a cell and a magic that raised
 
 
 def user_frame(frame=None) -> Optional[SimpleNamespace]:
     """File and line of the innermost caller outside spork_lab and exo (the user's own line), or None: also
-    where there is none, as in a worker thread (the workbench's sync check), whose outer frames are Python's own."""
+    where there is none, as in a worker thread (the workbench's sync check), whose outer frames are Python's own.
+    IPython's frames are skipped too: from a magic, the user's line is the cell's."""
     f = frame or sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
         python_itself = name.startswith("<frozen") or (name.startswith(_STDLIB) and "site-packages" not in name)
-        if not name.startswith(LIBRARIES) and not python_itself:
+        shell = f.f_globals.get("__name__", "").startswith(_SHELLS)
+        if not name.startswith(LIBRARIES) and not python_itself and not shell:
             return SimpleNamespace(filename=name, lineno=f.f_lineno)
         f = f.f_back
     return None

@@ -13,8 +13,11 @@ from spork_lab.errors import (
     DeviceScopeError,
     MemoryMismatchError,
     SporkError,
+    SporkTypeError,
+    SyncError,
     TimelineError,
 )
+from spork_lab.sync.checker import sync_check
 
 CASES = [
     # structure and device scopes
@@ -128,3 +131,20 @@ def test_errors_leave_the_api_with_the_users_frames_only():
     files = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
     internal = [f for f in files if "/spork_lab/" in f or "/exo/" in f]
     assert internal == [f for f in files if f.endswith("spork_lab/errors.py")] and len(internal) == 1
+
+
+@pytest.mark.parametrize("call, family, message", [
+    (lambda: analyze(None), SporkTypeError, "analyze takes a proc (made with @proc or a scheduling op), not NoneType"),
+    (lambda: sync_check("seed_threads"), SporkTypeError,
+     "sync_check takes a proc (made with @proc or a scheduling op), not str"),
+    (lambda: sync_check(P.seed_threads, engine="c"), SyncError, "sync_check(engine='c'): use 'compiled' or 'python'"),
+    (lambda: sync_check(P.seed_threads, max_hazards="all"), SporkTypeError,
+     "sync_check(max_hazards='all'): give an int >= 0"),
+])  # fmt: skip
+def test_entry_points_given_the_wrong_things_name_the_users_line(call, family, message):
+    """Were a TypeError or ValueError raised in spork_lab's frames, naming no line; sync_check("p") said "analyze
+    takes a proc". They stay TypeErrors where they were."""
+    with pytest.raises(family) as info:
+        call()
+    err = info.value
+    assert (err.filename, err.lineno, err.message) == (__file__, call.__code__.co_firstlineno, message)

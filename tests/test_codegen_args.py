@@ -73,3 +73,53 @@ def test_host_arrays_are_numpy():
         check_args(spec, (3, np.zeros((4, 3), np.float32).T), None)
     with pytest.raises(TypeError, match=r"\.get\(\)"):
         check_args(spec, (3, FakeCuda((3, 4))), None)
+
+
+def _built(p):
+    """A built proc of `p` whose library call does nothing: what a call checks before it reaches the GPU."""
+    from types import SimpleNamespace
+
+    from spork_lab.runtime import BuiltProc
+
+    spec = proc_spec(p._loopir_proc)
+    return BuiltProc(SimpleNamespace(lib=SimpleNamespace(**{spec.name: lambda *args: None}), cupy=None), spec)
+
+
+@pytest.mark.parametrize("args, kwargs, fragment", [
+    ((512, FakeCuda((256,)), FakeCuda((2,))), {}, "block_reduce(): x must have shape (512,), got (256,)"),
+    ((512, FakeCuda((512,), "<f8"), FakeCuda((2,))), {}, "block_reduce(): x must have dtype float32, got float64"),
+    ((500, FakeCuda((500,)), FakeCuda((1,))), {}, "block_reduce(): assertion `n % 256 == 0` does not hold for n=500"),
+    ((), {"n": 512}, "block_reduce() takes its arguments in order, without keywords: block_reduce(n, x, y)"),
+])  # fmt: skip
+def test_a_built_proc_called_wrongly_names_the_users_line(args, kwargs, fragment):
+    """Were a TypeError or ValueError raised from spork_lab's frames, naming no line (keywords: Python's
+    "__call__() got an unexpected keyword argument")."""
+    import inspect
+    import traceback
+
+    from spork_lab.errors import ArgumentError
+
+    built = _built(block_reduce)
+    with pytest.raises(ArgumentError) as info:
+        built(*args, **kwargs)
+    line = inspect.currentframe().f_lineno - 1
+    assert (info.value.filename, info.value.lineno) == (__file__, line) and info.value.message == fragment
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)  # as the checks raised before
+    assert not [f for f in traceback.extract_tb(info.value.__traceback__) if "/spork_lab/runtime/" in f.filename]
+
+
+def test_build_and_benchmark_given_the_wrong_things_say_what_to_write():
+    """sl.build(p) was `'Procedure' object is not iterable`; flags="-O2" reached nvcc as `- O 2`; benchmark of an
+    unbuilt proc failed inside it (importing CuPy, or calling the Procedure)."""
+    import spork_lab as sl
+    from spork_lab.errors import SporkTypeError
+
+    for call, message in [(lambda: sl.build(block_reduce, arch="sm_90a"),
+                           "build takes a list of procs: write sl.build([p], ...)"),
+                          (lambda: sl.build([block_reduce], arch="sm_90a", flags="-O2"),
+                           "build(flags=...) takes a list of nvcc flags, e.g. flags=['-O2'], not a string"),
+                          (lambda: sl.benchmark(block_reduce, [512]), "benchmark times a proc of a built module, not "
+                           "Procedure: k = sl.build([p]); sl.benchmark(k.p, args)")]:
+        with pytest.raises(SporkTypeError) as info:
+            call()
+        assert (info.value.filename, info.value.message) == (__file__, message)

@@ -66,6 +66,12 @@ CASES = {
                                  ["CudaAsync: takes 1 positional argument, got 2; write CudaAsync(instr_tl)"]),
     "several items in with": ("with CudaWarps(0, 1), CudaWarps(1, 2):  # <-\n    pass", ["one context per `with`"]),
     "as in with": ("with CudaWarps(0, 1) as w:  # <-\n    pass", ["`with ... as name` is not allowed"]),
+    # exo said "expected called object to be a extern function"
+    "sync statement as a value": ("f = Fence(cuda_in_order, cuda_in_order)  # <-",
+                                  ["`Fence(cuda_in_order, cuda_in_order)` is a statement and gives no value: write it "
+                                   "on a line of its own"]),
+    "instr call as a value": ("for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 8] @ Sm80_RmemMatrixD\n"
+                              "    x[0] = Sm80_mma_zero_d_tf32(D)  # <-", ["`Sm80_mma_zero_d_tf32(D)` is a statement"]),
     "non-barrier as barrier": ("Await(x, cuda_in_order, 0)  # <-", ["'x' is not a barrier", "x: barrier @ CudaMbarrier", "before using it in Await"]),
     "barrier as data": ("x[0] = bar  # <-", ["'bar' is a barrier, not data"]),
     "non-integer N": ("Await(bar, cuda_in_order, 1.5)  # <-", ["N must be an int", "~1"]),
@@ -78,6 +84,10 @@ CASES = {
         ["Sm80_mma_zero_d_tf32 takes rmem of shape [16, 8], but `D` has shape [16, 16]"]),
     "unknown instr": ("Sm80_mma_zero_d_tf3(x)  # <-", ["unknown proc or instr 'Sm80_mma_zero_d_tf3'",
                                                       "did you mean Sm80_mma_zero_d_tf32?"]),
+    # exo's type checker pairs arguments with parameters by zip: the extra one was dropped without a word
+    "extra instr argument": ("for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 8] @ Sm80_RmemMatrixD\n"
+                             "    Sm80_mma_zero_d_tf32(D, D)  # <-",
+                             ["Sm80_mma_zero_d_tf32 takes 1 argument (rmem), got 2"]),
     "missing instr argument": ("s: f32[64] @ CudaSmemLinear\nwith CudaAsync(Sm80_cp_async_instr):\n"
                                "    Sm80_cp_async_f32(s[0:4], size=16)  # <-",
                                ["Sm80_cp_async_f32 with size=16 takes 2 arguments (dst, src), got 1"]),
@@ -93,6 +103,9 @@ CASES = {
     "memory factory not called": ("t: f32[4] @ Sm90_SmemSwizzled  # <-\nt[0] = 0.0",
                                   ["Sm90_SmemSwizzled is not a memory but a function: call it",
                                    "Sm90_SmemSwizzled(128)"]),
+    # was "M=64 and N a multiple of 8 in [8, 256], got M=64, N=None"
+    "template instr keyword missing": ("D: f32[64, 128] @ Sm90_RmemMatrixD\nSm90_zero_scale_d_f32(D)  # <-",
+                                       ["Sm90_zero_scale_d_f32 needs N=...: write Sm90_zero_scale_d_f32(..., N=...)"]),
     "template instr operand by keyword": ("s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
                                           "    with CudaAsync(Sm80_cp_async_instr):\n"
                                           "        Sm80_cp_async_f32(dst=s[4 * i:4 * i + 4], src=x[0:4], size=16)  # <-",
@@ -298,3 +311,38 @@ def test_parse_source_errors_name_the_given_file_and_line_without_exos_frames():
     err = info.value
     assert (err.filename, err.lineno) == ("kernels.py", 41) and "non-constant" in str(err)
     assert not [f for f in traceback.extract_tb(err.__traceback__) if "/exo/" in f.filename]
+
+
+def test_parse_source_of_text_that_is_not_one_def_names_the_text():
+    """Were Python's SyntaxError from ast.parse inside spork_lab, and a SporkSyntaxError naming no place."""
+    with pytest.raises(SporkSyntaxError) as info:
+        sl.parse_source("def k(n: size):\n    for i in seq(0 n):\n        pass\n", filename="kernels.py", first_line=40)
+    assert (info.value.filename, info.value.lineno) == ("kernels.py", 41)
+    assert info.value.message.startswith("the text is not Python: invalid syntax")
+    with pytest.raises(SporkSyntaxError) as info:
+        sl.parse_source("x = 1\n", filename="kernels.py", first_line=40)
+    assert (info.value.filename, info.value.lineno) == ("kernels.py", 40)
+    assert "a proc's text is exactly one function definition" in info.value.message
+
+
+def test_a_parameter_with_a_default_value_is_exos_parse_error_at_the_def(tmp_path):
+    """exo's parser reports it at the def's `arguments` node, which has no line: our source locator raised an
+    AttributeError from inside exo's parser."""
+    source = ("from __future__ import annotations\nfrom spork_lab import proc\nfrom spork_lab.platforms.cuda import *\n\n"
+              "@proc\ndef k(n: size, x: f32[n] @ DRAM = None):  # <-\n    pass\n")
+    err, path, marked = _import_failing(tmp_path, source, ParseError)
+    assert isinstance(err, sl.SporkParseError) and (err.filename, err.lineno) == (str(path), marked)
+    assert "default argument values" in err.message
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: sl.proc(sl.parse_source("def k(x: f32[4] @ DRAM):\n    x[0] = 1.0\n")),
+     "@proc and @instr decorate a function (a def), not k, which is a proc already"),
+    (lambda: sl.instr(42), "@instr needs the instruction's C template as a string: @instr(\"...\"), not 42"),
+])  # fmt: skip
+def test_decorators_given_something_else_name_the_users_line(call, message):
+    """Were TypeErrors raised in spork_lab's frames, naming no line."""
+    with pytest.raises(sl.SporkTypeError) as info:
+        call()
+    err = info.value
+    assert (err.filename, err.lineno, err.message) == (__file__, call.__code__.co_firstlineno, message)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from spork_lab import runtime
 from spork_lab.lab import _bench
 from spork_lab.runtime._args import proc_spec
 
@@ -71,8 +72,8 @@ def test_without_a_gpu_the_cell_is_built_and_the_output_says_so(shell, toolchain
     (compile_line,) = log.read_text().splitlines()
     assert "-O2" in compile_line and "-O3" not in compile_line and "--maxrregcount=64" in compile_line
     assert "-gencode=arch=compute_90a,code=sm_90a" in compile_line  # no GPU to ask: sm_90a unless --arch says
-    built = next(Path(a) for a in compile_line.split() if a.endswith(".so"))
-    assert (built.parent / f"{built.stem[3:]}.cu").read_text().count("__global__") == 1
+    (cu,) = runtime.CACHE_DIR.glob("*/*.cu")  # the built sources, kept beside the library
+    assert cu.read_text().count("__global__") == 1
     shell.run_cell_magic("spork_bench", "--sizes n=4096 -O 2 --maxrregcount 64", CELL)
     assert len(log.read_text().splitlines()) == 1  # same sources and flags: the cached build, no second nvcc run
     shell.run_line_magic("spork_bench", "scale --sizes n=4096 --arch sm_80")
@@ -97,12 +98,52 @@ def test_bad_arguments_are_clear_errors(shell, toolchain):
         shell.run_cell_magic("spork_bench", "--sizes n=128 --reference missing_fn", CELL)
 
 
+@pytest.mark.parametrize("sizes, message", [
+    ("m=4096", "--sizes names m, which no proc here takes; their sizes are n"),
+    ("n=100", "scale: the sizes {'n': 100} violate its assertion n % 128 == 0"),
+])  # fmt: skip
+def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, sizes, message):
+    """Without a GPU they were accepted (the report said only that nothing ran); with one, said after the build."""
+    log, _ = toolchain
+    with pytest.raises(_bench.BenchError) as info:
+        shell.run_cell_magic("spork_bench", f"--sizes {sizes}", CELL)
+    assert info.value.message == message and not log.exists()
+
+
 def test_a_failed_build_shows_the_compiler_output(shell, toolchain):
     _, bin_dir = toolchain
     _script(bin_dir / "nvcc", 'if [ "$1" = "--version" ]; then echo "release 13.0"; exit 0; fi\n'
                               'echo "kernel.cu(12): error: identifier \\"oops\\" is undefined" >&2; exit 1\n')
     report = shell.run_cell_magic("spork_bench", "--sizes n=128", CELL)
     assert "build failed" in report.table_text() and 'identifier "oops" is undefined' in report.table_text()
+
+
+def test_a_build_racing_the_same_build_never_sees_half_a_library(toolchain):
+    """Two processes building the same procs at once (a notebook and a script): the second found the first's
+    library while nvcc was still writing it and loaded a file too short."""
+    import threading
+    import time
+
+    from spork_lab.runtime import build_library
+
+    _, bin_dir = toolchain
+    _script(bin_dir / "nvcc", 'if [ "$1" = "--version" ]; then echo "release 13.0"; exit 0; fi\n'
+                              'while [ "$1" != "-o" ]; do shift; done\n'
+                              'printf head > "$2"; sleep 1; printf tail >> "$2"\n')
+    sources = ("int c;", "", "int cu;", "")
+    libs, loaded = [], []
+
+    def build() -> None:  # what each build returned, read at once (as loading it would)
+        libs.append(build_library(sources, "race", "sm_90a"))
+        loaded.append(libs[-1].read_text())
+
+    first = threading.Thread(target=build)
+    first.start()
+    time.sleep(0.4)  # the first build's nvcc is writing
+    build()
+    first.join()
+    assert loaded == ["headtail", "headtail"]
+    assert sorted(p.name for p in libs[0].parent.iterdir()) == ["librace.so", "race.c", "race.cu", "race.cuh", "race.h"]
 
 
 def test_sizes_parse_with_shared_values_and_several_names():

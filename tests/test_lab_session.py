@@ -10,7 +10,7 @@ import pytest
 from conftest import ir_equal
 from stepwise_gemm import gemm
 
-from spork_lab import SporkSchedulingError, SyncError, proc
+from spork_lab import SporkSchedulingError, SporkTypeError, SyncError, proc
 from spork_lab.lab import Workbench
 from spork_lab.lab._results import Background, Interrupted
 from spork_lab.platforms.cuda import *
@@ -350,6 +350,23 @@ def test_misused_session_calls_say_what_to_write():
     assert (e.value.filename, e.value.lineno) == (__file__, line)
     with pytest.raises(SporkSchedulingError, match=r"select: exo cannot parse the pattern 'for tid in'"):
         wb.select("for tid in")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: Workbench("seq_reverse"), "Workbench needs a proc (made with @proc), got str"),
+    (lambda: Workbench(seq_reverse, sizes=1024),
+     "Workbench(sizes=...) takes a dict of the proc's sizes, e.g. sizes={'n': 1024}, not 1024"),
+    (lambda: Workbench(seq_reverse).apply("divide_loop", "tid", 32, ["w", "l"]),
+     "apply takes a scheduling operation, as in wb.apply(divide_loop, ...), not 'divide_loop'"),
+    (lambda: Workbench(seq_reverse).apply(lambda p: None), "<lambda>(p) returned NoneType, not a proc; apply takes "
+     "scheduling operations"),
+])  # fmt: skip
+def test_misused_session_calls_name_the_users_line(call, message):
+    """Were TypeErrors raised in the workbench's frames, naming no line (in a notebook: a traceback, where every
+    SporkError is one line). They are still TypeErrors."""
+    with pytest.raises(SporkTypeError) as e:
+        call()
+    assert (e.value.filename, e.value.lineno, e.value.message) == (__file__, call.__code__.co_firstlineno, message)
 
 
 def test_real_checker_finds_the_missing_fence_and_clears_after_fences():

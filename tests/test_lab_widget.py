@@ -115,6 +115,26 @@ def test_load_ext_registers_magics_and_proc_html():
         InteractiveShell.clear_instance()
 
 
+def test_workbench_magic_errors_are_one_line(capsys):
+    """%spork_workbench raised a NameError or a ValueError, which IPython showed with a traceback through
+    spork_lab's frames; an error raised below a magic named a line of IPython's own files, not the cell's."""
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "spork_lab")
+        shell.user_ns.update(long_lines=long_lines, three=3)
+        for line, message in [("nope n=4", r"MagicError: %spork_workbench: no proc named 'nope' in the notebook"),
+                              ("long_lines n=big", r"MagicError: %spork_workbench: size 'n=big' must look like "
+                                                   r"name=INT, e\.g\. n=512"),
+                              ("three n=4", r"SporkTypeError: Cell In\[\d+\]:1: Workbench needs a proc \(made with "
+                                            r"@proc\), got int")]:
+            capsys.readouterr()
+            assert not shell.run_cell(f"%spork_workbench {line}").success
+            shown = capsys.readouterr()
+            assert re.fullmatch(message, (shown.out + shown.err).strip()), shown
+    finally:
+        InteractiveShell.clear_instance()
+
+
 def test_load_ext_keeps_proc_annotations_unevaluated():
     """A cell that loads the extension and defines a proc without `from __future__ import annotations` works:
     Python would otherwise evaluate `n: size` and fail with NameError."""

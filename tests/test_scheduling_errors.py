@@ -139,6 +139,16 @@ def test_a_block_argument_given_an_expression_says_what_a_block_is():
                  "wrap_with_context: block takes a block of statements, not a read cursor: a loop (p.find_loop(...))")
 
 
+def test_a_cursor_of_the_wrong_kind_says_what_to_pass():
+    """Were exo's "expected a GapCursor" (naming neither what was given nor how to get a gap) and "expected a
+    ForCursor, not <class 'exo.API_cursors.ReduceCursor'>"."""
+    _raises_here(lambda: insert_fence(add_rows, add_rows.find_loop("col"), cuda_in_order, cuda_in_order),
+                 "insert_fence: gap takes a gap between statements, not a for cursor: a statement's cursor .before() "
+                 "or .after(), e.g. p.find_loop(\"i\").before()")
+    _raises_here(lambda: set_loop_mode(add_rows, add_rows.find("y[_] += _"), cuda_threads),
+                 "set_loop_mode: loop takes a loop, not a reduce cursor: p.find_loop(\"i\"), or a loop's name \"i\"")
+
+
 def test_our_gpu_ops_report_the_same_way():
     _raises_here(lambda: set_loop_mode(add_rows, "cols", cuda_threads), "set_loop_mode: no loop matches 'cols'",
                  "did you mean 'col'?")
@@ -190,6 +200,15 @@ def test_complete_on_errors():
     _raises_here(lambda: complete_on(one_copy, copy, "bar[0]"), "barrier 'bar' has 0 indices, got 1")
     _raises_here(lambda: complete_on(one_copy, copy, "bar"), "does not complete on a barrier",
                  "only TMA loads (Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) take `>> bar`")
+
+
+def test_single_thread_refuses_a_name_in_use_where_the_block_is():
+    """A loop named like an enclosing one printed as `col_1`, and the next sl.analyze refused `col` at the new
+    loop's line: "iterator 'col' is already used by an enclosing cuda_threads loop"."""
+    _raises_here(lambda: single_thread(add_rows, add_rows.find("y[_] += _").as_block(), "col"),
+                 "single_thread: 'col' is already a name where the block is (an argument, a buffer or an enclosing "
+                 "loop's iterator): give the loop another")
+    _raises_here(lambda: single_thread(add_rows, add_rows.find("y[_] += _").as_block(), "x"), "'x' is already a name")
 
 
 def test_single_thread_wraps_in_one_thread_loop():

@@ -80,7 +80,7 @@ from exo.core.LoopIR import LoopIR
 
 from .. import dist
 from ..core.cache import ProcCache
-from ..errors import SporkError, user_facing
+from ..errors import SporkError, SporkTypeError, user_facing, user_frame
 from . import barriers, checks, scopes
 from .result import Analysis, DeviceFunctionInfo, IterInfo, Scopes, StmtInfo, StmtRef
 
@@ -114,7 +114,8 @@ _cache = ProcCache()
 def analyze(p: Union[Procedure, LoopIR.proc]) -> Analysis:
     """The static analysis of a proc (computed once per proc); raises SporkError subclasses on misuse."""
     if not isinstance(p, (Procedure, LoopIR.proc)):
-        raise TypeError(f"analyze takes a proc (made with @proc or a scheduling op), not {type(p).__name__}")
+        raise SporkTypeError(f"analyze takes a proc (made with @proc or a scheduling op), not {type(p).__name__}",
+                             user_frame())
     return _cache.get(p._loopir_proc if isinstance(p, Procedure) else p, _run_passes)
 
 

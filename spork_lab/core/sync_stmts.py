@@ -14,7 +14,7 @@ from typing import Optional
 
 from exo.API import Procedure
 from exo.API_cursors import StmtCursor
-from exo.core.LoopIR import LoopIR, T
+from exo.core.LoopIR import UAST, LoopIR, T
 from exo.core.memory import MemGenError, Memory
 from exo.core.prelude import SrcInfo, Sym
 
@@ -219,8 +219,9 @@ _PROCS_BY_NAME: dict[str, Procedure] = {}
 
 
 def trailing_of(stmt) -> Optional[tuple]:
-    """(instr proc name, index of the barrier argument) of an `instr(...) >> bar[...]` call, else None."""
-    if isinstance(stmt, LoopIR.Call):
+    """(instr proc name, index of the barrier argument) of an `instr(...) >> bar[...]` call (typed, or as parsed),
+    else None."""
+    if isinstance(stmt, (LoopIR.Call, UAST.Call)):
         return _TRAILING.get(stmt.f.name)
     return None
 

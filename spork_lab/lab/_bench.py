@@ -85,14 +85,31 @@ def gemm_names(spec: ProcSpec) -> Optional[Gemm]:
     return None
 
 
-def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator) -> list:
-    """Host values for a call: the sizes, and random arrays of each parameter's shape (a GEMM's C: zeros)."""
+def check_sizes(specs: Sequence[ProcSpec], sizes: dict[str, int]) -> None:
+    """One --sizes set against the procs: no name that none of them takes, and what each proc needs
+    (`_check_proc_sizes`)."""
+    taken = list(dict.fromkeys(a.name for spec in specs for a in spec.args if a.kind == "int"))
+    unknown = [name for name in sizes if name not in taken]
+    if unknown:
+        raise BenchError(f"--sizes names {', '.join(unknown)}, which no proc here takes; their sizes are "
+                         f"{', '.join(taken) or '(none)'}")
+    for spec in specs:
+        _check_proc_sizes(spec, sizes)
+
+
+def _check_proc_sizes(spec: ProcSpec, sizes: dict[str, int]) -> None:
+    """A value for every size of the proc, and its assertions true."""
     missing = [a.name for a in spec.args if a.kind == "int" and a.name not in sizes]
     if missing:
         raise BenchError(f"{spec.name}: --sizes gives no value for {', '.join(missing)}")
     for pred in spec.preds:
         if evaluate(pred, sizes) is False:
             raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
+
+
+def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator) -> list:
+    """Host values for a call: the sizes, and random arrays of each parameter's shape (a GEMM's C: zeros)."""
+    _check_proc_sizes(spec, sizes)
     gemm = gemm_names(spec)
     out = []
     for a in spec.args:
@@ -295,6 +312,8 @@ def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[R
 def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Callable], arch: Optional[str],
             flags: Sequence[str], tol: float, reps: int, profile: bool) -> BenchReport:
     """Build, then (with a GPU) check and time every proc at every size set against the reference."""
+    for sizes in size_sets:  # before nvcc runs, and without a GPU too, where nothing would run to find them
+        check_sizes([proc_spec(p._loopir_proc) for p in procs], sizes)
     report = BenchReport()
     cupy = gpu_cupy()
     arch = arch or (local_arch() if cupy else DEFAULT_ARCH)

@@ -23,6 +23,10 @@ def proc_html(p: Procedure) -> str:
     return _render.standalone(f'<div class="sl-wb sl-proc">{_render.code(code_view(p), {}, None)}</div>')
 
 
+class MagicError(SporkError, ValueError):
+    """A magic's line names what the notebook lacks, or is malformed: shown as one line, as every SporkError."""
+
+
 @magics_class
 class SporkMagics(Magics):
     """Line magics of the workbench."""
@@ -44,12 +48,12 @@ class SporkMagics(Magics):
 
         args = parse_argstring(self.spork_workbench, line)
         if args.proc not in self.shell.user_ns:
-            raise NameError(f"no proc named {args.proc!r} in the notebook")
+            raise MagicError(f"%spork_workbench: no proc named {args.proc!r} in the notebook")
         sizes = {}
         for item in args.sizes:
             name, sep, value = item.partition("=")
             if not sep or not value.isdigit():
-                raise ValueError(f"size {item!r} must look like name=INT, e.g. n=512")
+                raise MagicError(f"%spork_workbench: size {item!r} must look like name=INT, e.g. n=512")
             sizes[name] = int(value)
         return Workbench(self.shell.user_ns[args.proc], sizes=sizes)
 

@@ -30,7 +30,7 @@ from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..errors import SporkError, SporkSchedulingError, SyncError
+from ..errors import SporkError, SporkSchedulingError, SporkTypeError, SyncError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
@@ -268,10 +268,10 @@ class Workbench:
 
     def __init__(self, proc: Procedure, sizes: Optional[dict] = None):
         if not isinstance(proc, Procedure):
-            raise TypeError(f"Workbench needs a proc (made with @proc), got {type(proc).__name__}")
+            raise SporkTypeError(f"Workbench needs a proc (made with @proc), got {type(proc).__name__}", user_frame())
         if sizes is not None and not isinstance(sizes, Mapping):
-            raise TypeError(f"Workbench(sizes=...) takes a dict of the proc's sizes, e.g. sizes={{'n': 1024}}, "
-                            f"not {sizes!r}")
+            raise SporkTypeError(f"Workbench(sizes=...) takes a dict of the proc's sizes, e.g. sizes={{'n': 1024}}, "
+                                 f"not {sizes!r}", user_frame())
         names = [str(a.name) for a in proc._loopir_proc.args if not a.type.is_numeric()]
         unknown = sorted(set(sizes or {}) - set(names))
         if unknown:
@@ -304,7 +304,8 @@ class Workbench:
     def apply(self, op: Callable, *args, **kwargs) -> "Workbench":
         """Run `op(proc, *args, **kwargs)` as the next step; a failing op shows its error and changes nothing."""
         if not callable(op):
-            raise TypeError(f"apply takes a scheduling operation, as in wb.apply(divide_loop, ...), not {op!r}")
+            raise SporkTypeError(f"apply takes a scheduling operation, as in wb.apply(divide_loop, ...), not {op!r}",
+                                 user_frame())
         cell = running_cell()
         if cell is not None and self.error and self.error["cell"] == cell:
             # an earlier call of this run of the cell failed: the calls after it were written for its result
@@ -333,7 +334,8 @@ class Workbench:
                           "cell": cell, "skipped": []}
             return self
         if not isinstance(new, Procedure):
-            raise TypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations")
+            raise SporkTypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations",
+                                 user_frame())
         classes = tuple(type(a) for a in (*args, *kwargs.values()) if dataclasses.is_dataclass(a) and not isinstance(a, type))
         self.steps.append(Step(op, step_args, step_kwargs, new, _diff(self.text(current), self.text(new)), classes, cell))
         self.error = None

@@ -6,9 +6,9 @@ its array, which a sync statement's generated proc writes) is reported at the
 instr's body in spork_lab's platform files, or at `<spork_lab sync
 statement>:0`. Here the check runs on a copy of the proc whose callee bodies
 carry the call's source location. Before it, calls are checked for what exo
-1.0 lets through or reports obscurely: a missing argument (exo's compiler
-would fail on it with a bare assertion) and an argument whose constant shape
+1.0 lets through or reports obscurely: an argument whose constant shape
 differs from its parameter's (exo dumps its internal shape expressions).
+`check_arity` checks the number of arguments earlier, on the parsed proc.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from typing import Optional
 
 from asdl_adt.adt import _AsdlAdtBase
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import UAST, LoopIR
 from exo.frontend.boundscheck import CheckBounds
 
 from ..core.instrs import template_call_of
@@ -27,7 +27,7 @@ from ..errors import SporkSyntaxError
 
 
 def check_bounds(ir: LoopIR.proc) -> None:
-    """Raise for calls with missing or wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses
+    """Raise for calls with wrongly shaped arguments (SporkSyntaxError) or out-of-bounds accesses
     (exo's TypeError, its counterexamples cut to the user's names)."""
     _check_calls(ir.body)
     try:
@@ -68,18 +68,27 @@ def _user_names(message: str) -> str:
     return "\n".join(lines)
 
 
+def check_arity(stmts: list) -> None:
+    """Every call of the parsed proc (UAST) has one argument per parameter. Checked before exo's type checker,
+    which pairs them with zip: an extra argument was dropped without a word, and a missing one failed exo's
+    compiler with a bare assertion."""
+    for s in stmts:
+        if isinstance(s, (UAST.For, UAST.If)):
+            check_arity(s.body)
+            check_arity(getattr(s, "orelse", []))
+        elif isinstance(s, UAST.Call) and len(s.args) != len(s.f.args):
+            n, params = len(s.f.args), ", ".join(str(a.name) for a in s.f.args)
+            raise SporkSyntaxError(f"{_callee(s)} takes {n} argument{'s' * (n != 1)} ({params}), got {len(s.args)}",
+                                   s.srcinfo)
+
+
 def _check_calls(stmts: list) -> None:
-    """Every call has one argument per parameter (exo 1.0's type checker pairs them with zip), and each
-    argument whose shape is constant has its parameter's shape."""
+    """Each call argument whose shape is constant has its parameter's shape."""
     for s in stmts:
         if isinstance(s, (LoopIR.For, LoopIR.If)):
             _check_calls(s.body)
             _check_calls(getattr(s, "orelse", []))
         elif isinstance(s, LoopIR.Call):
-            if len(s.args) != len(s.f.args):
-                params = ", ".join(str(a.name) for a in s.f.args)
-                raise SporkSyntaxError(f"{_callee(s)} takes {len(s.f.args)} arguments ({params}), got {len(s.args)}",
-                                       s.srcinfo)
             for param, arg in zip(s.f.args, s.args):
                 if not param.type.is_tensor_or_window():
                     continue
@@ -94,7 +103,7 @@ def _check_calls(stmts: list) -> None:
                 )
 
 
-def _callee(s: LoopIR.Call) -> str:
+def _callee(s: LoopIR.Call | UAST.Call) -> str:
     """The callee as the user wrote it, with the keywords that fixed its shapes: `copy with box=(64, 32)`."""
     trailing = trailing_of(s)
     name = str(trailing[0] if trailing else s.f.name)

@@ -13,7 +13,7 @@ from exo.API import Procedure
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
 from ..core.timelines import INSTR_TLS, InstrTl, SyncTl, cuda_in_order_instr
-from ..errors import SporkSyntaxError, user_facing
+from ..errors import SporkSyntaxError, SporkTypeError, user_facing, user_frame
 from .frontend import parse_function
 
 
@@ -21,7 +21,8 @@ from .frontend import parse_function
 def _parse(func, caller_locals: dict, instr: Optional[tuple]) -> Procedure:
     __tracebackhide__ = True  # IPython and pytest show the user's cell, not this frame
     if not isinstance(func, types.FunctionType):
-        raise TypeError("@proc and @instr must decorate a function")
+        what = f"{func.name()}, which is a proc already" if isinstance(func, Procedure) else type(func).__name__
+        raise SporkTypeError(f"@proc and @instr decorate a function (a def), not {what}", user_frame())
     try:
         return parse_function(func, caller_locals, instr=instr)
     except OSError:  # inspect finds no source: exec(), python -c, the bare REPL
@@ -51,7 +52,8 @@ def instr(
     """Like exo's @instr, plus the instr-tl and collective unit the instruction needs (and, in `aligned`, the
     (parameter, bytes) whose rows the hardware addresses aligned)."""
     if not isinstance(c_instr, str):
-        raise TypeError("@instr needs the instruction's C template: @instr(\"...\")")
+        raise SporkTypeError(f"@instr needs the instruction's C template as a string: @instr(\"...\"), not "
+                             f"{c_instr!r}", user_frame())
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))

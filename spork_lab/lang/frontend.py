@@ -35,7 +35,7 @@ from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
 from ..core.coll import CollUnit
-from .bounds import check_bounds
+from .bounds import check_arity, check_bounds
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
@@ -93,12 +93,18 @@ def _parse_text(src: str, filename: str, first_line: int, col_offset: int, func_
     """The parse itself; parse_source (which @proc and @instr call too) turns exo's errors into SporkErrors."""
     func_globals = func_globals if func_globals is not None else default_namespace()
     func_locals = dict(func_locals or {})
-    module = pyast.parse(src)
+    try:
+        module = pyast.parse(src)
+    except SyntaxError as e:
+        raise SporkSyntaxError(f"the text is not Python: {e.msg}", SrcInfo(filename, first_line + (e.lineno or 1) - 1))
     if len(module.body) != 1 or not isinstance(module.body[0], pyast.FunctionDef):
-        raise SporkSyntaxError("expected the source of exactly one function definition")
+        raise SporkSyntaxError("a proc's text is exactly one function definition, `def name(...):` (as a proc "
+                               "prints)", SrcInfo(filename, first_line))
     fdef = module.body[0]
 
     def getsrcinfo(node) -> SrcInfo:
+        if not hasattr(node, "lineno"):  # a def's `arguments` (a default value, *args): at the def's line
+            node = fdef
         end = getattr(node, "end_lineno", None)
         end_col = getattr(node, "end_col_offset", None)
         return SrcInfo(
@@ -119,7 +125,9 @@ def _parse_text(src: str, filename: str, first_line: int, col_offset: int, func_
         instr=instr,
         as_func=True,
     )
-    ir = _TypeChecker(_mark_bf16(parser.result(), rewriter.bf16_decls)).get_loopir()
+    uast = parser.result()
+    check_arity(uast.body)
+    ir = _TypeChecker(_mark_bf16(uast, rewriter.bf16_decls)).get_loopir()
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
     _register_tensor_maps(ir.body, rewriter.tensor_maps)
     check_bounds(ir)
@@ -379,6 +387,8 @@ class _GpuSyntaxRewriter:
             return self.arrive(s, s.value)
         if isinstance(s, pyast.Assign) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.MatMult):
             return self.tensor_map(s)
+        if isinstance(s, (pyast.Assign, pyast.AugAssign, pyast.AnnAssign)) and s.value is not None:
+            self.check_no_call_values(s.value)
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
             func = s.value.func
             if isinstance(func, pyast.Name) and func.id not in self.env:
@@ -392,6 +402,13 @@ class _GpuSyntaxRewriter:
                 return self.template_call(s.value, syntax)
         self.check_no_barrier_data(s)
         return s
+
+    def check_no_call_values(self, node) -> None:
+        """Sync statements, instrs and procs are statements and return nothing; used as a value, exo said only
+        "expected called object to be a extern function"."""
+        for n in pyast.walk(node):
+            if isinstance(n, pyast.Call) and isinstance(self.lookup(n.func), (SyncSyntax, InstrTemplate, Procedure)):
+                self.err(n, f"`{pyast.unparse(n)}` is a statement and gives no value: write it on a line of its own")
 
     def check_no_barrier_data(self, node) -> None:
         for n in pyast.walk(node):

@@ -11,6 +11,7 @@ import re
 from typing import Optional, Union
 
 from exo.API import Procedure
+from exo.API_cursors import ForCursor, InvalidCursor
 from exo.API_scheduling import (
     ArgumentProcessor,
     BlockCursorA,
@@ -214,10 +215,24 @@ def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Proced
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
 
 
+def _enclosing_iterators(cursor) -> set:
+    """The iterators of the loops around a statement's cursor."""
+    names = set()
+    parent = cursor.parent()
+    while not isinstance(parent, InvalidCursor):
+        if isinstance(parent, ForCursor):
+            names.add(parent.name())
+        parent = parent.parent()
+    return names
+
+
 @sched_op([BlockCursorA, NameA])
 def single_thread(proc: Procedure, block, name: str) -> Procedure:
     """Wrap a block in `for name in cuda_threads(0, 1)`: one thread of the collective runs it (a TMA load's
     issuing thread). One iteration: the program computes what it did."""
+    if name in _names(proc._loopir_proc) | _enclosing_iterators(block[0]):  # printed `name_1`; analysed as `name`
+        raise SchedulingError(f"{name!r} is already a name where the block is (an argument, a buffer or an enclosing "
+                              "loop's iterator): give the loop another")
     srcinfo = block[0]._impl._node.srcinfo
     zero, one = (LoopIR.Const(v, T.index, srcinfo) for v in (0, 1))
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -22,7 +23,7 @@ from typing import Callable, Optional, Sequence
 from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name
-from ..errors import BuildError, user_facing
+from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
 from ._args import ProcSpec, check_args, proc_spec
 
 CACHE_DIR = Path(os.environ.get("SPORK_LAB_CACHE", Path.home() / ".cache" / "spork_lab"))
@@ -80,12 +81,20 @@ def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] 
     if lib.exists():
         return lib
     out_dir.mkdir(parents=True, exist_ok=True)
-    for ext, text in zip(("c", "h", "cu", "cuh"), sources):
-        (out_dir / f"{basename}.{ext}").write_text(text)
-    cmd = [nvcc, *flags, "-o", str(lib), f"{basename}.c", f"{basename}.cu"]
-    res = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+    # Each build writes in a folder of its own and renames its results into place when done: a process building
+    # the same key at the same time never reads half-written sources or loads a library nvcc is still writing.
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=out_dir))
+    names = [f"{basename}.{ext}" for ext in ("c", "h", "cu", "cuh")]
+    for name, text in zip(names, sources):
+        (work / name).write_text(text)
+    cmd = [nvcc, *flags, "-o", lib.name, names[0], names[2]]
+    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     if res.returncode != 0:
-        raise BuildError(f"nvcc failed ({' '.join(cmd)}) in {out_dir}:\n{res.stderr}")
+        raise BuildError(f"nvcc failed ({' '.join(cmd)}) in {work}:\n{res.stderr}")
+    for name in names:
+        os.replace(work / name, out_dir / name)
+    os.replace(work / lib.name, lib)
+    work.rmdir()
     return lib
 
 
@@ -99,10 +108,18 @@ class BuiltProc:
         self._fn = getattr(module.lib, spec.name)
         self._fn.restype = None
 
-    def __call__(self, *args) -> None:
+    @user_facing
+    def __call__(self, *args, **kwargs) -> None:
         cupy = self.module.cupy
         device = cupy.cuda.runtime.getDevice() if cupy else None
-        raw = check_args(self.spec, args, device)
+        if kwargs:
+            names = ", ".join(a.name for a in self.spec.args)
+            raise ArgumentError(f"{self.name}() takes its arguments in order, without keywords: {self.name}({names})",
+                                user_frame())
+        try:
+            raw = check_args(self.spec, args, device)
+        except (TypeError, ValueError) as e:  # said at the user's call, without our frames
+            raise ArgumentError(str(e), user_frame()) from None
         c_args = [None]  # exo's ctxt argument
         for a, v in zip(self.spec.args, raw):
             c_args.append(self.module.int_type(v) if a.kind in ("int", "bool") else ctypes.c_void_p(v))
@@ -143,6 +160,11 @@ class BuiltModule:
 def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None,
           flags: Sequence[str] = ()) -> BuiltModule:
     """Compile procs to a shared library for `arch` (default: the local GPU), with extra nvcc `flags`, and load it."""
+    if isinstance(procs, Procedure):
+        raise SporkTypeError("build takes a list of procs: write sl.build([p], ...)", user_frame())
+    if isinstance(flags, str):
+        raise SporkTypeError(f"build(flags=...) takes a list of nvcc flags, e.g. flags=[{flags!r}], not a string",
+                             user_frame())
     procs = list(procs)
     specs = [proc_spec(p._loopir_proc) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
@@ -190,9 +212,13 @@ def _time(fn: Callable[[], None], reps: int, warmup: int, flush) -> list:
     return times
 
 
+@user_facing
 def benchmark(built_proc: BuiltProc, args: Sequence, reference: Optional[Callable] = None, reps: int = 50,
               warmup: int = 5) -> BenchResult:
     """Median time of `built_proc(*args)` (and of `reference(*args)` if given) over `reps` runs."""
+    if not isinstance(built_proc, BuiltProc):
+        raise SporkTypeError(f"benchmark times a proc of a built module, not {type(built_proc).__name__}: "
+                             "k = sl.build([p]); sl.benchmark(k.p, args)", user_frame())
     import cupy
 
     l2 = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["l2CacheSize"]

@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 import numbers
 
-from exo.core.LoopIR import T
+from exo.API import Procedure
+from exo.core.LoopIR import LoopIR, T
 
 from ..analysis import analyze
 from ..core.cache import ProcCache
-from ..errors import SporkError, SyncError, user_facing, user_frame
+from ..errors import SporkError, SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .engine import Compiled, Unsupported
 from .lower import index_expr, lower
@@ -80,14 +81,19 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     (`timeline_truncated` says when there were more). Sizes whose arguments
     hold more than `max_elements` elements are refused: hazards show at small sizes.
     """
+    call = user_frame()  # argument errors name the user's call, as the sizes' do
+    if not isinstance(p, (Procedure, LoopIR.proc)):
+        raise SporkTypeError(f"sync_check takes a proc (made with @proc or a scheduling op), not {type(p).__name__}",
+                             call)
     if engine not in ENGINES:
-        raise ValueError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'")
+        raise SyncError(f"sync_check(engine={engine!r}): use 'compiled' or 'python'", call)
     if isinstance(max_hazards, dict):  # sync_check(p, {"n": 1024}): the sizes landed in the first positional parameter
-        raise TypeError("sync_check takes the sizes as keywords: write sync_check(p, "
-                        f"{', '.join(f'{k}={v!r}' for k, v in max_hazards.items())}) or sync_check(p, **sizes)")
+        given = ", ".join(f"{k}={v!r}" for k, v in max_hazards.items())
+        raise SporkTypeError(f"sync_check takes the sizes as keywords: write sync_check(p, {given}) or "
+                             "sync_check(p, **sizes)", call)
     for name, limit in (("max_hazards", max_hazards), ("max_events", max_events), ("max_elements", max_elements)):
         if not _is_int(limit) or limit < 0:
-            raise TypeError(f"sync_check({name}={limit!r}): give an int >= 0")
+            raise SporkTypeError(f"sync_check({name}={limit!r}): give an int >= 0", call)
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
     values = _size_values(ir, sizes, max_elements)
