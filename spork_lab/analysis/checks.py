@@ -214,12 +214,7 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
     """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
     a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
     misaligned address faults at run time)."""
-    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
-    for name, nbytes in aligned:
-        param, arg = args[name]
-        shape = shapes.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
-        if shape is None or len(shape) != len(arg.idx):  # a window of a window argument: its layout is unknown here
-            continue
+    for param, arg, shape, nbytes in _windows_of_known_layout(s, aligned, shapes):
         srcinfo = arg.srcinfo
         size = elem_bytes(arg.type.basetype())
 
@@ -243,6 +238,17 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
         )
 
 
+def _windows_of_known_layout(s: LoopIR.Call, params: tuple, shapes: dict):
+    """(parameter, window argument, its buffer's shape, bytes) for each (parameter name, bytes) of `params` whose
+    argument windows a buffer of known shape (of a window argument, the layout is the caller's: unknown here)."""
+    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
+    for name, nbytes in params:
+        param, arg = args[name]
+        shape = shapes.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
+        if shape is not None and len(shape) == len(arg.idx):
+            yield param, arg, shape, nbytes
+
+
 def _window_layout(arg: LoopIR.WindowExpr, shape: list) -> tuple:
     """(offset of the window's first element, row-major stride of each buffer dimension), in elements, as index
     expressions of the window's bounds and the buffer's shape."""
@@ -262,12 +268,7 @@ def _check_smem_box(s: LoopIR.Call, boxes: tuple, shapes: dict) -> None:
     which must be aligned (128 bytes). A window whose rows are not adjacent in its buffer (a slice of wider rows)
     would be read or written elsewhere than the program says; a misaligned one faults. Said here where the
     window's buffer and bounds decide it; sync_check decides the rest at its sizes (sync/lower.py)."""
-    args = {str(param.name): (param, arg) for param, arg in zip(s.f.args, s.args)}
-    for name, nbytes in boxes:
-        param, arg = args[name]
-        shape = shapes.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
-        if shape is None or len(shape) != len(arg.idx):  # a window of a window argument: its layout is unknown here
-            continue
+    for param, arg, shape, nbytes in _windows_of_known_layout(s, boxes, shapes):
         rows, cols = (constant_value(d) for d in param.type.shape()[-2:])
         offset, strides = _window_layout(arg, shape)
         row_dim = [k for k, w in enumerate(arg.idx) if isinstance(w, LoopIR.Interval)][-2]
