@@ -9,6 +9,9 @@ correct forms next to them.
   (`tma_load_padded_rows`, `tma_store_padded_rows`, `tma_row_per_thread`, `tma_load_through_padded_alias`).
 - Global memory allocated by CPU code (`tmp: f32[...] @ CudaGmemLinear`) called an allocator nothing defined: the
   library did not load (`scratch_between_kernels`).
+
+And one the checker refused although the program is right: loads on `bar[0]` and `bar[1]`, then an Arrive on
+each; the first Arrive expected the bytes of both (`two_barriers_two_phases`).
 """
 
 from __future__ import annotations
@@ -193,3 +196,26 @@ def scratch_between_kernels(n: size, x: f32[n, 64] @ CudaGmemLinear, y: f32[64, 
             for r in cuda_threads(0, 128):
                 for q in seq(0, (n + 127 - r) / 128):
                     y[c, 128 * q + r] = tmp[128 * q + r, c] + tmp[128 * q + r, (c + 1) % 64]
+
+
+# Two TMA loads on two barriers of one array, then an Arrive on each: each phase expects its own load's bytes.
+@proc
+def two_barriers_two_phases(n: size, src: f32[16 * n, 8] @ CudaGmemLinear, dst: f32[16 * n, 8] @ CudaGmemLinear):
+    src_tm = src[:, :] @ Sm90_tensorMap(0, 8, 8)
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            tile: f32[2, 8, 8] @ CudaSmemLinear
+            bar: barrier[2] @ CudaMbarrier
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_linear_2f32(tile[0, :, :], src_tm[16 * task : 16 * task + 8, :], box=(8, 8)) >> bar[0]
+                    Sm90_copy_tensor_to_smem_linear_2f32(tile[1, :, :], src_tm[16 * task + 8 : 16 * task + 16, :], box=(8, 8)) >> bar[1]
+                Arrive(tma_to_smem_async, 1) >> bar[0]
+                Arrive(tma_to_smem_async, 1) >> bar[1]
+            Await(bar[0], cuda_in_order, ~0)
+            Await(bar[1], cuda_in_order, ~0)
+            for t in cuda_threads(0, 32):
+                for j in seq(0, 2):
+                    for i in seq(0, 2):
+                        dst[16 * task + 8 * j + 2 * (t / 8) + i, t % 8] = tile[j, 2 * (t / 8) + i, t % 8]
+            Fence(cuda_in_order, cuda_in_order)

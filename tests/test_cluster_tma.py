@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import re
 import shutil
 
 import numpy as np
@@ -61,7 +62,16 @@ def test_what_only_the_run_decides_is_refused_by_sync_check(p, fragment, engine)
 @pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels],
                          ids=lambda p: p.name())
 def test_the_correct_forms_pass(p):
-    assert sl.sync_check(p, n=3)
+    assert sl.sync_check(p, n=3).ok
+
+
+def test_each_arrive_expects_the_loads_on_its_own_barrier():
+    """`>> bar[0]` and `>> bar[1]`, then an Arrive on each: the first Arrive expected both loads' bytes (512), the
+    second none, and sync_check reported TX hazards for a correct program (the GPU would have hung)."""
+    for engine in ("python", "compiled"):
+        assert sl.sync_check(P.two_barriers_two_phases, n=2, engine=engine).ok
+    cu = compile_procs_to_strings([P.two_barriers_two_phases], "two_bars", "sm_90a")[2]
+    assert re.findall(r"spork_mbar_arrive_expect_tx\(&bar_f\[\((\d)\)[^;]*, (\d+)u\);", cu) == [("0", "256"), ("1", "256")]
 
 
 def test_cpu_allocated_global_memory_has_an_allocator():
@@ -81,7 +91,8 @@ def test_a_library_allocating_global_memory_loads():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("p, arch", [(P.mbarrier_per_cta, "sm_90a"), (P.tma_load_whole_rows, "sm_90a"),
-                                     (P.scratch_between_kernels, None)], ids=["per_cta", "tma_rows", "scratch"])
+                                     (P.scratch_between_kernels, None), (P.two_barriers_two_phases, "sm_90a")],
+                         ids=["per_cta", "tma_rows", "scratch", "two_barriers"])
 def test_the_gpu_computes_what_the_program_says(p, arch):
     cupy = pytest.importorskip("cupy")
     built = getattr(sl.build([p], arch=arch), p.name())

@@ -31,7 +31,8 @@ is a CTA dimension: each CTA keeps its own barriers (`BarrierInfo.cta_dims`).
 
 TMA loads complete on an mbarrier (`copy(...) >> bar[i]`, `BarrierInfo.trailing`):
 their bytes are expected by the next Arrive on that barrier in the same block
-(`CudaAsync` blocks are transparent), which lowers to
+(`CudaAsync` blocks are transparent; an Arrive on `bar[1]` leaves the loads on
+`bar[0]` to a later Arrive: constant indices that differ), which lowers to
 `mbarrier.arrive.expect_tx` (`BarrierUse.tx_bytes`). A multicast load
 `>> bar[:]` is run by every CTA of the slice, so each barrier receives its bytes
 that many times.
@@ -50,7 +51,7 @@ from ..core import timelines as tl
 from ..core.blocks import CudaAsync
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import expr_vars, interval_width, numeric_reads, walk_stmts
+from ..core.ir import constant_value, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import (
     QueueFacts,
@@ -234,6 +235,21 @@ def _buffers(s) -> set:
     return set()
 
 
+def _other_barrier(a, b) -> bool:
+    """Two uses of one barrier array that name different barriers for certain: constant indices that differ
+    (`bar[0]` and `bar[1]`). Any other pair may be the same barrier."""
+    def index(w) -> Optional[int]:  # a barrier index is a point, or an interval of width 1 (`bar[0:0 + 1]`)
+        if isinstance(w, LoopIR.Point):
+            return constant_value(w.pt)
+        return constant_value(w.lo) if is_point_interval(w) else None
+
+    for wa, wb in zip(getattr(a, "idx", []), getattr(b, "idx", [])):
+        va, vb = index(wa), index(wb)
+        if va is not None and vb is not None and va != vb:
+            return True
+    return False
+
+
 class _Walk:
     """One walk in program order: allocations, uses, trailing TMA loads and the bytes each Arrive expects."""
 
@@ -281,7 +297,12 @@ class _Walk:
             sym = s.args[0].name
             if sym not in self.allocs:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
-            tx = sum(u.tx_bytes for u in pending.pop(sym, [])) if spec.kind == "Arrive" else 0
+            tx = 0
+            if spec.kind == "Arrive":  # its phase expects the loads before it on this barrier (all but other bar[c]s)
+                others = [u for u in pending.get(sym, []) if _other_barrier(u.stmt.args[trailing_of(u.stmt)[1]], s.args[0])]
+                tx = sum(u.tx_bytes for u in pending.pop(sym, []) if u not in others)
+                if others:
+                    pending[sym] = others
             tiling = info.tiling
             self.uses[sym].append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count, tx,
                                              tiling is not None and tiling.made_of_whole_warps()))
