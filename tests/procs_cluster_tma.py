@@ -10,8 +10,9 @@ correct forms next to them.
 - Global memory allocated by CPU code (`tmp: f32[...] @ CudaGmemLinear`) called an allocator nothing defined: the
   library did not load (`scratch_between_kernels`).
 
-And one the checker refused although the program is right: loads on `bar[0]` and `bar[1]`, then an Arrive on
-each; the first Arrive expected the bytes of both (`two_barriers_two_phases`).
+And two right programs that were refused: a Fence by the consumer warps of each CTA of a cluster was "not yet
+supported" by the code generator (`consumer_warps_fence`); loads on `bar[0]` and `bar[1]`, then an Arrive on each,
+had the first Arrive expect the bytes of both (`two_barriers_two_phases`: TX hazards).
 """
 
 from __future__ import annotations
@@ -218,4 +219,20 @@ def two_barriers_two_phases(n: size, src: f32[16 * n, 8] @ CudaGmemLinear, dst: 
                 for j in seq(0, 2):
                     for i in seq(0, 2):
                         dst[16 * task + 8 * j + 2 * (t / 8) + i, t % 8] = tile[j, 2 * (t / 8) + i, t % 8]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# The consumer warps of each CTA of a cluster exchange data through shared memory around a Fence of their own.
+@proc
+def consumer_warps_fence(n: size, x: f32[n, 2, 64] @ CudaGmemLinear, z: f32[n, 2, 64] @ CudaGmemLinear):
+    with CudaDeviceFunction(clusterDim=2, warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 2)]):
+        for task in cuda_tasks(0, n):
+            s: f32[2, 64] @ CudaSmemLinear
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                with CudaWarps(name="consumer"):
+                    for t in cuda_threads(0, 64):
+                        s[cta, t] = x[task, cta, t]
+                    Fence(cuda_in_order, cuda_in_order)
+                    for t in cuda_threads(0, 64):
+                        z[task, cta, t] = s[cta, 63 - t]
             Fence(cuda_in_order, cuda_in_order)

@@ -1,5 +1,5 @@
-"""mbarriers in clusters, TMA's shared-memory boxes and global memory allocated by CPU code (found by the
-session-17 soundness audit; the procs and what went wrong are in procs_cluster_tma.py).
+"""mbarriers in clusters, TMA's shared-memory boxes, global memory allocated by CPU code and Fences of named warps
+in clusters (found by the session-17 soundness audit; the procs and what went wrong are in procs_cluster_tma.py).
 
 Each wrong program is refused at its line, by the analysis where the program's text decides it, by sync_check
 where only its sizes do; the correct forms pass, and on a GPU compute what the program says.
@@ -59,8 +59,8 @@ def test_what_only_the_run_decides_is_refused_by_sync_check(p, fragment, engine)
     assert err.lineno == marked_line(p) and fragment in err.message, str(err)
 
 
-@pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels],
-                         ids=lambda p: p.name())
+@pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels,
+                               P.consumer_warps_fence], ids=lambda p: p.name())
 def test_the_correct_forms_pass(p):
     assert sl.sync_check(p, n=3).ok
 
@@ -91,8 +91,9 @@ def test_a_library_allocating_global_memory_loads():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("p, arch", [(P.mbarrier_per_cta, "sm_90a"), (P.tma_load_whole_rows, "sm_90a"),
-                                     (P.scratch_between_kernels, None), (P.two_barriers_two_phases, "sm_90a")],
-                         ids=["per_cta", "tma_rows", "scratch", "two_barriers"])
+                                     (P.scratch_between_kernels, None), (P.two_barriers_two_phases, "sm_90a"),
+                                     (P.consumer_warps_fence, None)],
+                         ids=["per_cta", "tma_rows", "scratch", "two_barriers", "consumer_fence"])
 def test_the_gpu_computes_what_the_program_says(p, arch):
     cupy = pytest.importorskip("cupy")
     built = getattr(sl.build([p], arch=arch), p.name())

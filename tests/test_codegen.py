@@ -229,6 +229,18 @@ def test_named_barrier_ids_do_not_collide():
     assert '"r"(5 + exo_thread % 256 / 128)' in b
 
 
+def test_the_same_warps_of_each_cta_of_a_cluster_fence_on_one_named_barrier():
+    """Warps 1-2 of each 96-thread CTA (a consumer warp group in a cluster of 2): each CTA's collective syncs on the
+    same barrier id, which counts that CTA's threads (this was "not yet supported")."""
+    consumers = Collective(64, (((32, 96),), ((128, 192),)))
+    assert lower_fence(_fence(), consumers, NamedBarrierIds(96), 2, True, None) == [
+        'asm volatile("barrier.sync %0, %1;" :: "r"(1), "n"(64) : "memory");'
+    ]
+    shifted = Collective(64, (((32, 96),), ((96, 160),)))  # CTA 1's collective starts elsewhere: two ids
+    with pytest.raises(sl.CodegenError, match="not yet supported"):
+        lower_fence(_fence(), shifted, NamedBarrierIds(96), 2, True, None)
+
+
 def test_too_many_named_barriers():
     ids = NamedBarrierIds(1024)
     pairs = Collective(64, tuple(((s, s + 64),) for s in range(0, 1024, 64)))

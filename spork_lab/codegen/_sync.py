@@ -79,7 +79,7 @@ def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_pat
         if aligned:
             base = ids.base(("aligned", size), block // size, srcinfo)
             bar_id = f"{base} + exo_thread % {block} / {size}"
-        elif len(coll.starts) == 1:
+        elif len({start % block for start in coll.starts}) == 1:  # one collective per CTA, at the same threads
             bar_id = str(ids.base(("fixed", coll.starts[0] % block, size), 1, srcinfo))
         else:
             bar_id = None
