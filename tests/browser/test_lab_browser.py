@@ -160,12 +160,14 @@ def browser():
         b.close()
 
 
-def _open(browser, server: str, front_end: str, name: str, n_cells: int = 0):
-    """A page on notebook `name`, once its cells (`n_cells`, default: as stored or as written here) are shown."""
+def _open(browser, server: str, front_end: str, name: str, n_cells: int = 0, workspace: str = ""):
+    """A page on notebook `name`, once its cells (`n_cells`, default: as stored or as written here) are shown; in
+    JupyterLab, in `workspace` (default: the default one, which reopens the notebooks other tests left open)."""
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(server + FRONT_ENDS[front_end].format(name) + f"?token={TOKEN}")
+    path = f"/lab/workspaces/{workspace}/tree/{name}" if workspace else FRONT_ENDS[front_end].format(name)
+    page.goto(server + path + f"?token={TOKEN}")
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
     stored = ROOT / "notebooks" / name.removeprefix("run_")
     n = n_cells or (len(nbformat.read(stored, as_version=4).cells) if stored.exists() else 5)  # views.ipynb: 5
@@ -310,7 +312,7 @@ def test_a_saved_notebook_shows_its_workbench_when_reopened(server, browser, sho
     from the notebook (not "Error displaying widget: model not found")."""
     from playwright.sync_api import expect
 
-    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=2)
+    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=2, workspace="reopen")  # not reopened elsewhere
     _wait_for_kernel(page)
     _run(page, cells.nth(0))
     _run(page, cells.nth(1))
@@ -326,7 +328,7 @@ def test_a_saved_notebook_shows_its_workbench_when_reopened(server, browser, sho
         if session["path"].endswith("saved.ipynb"):  # the kernel goes: its widget models with it
             urllib.request.urlopen(urllib.request.Request(f"{server}/api/sessions/{session['id']}?token={TOKEN}",
                                                           method="DELETE"))
-    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=3)  # running the last cell added one
+    page, cells = _open(browser, server, "lab", "saved.ipynb", n_cells=3, workspace="reopen")  # the run added a cell
     expect(cells.nth(1).locator(".sl-wb .sl-hazard").first).to_contain_text("RAW hazard", timeout=60_000)
     cells.nth(1).screenshot(path=str(shots / "lab_reopened_saved_notebook.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
