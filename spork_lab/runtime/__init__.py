@@ -94,7 +94,8 @@ def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] 
     for name in names:
         os.replace(work / name, out_dir / name)
     os.replace(work / lib.name, lib)
-    work.rmdir()
+    if not any(work.iterdir()):  # what nvcc was asked to keep (--keep) stays there
+        work.rmdir()
     return lib
 
 
