@@ -299,8 +299,10 @@ class _Walk:
                 raise SyncError(f"{spec.kind} uses barrier {sym}, which is not allocated in this proc", s.srcinfo)
             tx = 0
             if spec.kind == "Arrive":  # its phase expects the loads before it on this barrier (all but other bar[c]s)
-                others = [u for u in pending.get(sym, []) if _other_barrier(u.stmt.args[trailing_of(u.stmt)[1]], s.args[0])]
-                tx = sum(u.tx_bytes for u in pending.pop(sym, []) if u not in others)
+                mine, others = [], []
+                for u in pending.pop(sym, []):
+                    (others if _other_barrier(u.stmt.args[trailing_of(u.stmt)[1]], s.args[0]) else mine).append(u)
+                tx = sum(u.tx_bytes for u in mine)
                 if others:
                     pending[sym] = others
             tiling = info.tiling

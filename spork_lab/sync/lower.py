@@ -607,10 +607,7 @@ class _Lowering:
         rows = [view.strides[k] for k, w in enumerate(i for i in arg.idx if isinstance(i, LoopIR.Interval))
                 if k < len(view.strides) - 1 and interval_width(w) != 1]
         for offset in (view.base, *rows):
-            if isinstance(offset, P.Const) and offset.value * size % nbytes == 0:
-                continue
-            cond = P.Bin("==", P.Bin("%", P.mul(offset, P.Const(size)), P.Const(nbytes)), P.Const(0))
-            self.emit(P.Check(cond, P.ERR_ALIGN, self.site(ctx.in_instr or s, ctx)))
+            self.check_multiple(offset, size, nbytes, self.site(ctx.in_instr or s, ctx))
 
     def check_smem_box(self, s, formal, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
         """The window `view` passed for `formal` (a TMA box in shared memory, `InstrInfo.smem_box`) has adjacent
@@ -627,9 +624,15 @@ class _Lowering:
         size = elem_bytes(formal.type.basetype())
         shard = self.shard_elems[view.slot]
         start = view.base if shard is None else P.Bin("%", view.base, shard)
-        if not (isinstance(start, P.Const) and start.value * size % nbytes == 0):
-            cond = P.Bin("==", P.Bin("%", P.mul(start, P.Const(size)), P.Const(nbytes)), P.Const(0))
-            self.emit(P.Check(cond, P.ERR_ALIGN, site))
+        self.check_multiple(start, size, nbytes, site)
+
+    def check_multiple(self, offset: P.Expr, size: int, nbytes: int, site) -> None:
+        """A Check (ERR_ALIGN) that `offset` elements of `size` bytes are a multiple of `nbytes` bytes at these
+        sizes; none where the offset is a constant that is."""
+        if isinstance(offset, P.Const) and offset.value * size % nbytes == 0:
+            return
+        cond = P.Bin("==", P.Bin("%", P.mul(offset, P.Const(size)), P.Const(nbytes)), P.Const(0))
+        self.emit(P.Check(cond, P.ERR_ALIGN, site))
 
     def instr_call(self, accesses: list, ctx: _Ctx, env: dict) -> None:
         """An instr is one instruction of its collective: each element it touches is read once and written
