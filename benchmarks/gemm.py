@@ -86,23 +86,24 @@ class Kernel:
 # Sm80 configurations tried by --sweep (benchmarks/sm80_gemm_notes.md has their times).
 _SM80_VARIANTS = [{}, dict(BM=256, BN=128), dict(S=3)]
 SM80_SWEEP = {d: _SM80_VARIANTS + [dict(fragments_ahead=d == "tf32")] for d in ("tf32", "f16", "bf16")}  # other pipeline
+SM80_SWEEP["tf32"].append(dict(fragments_ahead=False))  # (for tf32 with B given as [N, K], whose default has them)
 
 
 def sm80_kernels(dtype: str, sweep: bool) -> list:
     import sm80_gemm as g
 
-    base = g.CONFIGS[dtype]
-    configs = [dataclasses.replace(base, **kw) for kw in SM80_SWEEP[dtype]] if sweep else [base]
+    bases = [c for c in g.CONFIGS.values() if c.dtype == dtype]  # tf32: B given as [K, N] and as [N, K]
+    configs = list(dict.fromkeys(dataclasses.replace(b, **kw) for b in bases for kw in SM80_SWEEP[dtype])) if sweep else bases
     return [
-        Kernel(cfg.name if cfg == base and not sweep else f"{cfg.name}_{cfg.tiles}", "sm80", dtype, LAYOUT_KN, False,
-               lambda c=cfg: getattr(g, c.name) if c == base else g.schedule(g.naive(c), c), str(g.naive(cfg)),
-               ((256, 512, 384), (512, 256, 256)))
+        Kernel(f"{cfg.name}_{cfg.tiles}" if sweep else cfg.name, "sm80", dtype, LAYOUT_NK if cfg.b_nk else LAYOUT_KN,
+               cfg.b_nk, lambda c=cfg: getattr(g, c.name) if c in bases else g.schedule(g.naive(c), c),
+               str(g.naive(cfg)), ((256, 512, 384), (512, 256, 256)))
         for cfg in configs
     ] + [  # the ring built by hand (HAND_STEPS, no fragments ahead): the same CUDA as pipeline_loop's without them
         Kernel(f"{cfg.name}_hand" if not sweep else f"{cfg.name}_{cfg.tiles}_hand", "sm80", dtype, LAYOUT_KN, False,
                lambda c=cfg: g.schedule_by_hand(c), str(g.rename(g.naive(cfg), f"{cfg.name}_hand")),
                ((256, 512, 384), (512, 256, 256)))
-        for cfg in dict.fromkeys(dataclasses.replace(c, fragments_ahead=False) for c in configs)
+        for cfg in dict.fromkeys(dataclasses.replace(c, fragments_ahead=False) for c in configs if not c.b_nk)
     ]  # fmt: skip
 
 

@@ -28,9 +28,10 @@ TOOLS = ["racecheck", "synccheck"]
 SHAPE = (256, 256, 384)  # M, N, K
 
 
-def _inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int) -> tuple:
-    """A and B as the kernel takes them (bf16 as uint16 bits, rounded to nearest even), and as float64."""
-    a, b = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((K, N), dtype=np.float32)
+def _inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int, b_nk: bool) -> tuple:
+    """A and B as the kernel takes them (B as [N, K] if b_nk; bf16 as uint16 bits, rounded to nearest even), and as
+    float64."""
+    a, b = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((N, K) if b_nk else (K, N), dtype=np.float32)
     if dtype == "f16":
         a, b = a.astype(np.float16), b.astype(np.float16)
         return a, b, a.astype(np.float64), b.astype(np.float64)
@@ -48,11 +49,11 @@ def run_one(folder: Path, name: str) -> int:
 
     (k, built), = [(k, b) for k, b in load_prebuilt(folder, name) if k.name == name]
     M, N, K = SHAPE
-    A, B, A64, B64 = _inputs(np.random.default_rng(), k.dtype, M, N, K)
+    A, B, A64, B64 = _inputs(np.random.default_rng(), k.dtype, M, N, K, k.b_nk)
     C = cupy.full((M, N), np.nan, dtype=cupy.float32)
     built(M, N, K, cupy.asarray(A), cupy.asarray(B), C)
     cupy.cuda.runtime.deviceSynchronize()
-    ref = A64 @ B64
+    ref = A64 @ (B64.T if k.b_nk else B64)
     err = float(np.abs(C.get().astype(np.float64) - ref).max() / np.abs(ref).max())
     ok = err <= TOLERANCE[k.dtype]
     print("RESULT", "correct" if ok else "WRONG", f"max rel err {err:.1e}")

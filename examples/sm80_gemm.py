@@ -1,4 +1,5 @@
-"""Sm80 GEMM C = A @ B (A, B row-major tf32/f16/bf16, C row-major f32), scheduled from the naive loop nest.
+"""Sm80 GEMM C = A @ B (A, B row-major tf32/f16/bf16, C row-major f32), scheduled from the naive loop nest;
+with `Config.b_nk`, C = A @ B^T for B given as [N, K] (tf32: both operands' fragments then load with ldmatrix).
 
 The schedule is the way a CUDA expert writes this kernel on Ampere's instructions:
 one CTA per BM x BN tile of C, its accumulators distributed over the warps
@@ -53,7 +54,9 @@ class Config:
     blocks_per_sm CTAs resident on each SM (the persistent grid's size); fragments_ahead: the first k-step's
     fragments of each K tile load one pipeline stage before its products, right after the barrier that sits
     before the last k-step's products of the tile before (step 9), so the tensor cores have work across every
-    barrier; late_copy (without fragments_ahead): each K tile's products are issued before the copies of the
+    barrier; b_nk: B is given as [N, K] (C = A @ B^T), K contiguous like A, so that tf32 B fragments load with
+    ldmatrix as A's do (only 2-byte types have a transposing ldmatrix), unrounded (`_trunc`); late_copy
+    (without fragments_ahead): each K tile's products are issued before the copies of the
     tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
 
     dtype: str = "f16"
@@ -66,6 +69,7 @@ class Config:
     blocks_per_sm: int = 1
     fragments_ahead: bool = True
     late_copy: bool = False
+    b_nk: bool = False
 
     @property
     def elem(self) -> str:  # the element type of A and B
@@ -85,7 +89,7 @@ class Config:
 
     @property
     def name(self) -> str:
-        return f"sm80_gemm_{self.dtype}"
+        return f"sm80_gemm_{self.dtype}{'_nk' if self.b_nk else ''}"
 
     @property
     def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
@@ -97,8 +101,9 @@ class Config:
 def naive(cfg: Config):
     """The loop nest we start from; the assertions say which sizes the tiles divide (and that the K loop runs
     long enough for the pipeline's prologue)."""
+    b_shape, b_elem = ("N, K", "B[j, k]") if cfg.b_nk else ("K, N", "B[k, j]")
     src = f"""
-def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, B: {cfg.elem}[K, N] @ CudaGmemLinear,
+def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, B: {cfg.elem}[{b_shape}] @ CudaGmemLinear,
                C: f32[M, N] @ CudaGmemLinear):
     assert M % {cfg.BM} == 0
     assert N % {cfg.BN} == 0
@@ -108,7 +113,7 @@ def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, 
         for j in seq(0, N):
             C[i, j] = 0.0
             for k in seq(0, K):
-                C[i, j] += A[i, k] * B[k, j]
+                C[i, j] += A[i, k] * {b_elem}
 """
     # statements point at the lines of the text above (hazards and errors name this file)
     first_line = inspect.getsourcelines(naive)[1] + 3
@@ -155,33 +160,43 @@ def stage_tiles(p, cfg: Config):
     """4. The CTA stages A and B tiles in shared memory; each warp loads its fragments from there."""
     kt_body = lambda: p.find_loop("wm #1").expand(0, 0)  # noqa: E731 -- re-found after each step
     p = stage_mem(p, kt_body(), f"A[{cfg.BM} * mt:{cfg.BM} * mt + {cfg.BM}, {cfg.BK} * kt:{cfg.BK} * kt + {cfg.BK}]", "A_s")
-    p = stage_mem(p, kt_body(), f"B[{cfg.BK} * kt:{cfg.BK} * kt + {cfg.BK}, {cfg.BN} * nt:{cfg.BN} * nt + {cfg.BN}]", "B_s")
+    k_tile, n_tile = f"{cfg.BK} * kt:{cfg.BK} * kt + {cfg.BK}", f"{cfg.BN} * nt:{cfg.BN} * nt + {cfg.BN}"
+    p = stage_mem(p, kt_body(), f"B[{n_tile}, {k_tile}]" if cfg.b_nk else f"B[{k_tile}, {n_tile}]", "B_s")
     p = simplify(p)
     kk_body = lambda: p.find_loop("fi #1").expand(0, 0)  # noqa: E731
     p = stage_mem(p, kk_body(), f"A_s[{cfg.WM} * wm:{cfg.WM} * wm + {cfg.WM}, {cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}]", "A_r")
-    p = stage_mem(p, kk_body(), f"B_s[{cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}, {cfg.WN} * wn:{cfg.WN} * wn + {cfg.WN}]", "B_r")
+    k_step, n_warp = f"{cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}", f"{cfg.WN} * wn:{cfg.WN} * wn + {cfg.WN}"
+    p = stage_mem(p, kk_body(), f"B_s[{n_warp}, {k_step}]" if cfg.b_nk else f"B_s[{k_step}, {n_warp}]", "B_r")
     p = simplify(p)
     # fragments: A_r[fi, m, k] (16 x KS each), B_r[fj, k, n] (KS x 8 each)
     p = divide_dim(p, "A_r", 0, 16)
     p = divide_loop(p, p.find("A_r[_] = _").parent().parent(), 16, ["fi", "m"], perfect=True)
-    p = divide_dim(p, "B_r", 1, 8)
-    p = rearrange_dim(p, "B_r", [1, 0, 2])
-    p = divide_loop(p, p.find("B_r[_] = _").parent(), 8, ["fj", "n"], perfect=True)
-    p = reorder_loops(p, p.find("B_r[_] = _").parent().parent().parent())
+    if cfg.b_nk:  # B_r[n, k] -> B_r[fj, k, n]; loops fj, n, k
+        p = divide_dim(p, "B_r", 0, 8)
+        p = rearrange_dim(p, "B_r", [0, 2, 1])
+        p = divide_loop(p, p.find("B_r[_] = _").parent().parent(), 8, ["fj", "n"], perfect=True)
+    else:  # B_r[k, n] -> B_r[fj, k, n]; loops fj, k, n
+        p = divide_dim(p, "B_r", 1, 8)
+        p = rearrange_dim(p, "B_r", [1, 0, 2])
+        p = divide_loop(p, p.find("B_r[_] = _").parent(), 8, ["fj", "n"], perfect=True)
+        p = reorder_loops(p, p.find("B_r[_] = _").parent().parent().parent())
     return simplify(p)
 
 
 def use_instructions(p, cfg: Config):
     """5. Fragment loads, mma, zero-fill and store of the accumulators become mma.sync instrs; memories.
-    2-byte B fragments load in pairs (one ldmatrix.x4.trans for two n8 fragments: half the instructions)."""
-    suffix = cfg.dtype
-    p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[f"Sm80_mma_load_a_{suffix}"])
-    if cfg.dtype == "tf32":  # 32-bit elements: no transposing ldmatrix, scalar loads
+    2-byte B fragments, and tf32 ones of B given as [N, K], load in pairs (one ldmatrix.x4 for two n8 fragments:
+    half the instructions); tf32 ones of B given as [K, N] element by element (no 32-bit transposing ldmatrix)."""
+    tf32_nk = cfg.b_nk and cfg.dtype == "tf32"
+    load_a = "Sm80_mma_load_a_tf32_trunc" if tf32_nk else f"Sm80_mma_load_a_{cfg.dtype}"
+    p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[load_a])
+    if cfg.dtype == "tf32" and not cfg.b_nk:
         p = replace(p, p.find("B_r[_] = _").parent().parent(), Sm80_mma_load_b_tf32)
     else:
+        load_b = "Sm80_mma_load_b_pair_nk_tf32_trunc" if tf32_nk else f"Sm80_mma_load_b_pair_{cfg.dtype}"
         p = divide_loop(p, p.find("B_r[_] = _").parent().parent().parent(), 2, ["fjo", "fji"], perfect=True)
-        p = replace(p, p.find("B_r[_] = _").parent().parent().parent(), globals()[f"Sm80_mma_load_b_pair_{suffix}"])
-    p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[f"Sm80_mma_{suffix}"])
+        p = replace(p, p.find("B_r[_] = _").parent().parent().parent(), globals()[load_b])
+    p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[f"Sm80_mma_{cfg.dtype}"])
     p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm80_mma_zero_d_tf32)
     p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm80_mma_store_d_tf32)
     for buf, mem in [("D", Sm80_RmemMatrixD), ("A_r", Sm80_RmemMatrixA), ("B_r", Sm80_RmemMatrixB),
@@ -193,7 +208,7 @@ def use_instructions(p, cfg: Config):
 def copy_with_cp_async(p, cfg: Config):
     """6. Thread (r, c) of the CTA copies 16-byte chunk c of rows r, r + rows_per_pass, ... with cp.async."""
     cp_async = globals()[f"Sm80_cp_async_{cfg.elem}"].instantiate(size=16)
-    for n_copy, (buf, cols) in enumerate([("A_s", cfg.BK), ("B_s", cfg.BN)]):
+    for n_copy, (buf, cols) in enumerate([("A_s", cfg.BK), ("B_s", cfg.BK if cfg.b_nk else cfg.BN)]):
         rows_per_pass = cfg.threads // (cols // cfg.CH)
         row_loop = p.find(f"{buf}[_] = _").parent().parent()
         p = divide_loop(p, row_loop.body()[0], cfg.CH, ["c", "e"], perfect=True)
@@ -207,10 +222,10 @@ def copy_with_cp_async(p, cfg: Config):
 
 
 def pad_rows(p, cfg: Config):
-    """7. Rows padded by 16 bytes (tf32 B: 32), so the 8 rows of an ldmatrix (and tf32's scalar B loads)
-    fall in distinct banks."""
+    """7. Rows padded by 16 bytes (tf32 B given as [K, N]: 32), so the 8 rows of an ldmatrix (and tf32's scalar
+    B loads) fall in distinct banks."""
     p = resize_dim(p, "A_s", 1, cfg.BK + cfg.CH, 0)
-    return resize_dim(p, "B_s", 1, cfg.BN + 8, 0)
+    return resize_dim(p, "B_s", 1, cfg.BK + cfg.CH if cfg.b_nk else cfg.BN + 8, 0)
 
 
 def fence_tiles(p, cfg: Config):
@@ -361,14 +376,16 @@ def schedule_by_hand(cfg: Config):
 
 # Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles. tf32
 # without fragments ahead: its rounding loads leave no registers for them (ptxas: 255 and a spill), and the hand
-# DB kernel was no faster for tf32 (run 4).
-CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16")}
-_PROC_NAMES = [f"sm80_gemm_{dt}" for dt in CONFIGS]
-PROCS: list  # the three GEMMs in _PROC_NAMES' order, scheduled on first use (`__getattr__`)
+# DB kernel was no faster for tf32 (run 4). tf32 with B given as [N, K]: every fragment through ldmatrix, unrounded,
+# leaves the registers for fragments ahead (session 18).
+CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16"),
+           "tf32_nk": Config("tf32", BK=32, S=4, b_nk=True)}
+_PROC_NAMES = [c.name for c in CONFIGS.values()]
+PROCS: list  # the GEMMs of CONFIGS in _PROC_NAMES' order, scheduled on first use (`__getattr__`)
 
 
 def __getattr__(name: str):
-    """`PROCS` and `sm80_gemm_{tf32,f16,bf16}` are scheduled on first use (~10 s each), so that importing the
+    """`PROCS` and `sm80_gemm_{tf32,f16,bf16,tf32_nk}` are scheduled on first use (~10 s each), so that importing the
     example for its reference, its inputs or one step of its schedule stays fast."""
     if name == "PROCS":
         value = [globals().get(n) or __getattr__(n) for n in _PROC_NAMES]
@@ -405,10 +422,11 @@ def from_bf16_bits(b: np.ndarray) -> np.ndarray:
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
-def inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int) -> tuple:
-    """Random A, B as the kernel takes them, and their values as float64."""
+def inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int, b_nk: bool = False) -> tuple:
+    """Random A, B as the kernel takes them (B as [N, K] if b_nk), and their values as float64."""
     scale = np.float32(K**-0.25)  # C of unit variance at every K (see TOLERANCE)
-    a, b = rng.standard_normal((M, K), dtype=np.float32) * scale, rng.standard_normal((K, N), dtype=np.float32) * scale
+    a = rng.standard_normal((M, K), dtype=np.float32) * scale
+    b = rng.standard_normal((N, K) if b_nk else (K, N), dtype=np.float32) * scale
     if dtype == "bf16":
         a, b = to_bf16_bits(a), to_bf16_bits(b)
         return a, b, from_bf16_bits(a).astype(np.float64), from_bf16_bits(b).astype(np.float64)
@@ -417,9 +435,16 @@ def inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int) -> tupl
     return a, b, a.astype(np.float64), b.astype(np.float64)
 
 
-def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> dict:
+def _config(proc) -> Config:
+    """The configuration `proc` was scheduled with (the f16 GEMM's for None)."""
+    return next((c for c in CONFIGS.values() if proc is not None and c.name == proc.name()), CONFIGS["f16"])
+
+
+def reference(M: int, N: int, K: int, A: np.ndarray, B: np.ndarray, C: np.ndarray, proc=None) -> dict:
+    """C = A @ B in float64, or A @ B^T for a proc of `Config.b_nk` (B's shape cannot say which where N = K)."""
     decode = from_bf16_bits if A.dtype == np.uint16 else (lambda x: x)
-    return {"C": (decode(A).astype(np.float64) @ decode(B).astype(np.float64)).astype(np.float32)}
+    b = decode(B).astype(np.float64)
+    return {"C": (decode(A).astype(np.float64) @ (b.T if _config(proc).b_nk else b)).astype(np.float32)}
 
 
 SHAPES = [(256, 512, 384), (512, 256, 256)]  # (M, N, K), non-square; the GPU tests run each proc at each
@@ -428,8 +453,8 @@ SHAPES = [(256, 512, 384), (512, 256, 256)]  # (M, N, K), non-square; the GPU te
 def make_args(rng: np.random.Generator, proc=None, n: int = 0, shape: tuple = (256, 512, 384)) -> dict:
     """Random inputs for `proc` (default: the f16 GEMM) at shape (M, N, K), or M = N = K = n; C poisoned with NaN."""
     M, N, K = (n, n, n) if n else shape
-    dtype = next((c.dtype for c in CONFIGS.values() if proc is not None and c.name == proc.name()), "f16")
-    A, B, _, _ = inputs(rng, dtype, M, N, K)
+    cfg = _config(proc)
+    A, B, _, _ = inputs(rng, cfg.dtype, M, N, K, cfg.b_nk)
     return {"M": M, "N": N, "K": K, "A": A, "B": B, "C": np.full((M, N), np.nan, dtype=np.float32)}
 
 

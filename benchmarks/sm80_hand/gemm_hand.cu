@@ -3,7 +3,8 @@
 // ring synchronised by commit groups and one CTA barrier per K tile; padded
 // rows, so fragment loads hit distinct banks; ldmatrix for A and, for 2-byte
 // types, ldmatrix.trans for B; mma.sync with f32 accumulators in registers;
-// persistent grid over output tiles). C = A @ B, all row-major; C is f32.
+// persistent grid over output tiles). C = A @ B, all row-major (BT: B given as
+// its transpose, [N, K], K-major like A); C is f32.
 // Used only to choose tile shapes, warp layout and stage count before
 // writing the schedule (benchmarks/sm80_hand/sweep.py); not part of the package.
 #include <cuda_runtime.h>
@@ -14,9 +15,12 @@ template <int DT> struct Elem { using T = uint16_t; static constexpr int KS = 16
 template <> struct Elem<TF32> { using T = float; static constexpr int KS = 8; };
 
 __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+template <int PF = 0> __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src));
+  if constexpr (PF)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src));
 }
 // CVT: 0 raw f32 bits (the tensor core ignores the low 13), 1 cvt.rna (FSETP + IADD in SASS),
 // 2 cvt.rn (one F2FP on sm_90; round to nearest even).
@@ -30,11 +34,14 @@ template <int CVT> __device__ __forceinline__ unsigned to_tf32(unsigned x)
 
 // DB: fragments double-buffered across k-steps and across the K-tile barrier (the barrier sits before the last
 // k-step's products, whose fragments are already in registers; the next tile's first fragments load after it).
-// SPLIT (with DB): each k-step issues its share of the next tile's cp.async. BX4: 2-byte B fragments two at a
+// SPLIT (with DB): each k-step issues its share of the next tile's cp.async (1: committed a k-step early, the
+// last share in the next group: racy, kept as measured; 2: committed before the tile's wait). BX4: 2-byte B fragments two at a
 // time (ldmatrix.x4.trans); for tf32, B's columns permuted within the warp tile so that a lane's eight fragments
 // read two 16-byte runs per k row (4 LDS.128 per k-step instead of 16 LDS.32; C stored as float4). DIAG (timing only, wrong results): 1 loads only the first k-step's fragments of each
-// tile, 2 copies no tile after the prologue.
-template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG>
+// tile, 2 copies no tile after the prologue. BT: B is [N, K] (K-major), staged like A, and its fragments load
+// with ldmatrix (no transpose), for tf32 too: a K-major 8 x 4 block of 32-bit words is one b16 8 x 8 matrix.
+// RG: tasks in raster groups of RG tile rows (0: row by row). PF: cp.async with an L2 256-byte prefetch hint.
+template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG, int BT = 0, int RG = 0, int PF = 0>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>::T *B, float *C)
 {
@@ -42,9 +49,10 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
   constexpr int ES = sizeof(T), KS = Elem<DT>::KS, CH = 16 / ES, KK = BK / KS;
   constexpr int NT = (BM / WM) * (BN / WN) * 32;
   constexpr int LDA = BK + 16 / ES;       // 16 bytes of padding: ldmatrix rows in distinct banks
-  constexpr int LDB = BN + 8;  // tf32: row stride = 8 mod 32 words (scalar B loads); 2-byte: 16 B mod 128
+  // tf32: row stride = 8 mod 32 words (scalar B loads); 2-byte: 16 B mod 128; BT: A's padded K rows
+  constexpr int LDB = BT ? LDA : BN + 8;
   constexpr int MI = WM / 16, NJ = WN / 8;
-  constexpr int ACH = BK / CH, BCH = BN / CH, AQ = BM * ACH / NT, BQ = BK * BCH / NT;
+  constexpr int ACH = BK / CH, BCH = BN / CH, AQ = BM * ACH / NT, BQ = BT ? BN * ACH / NT : BK * BCH / NT;
   static_assert(!DB || KK % 2 == 0, "DB needs an even number of k-steps per tile");
   extern __shared__ __align__(128) char smem[];
   T *A_s = reinterpret_cast<T *>(smem);
@@ -54,7 +62,8 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
   const int g = lane / 4, t = lane % 4;
   const int countN = N / BN, tasks = (M / BM) * countN, KT = K / BK;
   for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const int mt = task / countN, nt = task % countN;
+    const int gsize = RG * countN, gfirst = RG ? task / gsize * RG : 0, grows = RG && (M / BM - gfirst < RG) ? M / BM - gfirst : RG;
+    const int mt = RG ? gfirst + task % gsize % grows : task / countN, nt = RG ? task % gsize / grows : task % countN;
     float acc[MI][NJ][4];
 #pragma unroll
     for (int i = 0; i < MI; i++)
@@ -68,12 +77,17 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
 #pragma unroll
       for (int q = AQ * part / parts; q < AQ * (part + 1) / parts; q++) {
         const int r = q * (NT / ACH) + tid / ACH, c = tid % ACH;
-        cp_async16(&A_s[(slot * BM + r) * LDA + c * CH], &A[(mt * BM + r) * K + kt * BK + c * CH]);
+        cp_async16<PF>(&A_s[(slot * BM + r) * LDA + c * CH], &A[(mt * BM + r) * K + kt * BK + c * CH]);
       }
 #pragma unroll
       for (int q = BQ * part / parts; q < BQ * (part + 1) / parts; q++) {
-        const int r = q * (NT / BCH) + tid / BCH, c = tid % BCH;
-        cp_async16(&B_s[(slot * BK + r) * LDB + c * CH], &B[(kt * BK + r) * N + nt * BN + c * CH]);
+        if constexpr (BT) {
+          const int r = q * (NT / ACH) + tid / ACH, c = tid % ACH;
+          cp_async16<PF>(&B_s[(slot * BN + r) * LDB + c * CH], &B[(nt * BN + r) * K + kt * BK + c * CH]);
+        } else {
+          const int r = q * (NT / BCH) + tid / BCH, c = tid % BCH;
+          cp_async16<PF>(&B_s[(slot * BK + r) * LDB + c * CH], &B[(kt * BK + r) * N + nt * BN + c * CH]);
+        }
       }
     };
     auto load = [&](int kt, int slot) { load_part(kt, slot, 0, 1); };
@@ -87,7 +101,17 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
 #pragma unroll
           for (int r = 0; r < 4; r++) a[i][r] = to_tf32<CVT>(a[i][r]);
       }
-      if constexpr (DT == TF32 && BX4) {  // fragment j's column g is warp column 32 (j / 4) + 4 g + j % 4
+      if constexpr (BT) {  // lanes 8 m .. 8 m + 7 address matrix m: fragment j + m / 2, k half m % 2
+#pragma unroll
+        for (int j = 0; j < NJ; j += 2) {
+          const T *p = &B_s[(slot * BN + wn * WN + 8 * j + lane % 8 + 8 * (lane / 16)) * LDB + kk * KS + (lane / 8) % 2 * (KS / 2)];
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(b[j][0]), "=r"(b[j][1]), "=r"(b[j + 1][0]), "=r"(b[j + 1][1]) : "r"(smem_u32(p)));
+          if (DT == TF32)
+#pragma unroll
+            for (int r = 0; r < 2; r++) { b[j][r] = to_tf32<CVT>(b[j][r]); b[j + 1][r] = to_tf32<CVT>(b[j + 1][r]); }
+        }
+      } else if constexpr (DT == TF32 && BX4) {  // fragment j's column g is warp column 32 (j / 4) + 4 g + j % 4
         static_assert(NJ == 8, "the tf32 column permutation is written for 64-wide warp tiles");
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -178,6 +202,10 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
         const int slot = kt % S, cslot = (kt + S - 1) % S;
 #pragma unroll
         for (int kk = 0; kk < KK; kk++) {
+          if (SPLIT == 2) {  // each k-step's share of the next copies, the group committed before the tile's wait
+            if (copy) load_part(kt + S - 1, cslot, kk, KK);
+            if (kk == KK - 1) asm volatile("cp.async.commit_group;" ::: "memory");
+          }
           if (kk < KK - 1) {
             if (DIAG != 1) frags(slot, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
           } else {  // tile kt + 1 (committed S - 1 groups ago) is complete; every warp is done reading slot kt - 1
@@ -185,10 +213,10 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
             __syncthreads();
             if (kt + 1 < KT) frags((kt + 1) % S, 0, a[0], b[0]);
           }
-          if (SPLIT) {
+          if (SPLIT == 1) {
             if (copy) load_part(kt + S - 1, cslot, kk, KK);
             if (kk == KK - 2) asm volatile("cp.async.commit_group;" ::: "memory");
-          } else if (kk == 0) {
+          } else if (kk == 0 && !SPLIT) {
             if (copy) load(kt + S - 1, cslot);
             asm volatile("cp.async.commit_group;" ::: "memory");
           }
@@ -222,13 +250,14 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
   }
 }
 
-template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG>
+template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG, int BT = 0, int RG = 0, int PF = 0>
 static int launch(int M, int N, int K, const void *A, const void *B, float *C, void *stream)
 {
   using T = typename Elem<DT>::T;
-  auto *k = gemm<DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG>;
+  auto *k = gemm<DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG, BT, RG, PF>;
   constexpr int NT = (BM / WM) * (BN / WN) * 32;
-  constexpr int smem = S * (BM * (BK + 16 / (int)sizeof(T)) + BK * (BN + 8)) * (int)sizeof(T);
+  constexpr int LDA = BK + 16 / (int)sizeof(T);
+  constexpr int smem = S * (BM * LDA + (BT ? BN * LDA : BK * (BN + 8))) * (int)sizeof(T);
   if (M % BM || N % BN || K % BK || K < (S - 1) * BK) return -1;
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return (int)e;
@@ -240,7 +269,7 @@ static int launch(int M, int N, int K, const void *A, const void *B, float *C, v
   return (int)cudaGetLastError();
 }
 
-// V(name, DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG)
+// V(name, DT, BM, BN, BK, WM, WN, S, CVT, MINB, DB, BX4, SPLIT, DIAG[, BT, RG, PF])
 #define V(name, ...) \
   extern "C" int name(int M, int N, int K, const void *A, const void *B, float *C, void *s) { return launch<__VA_ARGS__>(M, N, K, A, B, C, s); } \
   extern "C" int name##_smem(void) { return 0; }

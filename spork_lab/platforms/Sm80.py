@@ -171,6 +171,37 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
             rmem[k, n] = smem[k, n]
 
 
+# The `_trunc` tf32 loads leave the f32 bits as they are: the tensor core reads the top 19 bits (sign, exponent and
+# 10 mantissa bits) and drops the rest, a rounding toward zero, as wgmma does with f32 data in shared memory. They
+# save the conversion instruction per element, which the rounding loads pay.
+@instr(
+    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u").replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
+    coll_unit=cuda_warp,
+    aligned=(("smem", 16),),  # ldmatrix rows
+)
+def Sm80_mma_load_a_tf32_trunc(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
+    for m in seq(0, 16):
+        for k in seq(0, 8):
+            rmem[m, k] = smem[m, k]
+
+
+# Two B fragments from B given transposed (n rows of K-contiguous elements): fragment j's registers (k = t and
+# t + 4 of column n = g) are words t and t + 4 of row 8 j + g, so the four 8 x 4-word blocks of the 16 x 8 tile are
+# four ldmatrix matrices, no transpose (ldmatrix moves 32-bit words as pairs of b16). Lanes 8 q .. 8 q + 7 address
+# matrix q: rows of fragment q / 2, k half q % 2.
+@instr(
+    _ldmatrix("rmem", "smem", 4, "sm80_l % 8u + 8u * (sm80_l / 16u)", "(sm80_l / 8u) % 2u * 4u")
+    .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
+    coll_unit=cuda_warp,
+    aligned=(("smem", 16),),  # ldmatrix rows
+)
+def Sm80_mma_load_b_pair_nk_tf32_trunc(rmem: [f32][2, 8, 8] @ Sm80_RmemMatrixB, smem: [f32][16, 8] @ CudaSmemLinear):
+    for j in seq(0, 2):
+        for n in seq(0, 8):
+            for k in seq(0, 8):
+                rmem[j, k, n] = smem[8 * j + n, k]
+
+
 def _m16n8k16(dtype: str) -> tuple:
     """The m16n8k16 instrs for one 2-byte operand type: A and B fragment loads and the mma.
 
@@ -276,6 +307,7 @@ __all__ = [
     "Sm80_RmemMatrixA", "Sm80_RmemMatrixB", "Sm80_RmemMatrixD",
     "Sm80_cp_async_f32", "Sm80_cp_async_f16", "Sm80_cp_async_bf16",
     "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32", "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
+    "Sm80_mma_load_a_tf32_trunc", "Sm80_mma_load_b_pair_nk_tf32_trunc",
     "Sm80_mma_load_a_f16", "Sm80_mma_load_b_f16", "Sm80_mma_load_b_pair_f16", "Sm80_mma_f16",
     "Sm80_mma_load_a_bf16", "Sm80_mma_load_b_bf16", "Sm80_mma_load_b_pair_bf16", "Sm80_mma_bf16",
 ]  # fmt: skip
