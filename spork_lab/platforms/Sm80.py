@@ -142,14 +142,20 @@ def _ldmatrix(rmem: str, smem: str, count: int, row: str, col: str, trans: bool 
     )
 
 
+def _ldmatrix_f32(row: str, col: str, after: str = "") -> str:
+    """Template of one ldmatrix.x4 of rmem (f32 registers) from smem: four 8 x 4 blocks of 32-bit words."""
+    return _ldmatrix("rmem", "smem", 4, row, col, after=after).replace('"=r"({rmem_data}', '"=f"({rmem_data}')
+
+
+_A_TF32_ROWS = ("sm80_l % 16u", "(sm80_l / 16u) * 4u")  # lanes 0-15: rows 0-15 at k 0; lanes 16-31: at k 4
+
 # tf32 A through ldmatrix.x4: a 16 x 8 f32 tile is four 8 x 4 matrices of 32-bit elements, which ldmatrix
 # (b16 pairs) hands out as lane (g, t) <- element (g, t); then each register is rounded to tf32.
 _ROUND_A = " ".join(f"{{rmem_data}}[{i}] = sm80_tf32({{rmem_data}}[{i}]);" for i in range(4))
 
 
 @instr(
-    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u", after=_ROUND_A + " ")
-    .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
+    _ldmatrix_f32(*_A_TF32_ROWS, after=_ROUND_A + " "),
     coll_unit=cuda_warp,
     cuda_includes=(_TF32_ROUND,),
     aligned=(("smem", 16),),  # ldmatrix rows
@@ -175,7 +181,7 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
 # 10 mantissa bits) and drops the rest, a rounding toward zero, as wgmma does with f32 data in shared memory. They
 # save the conversion instruction per element, which the rounding loads pay.
 @instr(
-    _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 4u").replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
+    _ldmatrix_f32(*_A_TF32_ROWS),
     coll_unit=cuda_warp,
     aligned=(("smem", 16),),  # ldmatrix rows
 )
@@ -190,8 +196,7 @@ def Sm80_mma_load_a_tf32_trunc(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32
 # four ldmatrix matrices, no transpose (ldmatrix moves 32-bit words as pairs of b16). Lanes 8 q .. 8 q + 7 address
 # matrix q: rows of fragment q / 2, k half q % 2.
 @instr(
-    _ldmatrix("rmem", "smem", 4, "sm80_l % 8u + 8u * (sm80_l / 16u)", "(sm80_l / 8u) % 2u * 4u")
-    .replace('"=r"({rmem_data}', '"=f"({rmem_data}'),
+    _ldmatrix_f32("sm80_l % 8u + 8u * (sm80_l / 16u)", "(sm80_l / 8u) % 2u * 4u"),
     coll_unit=cuda_warp,
     aligned=(("smem", 16),),  # ldmatrix rows
 )
