@@ -13,12 +13,18 @@ correct forms next to them.
 And two right programs that were refused: a Fence by the consumer warps of each CTA of a cluster was "not yet
 supported" by the code generator (`consumer_warps_fence`); loads on `bar[0]` and `bar[1]`, then an Arrive on each,
 had the first Arrive expect the bytes of both (`two_barriers_two_phases`: TX hazards).
+
+Found in session 18: the alignment a cp.async needs was checked at the window's offset in the logical tile, not in
+its CTA's shard of cluster-distributed shared memory, so a copy at 4 bytes into a shard of 5 floats passed (at 24
+bytes in the tile: the GPU faults), and one at 8 bytes into it was refused (at 28 bytes in the tile)
+(`cp_async_into_shard_misaligned`, `cp_async_into_shard_aligned`).
 """
 
 from __future__ import annotations
 
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
 from spork_lab.platforms.Sm90 import *
 
 # ---- mbarriers in clusters ----
@@ -236,3 +242,42 @@ def consumer_warps_fence(n: size, x: f32[n, 2, 64] @ CudaGmemLinear, z: f32[n, 2
                     for t in cuda_threads(0, 64):
                         z[task, cta, t] = s[cta, 63 - t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# ---- cp.async into a shard of cluster-distributed shared memory (5 floats per CTA) ----
+
+
+# CTA 1 copies 8 bytes to word 1 of its shard (word 6 of the logical tile).
+@proc
+def cp_async_into_shard_misaligned(n: size, x: f32[n, 2, 2] @ CudaGmemLinear, y: f32[n, 2, 2] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32, clusterDim=2):
+        for task in cuda_tasks(0, n):
+            tile: f32[2, 5] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 1, unit=cuda_thread):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(tile[cta, cta:cta + 2], x[task, cta, 0:2], size=8)  # error here
+                    Arrive(Sm80_cp_async, 1) >> cg
+                    Await(cg, cuda_in_order, 0)
+                    for i in seq(0, 2):
+                        y[task, cta, i] = tile[cta, cta + i]
+                Fence(cuda_in_order, cuda_in_order)
+
+
+# CTA 1 copies 8 bytes to word 2 of its shard (word 7 of the logical tile).
+@proc
+def cp_async_into_shard_aligned(n: size, x: f32[n, 2, 2] @ CudaGmemLinear, y: f32[n, 2, 2] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32, clusterDim=2):
+        for task in cuda_tasks(0, n):
+            tile: f32[2, 5] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 1, unit=cuda_thread):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(tile[cta, 2 * cta:2 * cta + 2], x[task, cta, 0:2], size=8)
+                    Arrive(Sm80_cp_async, 1) >> cg
+                    Await(cg, cuda_in_order, 0)
+                    for i in seq(0, 2):
+                        y[task, cta, i] = tile[cta, 2 * cta + i]
+                Fence(cuda_in_order, cuda_in_order)

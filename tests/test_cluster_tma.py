@@ -74,6 +74,17 @@ def test_each_arrive_expects_the_loads_on_its_own_barrier():
     assert re.findall(r"spork_mbar_arrive_expect_tx\(&bar_f\[\((\d)\)[^;]*, (\d+)u\);", cu) == [("0", "256"), ("1", "256")]
 
 
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_cp_async_alignment_is_checked_in_the_shard(engine):
+    """Each CTA's shard of cluster-distributed shared memory is an allocation of its own: a cp.async's window must
+    be aligned where it lies in the shard, whatever its offset in the logical tile."""
+    with pytest.raises(sl.SyncError) as info:
+        sl.sync_check(P.cp_async_into_shard_misaligned, n=2, engine=engine)
+    err = info.value
+    assert err.lineno == marked_line(P.cp_async_into_shard_misaligned) and "misaligned" in err.message, str(err)
+    assert sl.sync_check(P.cp_async_into_shard_aligned, n=2, engine=engine).ok
+
+
 def test_cpu_allocated_global_memory_has_an_allocator():
     c = compile_procs_to_strings([P.scratch_between_kernels], "scratch")[0]
     assert "static void *spork_cuda_malloc(" in c and "static void spork_cuda_free(" in c
@@ -92,8 +103,8 @@ def test_a_library_allocating_global_memory_loads():
 @pytest.mark.gpu
 @pytest.mark.parametrize("p, arch", [(P.mbarrier_per_cta, "sm_90a"), (P.tma_load_whole_rows, "sm_90a"),
                                      (P.scratch_between_kernels, None), (P.two_barriers_two_phases, "sm_90a"),
-                                     (P.consumer_warps_fence, None)],
-                         ids=["per_cta", "tma_rows", "scratch", "two_barriers", "consumer_fence"])
+                                     (P.consumer_warps_fence, None), (P.cp_async_into_shard_aligned, "sm_90a")],
+                         ids=["per_cta", "tma_rows", "scratch", "two_barriers", "consumer_fence", "shard_aligned"])
 def test_the_gpu_computes_what_the_program_says(p, arch):
     cupy = pytest.importorskip("cupy")
     built = getattr(sl.build([p], arch=arch), p.name())

@@ -598,15 +598,16 @@ class _Lowering:
         self.block(s.f.body, inner, callee)
 
     def check_aligned(self, s, arg, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
-        """Each row of the window `view` of `arg` starts at a multiple of `nbytes` (None: no such need) at these
-        sizes. The analysis proves it where it can without them (`checks._check_alignment`); an offset that
-        depends on an iterator or a size is decided here, run by run (the GPU faults on a misaligned address)."""
+        """Each row of the window `view` of `arg` starts at a multiple of `nbytes` (None: no such need) in its
+        buffer (a shard's, for distributed shared memory) at these sizes. The analysis proves it where it can
+        without them (`checks._check_alignment`); an offset that depends on an iterator or a size is decided
+        here, run by run (the GPU faults on a misaligned address)."""
         if nbytes is None or not isinstance(arg, LoopIR.WindowExpr):
             return
         size = elem_bytes(arg.type.basetype())
         rows = [view.strides[k] for k, w in enumerate(i for i in arg.idx if isinstance(i, LoopIR.Interval))
                 if k < len(view.strides) - 1 and interval_width(w) != 1]
-        for offset in (view.base, *rows):
+        for offset in (self.shard_offset(view), *rows):
             self.check_multiple(offset, size, nbytes, self.site(ctx.in_instr or s, ctx))
 
     def check_smem_box(self, s, formal, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
@@ -621,10 +622,13 @@ class _Lowering:
         pitch = view.strides[-2]
         if rows != 1 and not (isinstance(pitch, P.Const) and pitch.value == cols):
             self.emit(P.Check(P.Bin("==", pitch, P.Const(cols)), P.ERR_BOX, site))
-        size = elem_bytes(formal.type.basetype())
+        self.check_multiple(self.shard_offset(view), elem_bytes(formal.type.basetype()), nbytes, site)
+
+    def shard_offset(self, view: _View) -> P.Expr:
+        """Where `view` starts in its buffer's memory: for distributed shared memory, in its own shard (each
+        CTA's shard is an allocation of its own, and the window's CTA index selects the shard)."""
         shard = self.shard_elems[view.slot]
-        start = view.base if shard is None else P.Bin("%", view.base, shard)
-        self.check_multiple(start, size, nbytes, site)
+        return view.base if shard is None else P.Bin("%", view.base, shard)
 
     def check_multiple(self, offset: P.Expr, size: int, nbytes: int, site) -> None:
         """A Check (ERR_ALIGN) that `offset` elements of `size` bytes are a multiple of `nbytes` bytes at these
