@@ -78,6 +78,9 @@ CASES = {
     "instr-tl as sync-tl": ("Fence(Sm80_cp_async_instr, cuda_in_order)  # <-", ["Sm80_cp_async_instr is an instr-tl: write Sm80_cp_async"]),
     "unknown sync-tl": ("Fence(cuda_inorder, cuda_in_order)  # <-", ["unknown sync-tl 'cuda_inorder'", "did you mean cuda_in_order"]),
     "sync-tl as instr-tl": ("with CudaAsync(Sm80_cp_async):  # <-\n    pass", ["write CudaAsync(Sm80_cp_async_instr)"]),
+    "in-order instr-tl in CudaAsync": ("for i in cuda_threads(0, 1):\n    with CudaAsync(cuda_in_order_instr):  # <-\n"
+                                       "        x[0] = 0.0",
+                                       ["cuda_in_order_instr is in order", "drop the `with`"]),
     "reverse sync on a commit group": ("ReverseArrive(cuda_in_order, 1) >> grp  # <-", ["needs a barrier @ CudaMbarrier"]),
     "instr argument of another shape": (
         "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 16] @ Sm80_RmemMatrixD\n    Sm80_mma_zero_d_tf32(D)  # <-",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
-from .timelines import InstrTl, SyncTl
+from .timelines import InstrTl, SyncTl, cuda_in_order_instr
 
 
 def _check_int(owner: str, name: str, value, *, optional: bool = False) -> None:
@@ -137,6 +137,11 @@ class CudaAsync(BlockContext):
             )
         if not isinstance(self.instr_tl, InstrTl):
             raise TypeError(f"CudaAsync takes an instr-tl such as Sm80_cp_async_instr, got {self.instr_tl!r}")
+        if self.instr_tl is cuda_in_order_instr:  # (cpu_in_order_instr: the analysis says it is not CUDA's)
+            raise TypeError(
+                f"CudaAsync takes an asynchronous instr-tl such as Sm80_cp_async_instr, and {self.instr_tl.name} is "
+                "in order: statements outside a CudaAsync block already run on it, so drop the `with`"
+            )
 
 
 @dataclass(frozen=True)
