@@ -69,6 +69,10 @@ class SporkTypeError(SporkError, TypeError):
     TypeError, as exo raises it."""
 
 
+class SporkIndexError(SporkError, IndexError):
+    """An index the user gave is out of range (e.g. a workbench step); it is also an IndexError."""
+
+
 def from_exo(error: Exception, filename: str) -> SporkError:
     """exo's ParseError or TypeError about the user's file `filename` as the SporkError of the same exo type, the
     file named as the user knows it (`Cell In[3]` in a notebook): a notebook shows it without a traceback, like

@@ -10,7 +10,7 @@ import pytest
 from conftest import ir_equal
 from stepwise_gemm import gemm
 
-from spork_lab import SporkSchedulingError, SporkTypeError, SyncError, proc
+from spork_lab import SporkError, SporkSchedulingError, SporkTypeError, SyncError, proc
 from spork_lab.lab import Workbench
 from spork_lab.lab._results import Background, Interrupted
 from spork_lab.platforms.cuda import *
@@ -340,8 +340,10 @@ def test_misused_session_calls_say_what_to_write():
     """Were an IndexError, an AttributeError, exo's `find: failed to find matches` and a SyntaxError from exo's
     pattern parser, each from inside the workbench or exo."""
     wb = Workbench(seq_reverse)
-    with pytest.raises(IndexError, match="step 3: this workbench has steps 0 to 0"):
+    line = __import__("inspect").currentframe().f_lineno + 2
+    with pytest.raises(IndexError, match="step 3: this workbench has steps 0 to 0") as e:
         wb.proc_at(3)
+    assert isinstance(e.value, SporkError) and (e.value.filename, e.value.lineno) == (__file__, line)
     with pytest.raises(TypeError, match=r"apply takes a scheduling operation, as in wb.apply\(divide_loop, ...\), not 'divide_loop'"):
         wb.apply("divide_loop", "tid", 32, ["w", "l"])
     line = __import__("inspect").currentframe().f_lineno + 2

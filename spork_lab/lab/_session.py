@@ -30,7 +30,7 @@ from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..errors import SporkError, SporkSchedulingError, SporkTypeError, SyncError
+from ..errors import SporkError, SporkIndexError, SporkSchedulingError, SporkTypeError, SyncError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
@@ -298,7 +298,7 @@ class Workbench:
     def proc_at(self, step: int) -> Procedure:
         """The proc after `step` steps (0: the initial proc)."""
         if not 0 <= step <= len(self.steps):
-            raise IndexError(f"step {step}: this workbench has steps 0 to {len(self.steps)}")
+            raise SporkIndexError(f"step {step}: this workbench has steps 0 to {len(self.steps)}", user_frame())
         return self.steps[step - 1].proc if step else self.initial
 
     def apply(self, op: Callable, *args, **kwargs) -> "Workbench":
