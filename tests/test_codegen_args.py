@@ -123,3 +123,15 @@ def test_build_and_benchmark_given_the_wrong_things_say_what_to_write():
         with pytest.raises(SporkTypeError) as info:
             call()
         assert (info.value.filename, info.value.message) == (__file__, message)
+
+
+def test_a_basename_with_a_folder_says_where_the_folder_goes(tmp_path):
+    """compile_procs(procs, out, "sub/kernels") failed writing out/sub/kernels.c (no such folder), and its .c would
+    have included "sub/kernels.h" from beside it."""
+    import spork_lab as sl
+    from spork_lab.errors import SporkTypeError
+
+    with pytest.raises(SporkTypeError) as info:
+        sl.compile_procs([block_reduce], tmp_path, "sub/kernels")
+    assert info.value.filename == __file__ and "without a folder, got 'sub/kernels'" in info.value.message
+    assert not list(tmp_path.iterdir())

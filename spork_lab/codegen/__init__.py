@@ -239,6 +239,9 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     procs = list(procs)
     if not all(isinstance(p, Procedure) for p in procs):
         raise SporkTypeError("compile_procs_to_strings takes a list of procs (made with @proc)", user_frame())
+    if not isinstance(basename, str) or not basename or Path(basename).name != basename:
+        raise SporkTypeError(f"the basename of the generated files is a file name without a folder, got {basename!r}: "
+                             "give the folder as compile_procs' directory", user_frame())
     for p in procs:
         analyze(p)  # the user's errors (scopes, collectives, timelines) before any lowering
     _check_distinct_names(procs)
