@@ -185,8 +185,9 @@ def stage_tiles(p, cfg: Config):
 
 def use_instructions(p, cfg: Config):
     """5. Fragment loads, mma, zero-fill and store of the accumulators become mma.sync instrs; memories.
-    2-byte B fragments, and tf32 ones of B given as [N, K], load in pairs (one ldmatrix.x4 for two n8 fragments:
-    half the instructions); tf32 ones of B given as [K, N] element by element (no 32-bit transposing ldmatrix)."""
+    2-byte B fragments load in pairs (one ldmatrix.x4.trans for two n8 fragments: half the instructions)."""
+    # tf32 B fragments load in pairs too where B is given as [N, K] (plain ldmatrix.x4), else element by element
+    # (ldmatrix transposes only 16-bit elements)
     tf32_nk = cfg.b_nk and cfg.dtype == "tf32"
     load_a = "Sm80_mma_load_a_tf32_trunc" if tf32_nk else f"Sm80_mma_load_a_{cfg.dtype}"
     p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[load_a])
@@ -222,8 +223,9 @@ def copy_with_cp_async(p, cfg: Config):
 
 
 def pad_rows(p, cfg: Config):
-    """7. Rows padded by 16 bytes (tf32 B given as [K, N]: 32), so the 8 rows of an ldmatrix (and tf32's scalar
-    B loads) fall in distinct banks."""
+    """7. Rows padded by 16 bytes (tf32 B: 32), so the 8 rows of an ldmatrix (and tf32's scalar B loads)
+    fall in distinct banks."""
+    # (tf32 B given as [N, K] is padded like A: its fragments load with ldmatrix)
     p = resize_dim(p, "A_s", 1, cfg.BK + cfg.CH, 0)
     return resize_dim(p, "B_s", 1, cfg.BK + cfg.CH if cfg.b_nk else cfg.BN + 8, 0)
 
