@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import re
 import shutil
 import subprocess
@@ -38,10 +37,9 @@ def wrong_outputs(module, p, built, size: dict) -> list:
     outputs that differ from the example's reference (within its TOLERANCE)."""
     import cupy
 
-    takes_proc = "proc" in inspect.signature(module.make_args).parameters  # several procs, several signatures
-    args = module.make_args(np.random.default_rng(), **size, **({"proc": p} if takes_proc else {}))
-    which = {"proc": p} if "proc" in inspect.signature(module.reference).parameters else {}  # e.g. B's layout
-    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()}, **which)
+    from spork_lab.runtime import example_case
+
+    args, expected = example_case(module, p, np.random.default_rng(), **size)
     dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     built(*dev.values())
     cupy.cuda.runtime.deviceSynchronize()

@@ -67,12 +67,11 @@ def _run_example(module, cupy) -> None:
     """Build each of the example's procs, check it against its NumPy reference and time it."""
     import numpy as np
 
-    from .runtime import benchmark, build
+    from .runtime import benchmark, build, example_case
 
     for p in module.PROCS:
         built = getattr(build([p]), p.name())
-        args = module.make_args(np.random.default_rng())
-        expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+        args, expected = example_case(module, p, np.random.default_rng())
         dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
         built(*dev.values())
         errors = {k: float(np.max(np.abs(dev[k].get() - want))) for k, want in expected.items()}

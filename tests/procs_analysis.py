@@ -218,6 +218,65 @@ def mma_by_thread(D: f32[16, 8] @ CudaGmemLinear):
                 Sm80_mma_zero_d_tf32(D_rmem[:, :])  # error here
 
 
+
+# mma fragments: a lane holds the elements the instruction's layout gives it, not those a flat index names
+@proc
+def fragment_scalar_read(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[16, 8] @ Sm80_RmemMatrixD
+            Sm80_mma_zero_d_tf32(D[:, :])
+            for t in cuda_threads(0, 32):
+                y[t] = D[0, 1]  # error here
+
+
+@proc
+def fragment_scalar_write(x: f32[1] @ CudaGmemLinear, y: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[16, 8] @ Sm80_RmemMatrixD
+            Sm80_mma_zero_d_tf32(D[:, :])
+            for t in cuda_threads(0, 1):
+                D[0, 3] = x[0]  # error here
+            Sm80_mma_store_d_tf32(y[:, :], D[:, :])
+
+
+@proc
+def wgmma_accumulator_scalar_read(y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            Sm90_zero_scale_d_f32(D, N=8)
+            for t in cuda_threads(0, 128):
+                y[t] = D[t / 2, 0]  # error here
+
+
+
+@proc
+def zero_fragment_elements(D: f32[16, 8] @ Sm80_RmemMatrixD):
+    for i in seq(0, 16):
+        for j in seq(0, 8):
+            D[i, j] = 0.0
+
+
+@proc
+def fragment_to_plain_proc(y: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[16, 8] @ Sm80_RmemMatrixD
+            for t in cuda_threads(0, 1):
+                zero_fragment_elements(D[:, :])  # error here
+            Fence(cuda_in_order, cuda_in_order)
+            Sm80_mma_store_d_tf32(y[:, :], D[:, :])
+
+@proc
+def fragment_window_not_adjacent(b: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            B_s: f32[16, 8] @ CudaSmemLinear
+            B_r: f32[2, 2, 8, 8] @ Sm80_RmemMatrixB
+            Sm80_mma_load_b_pair_nk_tf32_trunc(B_r[0:2, 1, :, :], B_s[:, :])  # error here
+
 @proc
 def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):

@@ -47,6 +47,14 @@ CASES = [
      ["Sm80_mma_load_a_f16 needs each row of smem aligned to 16 bytes", "pad A_s's rows to a multiple of 8 elements"]),
     ("cp_async_to_a_column", MemoryMismatchError,
      ["Sm80_cp_async_f32 takes dst as contiguous rows", "`A_smem[0:4, t]` is not A_smem's last"]),
+    # fragments: scalar code would index a lane's registers as if they held the fragment's row-major elements
+    ("fragment_scalar_read", MemoryMismatchError,
+     ["`y[t] = D[0, 1]`", "D @ Sm80_RmemMatrixD", "spread over the lanes", "pass windows of D to the instrs"]),
+    ("fragment_scalar_write", MemoryMismatchError, ["`D[0, 3] = x[0]`", "D @ Sm80_RmemMatrixD"]),
+    ("wgmma_accumulator_scalar_read", MemoryMismatchError, ["D @ Sm90_RmemMatrixD", "spread over the lanes"]),
+    ("fragment_to_plain_proc", MemoryMismatchError, ["D @ Sm80_RmemMatrixD", "zero_fragment_elements's body, scalar code"]),
+    ("fragment_window_not_adjacent", MemoryMismatchError,
+     ["`B_r[0:2, 1, 0:8, 0:8]` takes several tiles of dimension 0", "whole fragments that follow each other in B_r", "dimension 1"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
     ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
     # launch configuration

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
 from conftest import runnable_examples
+
+from spork_lab.runtime import example_case
+from spork_lab.runtime._args import check_args, proc_spec
 
 EXAMPLES = runnable_examples()
 # An example's SHAPES (make_args' `shape`, or its `n`) run each proc at several sizes; others run at make_args' default.
@@ -19,13 +21,32 @@ CASES = [
 ]
 
 
-def _make_args(mod, shape, p) -> dict:
-    rng = np.random.default_rng()  # fresh random inputs every run
-    # an example whose procs take different arguments (sm80_gemm: tf32, f16, bf16) is given the proc
-    extra = {"proc": p} if "proc" in inspect.signature(mod.make_args).parameters else {}
-    if shape is None:
-        return mod.make_args(rng, **extra)
-    return mod.make_args(rng, shape=shape, **extra) if isinstance(shape, tuple) else mod.make_args(rng, n=shape, **extra)
+def _case(mod, shape, p) -> tuple:
+    """Fresh random inputs for p (at one of the example's SHAPES) and the outputs its reference expects."""
+    size = {} if shape is None else {"shape": shape} if isinstance(shape, tuple) else {"n": shape}
+    return example_case(mod, p, np.random.default_rng(), **size)
+
+
+class _OnDevice:
+    """A NumPy array shown as a GPU array (CUDA array interface), to check arguments where there is no GPU."""
+
+    def __init__(self, a: np.ndarray):
+        self.__cuda_array_interface__ = {**a.__array_interface__, "version": 3}
+
+
+@pytest.mark.parametrize(
+    "module_name,index,shape", CASES, ids=[f"{m}-{i}-{'x'.join(map(str, np.atleast_1d(s))) if s else 'default'}" for m, i, s in CASES]
+)
+def test_example_inputs_are_what_the_proc_takes(module_name, index, shape):
+    """Without a GPU: each proc accepts the inputs its example makes for it (dtypes, shapes, assertions), and the
+    reference's outputs are arguments of the same shapes."""
+    mod = importlib.import_module(module_name)
+    p = mod.PROCS[index]
+    args, expected = _case(mod, shape, p)
+    spec = proc_spec(p._loopir_proc)
+    kinds = {a.name: a.kind for a in spec.args}
+    check_args(spec, [_OnDevice(v) if kinds[k] == "cuda" else v for k, v in args.items()], None)
+    assert expected and all(np.shape(want) == args[k].shape for k, want in expected.items())
 
 
 @pytest.mark.gpu
@@ -39,9 +60,7 @@ def test_example_matches_numpy(module_name, index, shape):
     mod = importlib.import_module(module_name)
     p = mod.PROCS[index]
     built = getattr(sl.build([p]), p.name())
-    args = _make_args(mod, shape, p)
-    which = {"proc": p} if "proc" in inspect.signature(mod.reference).parameters else {}  # e.g. B's layout
-    expected = mod.reference(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}, **which)
+    args, expected = _case(mod, shape, p)
     dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     built(*dev.values())
     cupy.cuda.runtime.deviceSynchronize()

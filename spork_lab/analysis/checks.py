@@ -43,6 +43,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
     for s, info in stmts:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             _check_scalar_code(s, info, writes=True)
+            _check_scalar_access(s, memories, s.name)
             _check_access(s, info, memories, s.name, "write")
             if isinstance(s, LoopIR.Reduce):
                 _check_access(s, info, memories, s.name, "read")
@@ -153,6 +154,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, an
     if gpu is not None:
         _check_instr_arg_types(s)
         _check_unit_stride(s)
+        _check_fragment_windows(s, memories, shapes)
         _check_alignment(s, gpu.aligned, shapes)
         _check_smem_box(s, gpu.smem_box, shapes)
         tl = gpu.instr_tl
@@ -168,6 +170,9 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, an
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
         _check_scalar_code(s, info, writes=any("write" in e for e in effects.values()))
+        for arg in s.args:
+            if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
+                _check_scalar_access(s, memories, arg.name, f"{s.f.name}'s body, scalar code,")
     _check_arg_memories(s, memories)
     for param, arg in zip(s.f.args, s.args):
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
@@ -208,6 +213,46 @@ def _check_unit_stride(s: LoopIR.Call) -> None:
                 "adjacent in memory. Lay the buffer out so that the window is a slice of its last dimension",
                 s.srcinfo,
             )
+
+
+def _opaque(mem) -> bool:
+    """Whether the instrs' layout, not the index, decides which lane holds an element of memory `mem`."""
+    return isinstance(mem, type) and issubclass(mem, CudaMemory) and not mem.scalar_access
+
+
+def _check_scalar_access(s: LoopIR.stmt, memories: dict, sym, who: str = "scalar code") -> None:
+    """Scalar code names an element by its index; a fragment's element sits in the registers of the lane the
+    instruction's layout gives it, which is not the one (nor the register) that index would name."""
+    mem = memories.get(sym)
+    if _opaque(mem):
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {sym} @ {mem.name()} holds fragments whose elements are spread over the lanes in the "
+            f"instructions' layout, so {who} cannot read or write one of them by its index; pass windows of {sym} "
+            f"to the instrs that take {mem.name()}", s.srcinfo)
+
+
+def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> None:
+    """An instr takes a window of several fragments as consecutive registers from the window's first tile on,
+    so the tiles must follow each other in the buffer: after the window's first dimension of several tiles,
+    every tile dimension (all but the last two) is whole."""
+    for param, arg in zip(s.f.args, s.args):
+        if not isinstance(arg, LoopIR.WindowExpr) or not _opaque(memories.get(arg.name)):
+            continue
+        shape = shapes.get(arg.name)
+        if shape is None or len(shape) != len(arg.idx):
+            continue
+        several = None  # the first dimension the window takes several tiles of
+        for dim, (w, extent) in enumerate(zip(arg.idx[:-2], shape[:-2])):
+            whole = (isinstance(w, LoopIR.Interval) and constant_value(w.lo) == 0
+                     and constant_value(w.hi) == constant_value(extent) is not None)
+            if several is not None and not whole:
+                raise MemoryMismatchError(
+                    f"`{head_text(s)}`: {written_name(s)} takes {param.name} as whole fragments that follow each "
+                    f"other in {arg.name}'s registers, but `{arg}` takes several tiles of dimension {several} and "
+                    f"not all of dimension {dim}: its tiles are not adjacent. Lay {arg.name} out so that the "
+                    f"window's tiles are its innermost tile dimension", s.srcinfo)
+            if isinstance(w, LoopIR.Interval) and interval_width(w) != 1:
+                several = dim if several is None else several
 
 
 def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
@@ -379,6 +424,7 @@ def _check_reads(s: LoopIR.stmt, info: StmtInfo, memories: dict, e: LoopIR.expr)
                             "(Sm90_copy_tensor_to_smem_*), not as data", s.srcinfo)
     if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and e.name in memories:
         _check_access(s, info, memories, e.name, "read")
+        _check_scalar_access(s, memories, e.name)
     for child in _subexprs(e):
         _check_reads(s, info, memories, child)
 

@@ -22,6 +22,9 @@ class CudaMemory(Memory):
     read_tls: frozenset = frozenset()
     write_tls: frozenset = frozenset()
     device_allocated = True  # allocated inside device code (False: by the CPU, e.g. global memory)
+    # False where the instrs' layout decides which lane holds which element (mma and wgmma fragments): scalar
+    # code cannot name an element by its index there, and instrs take windows of whole, adjacent tiles
+    scalar_access = True
 
     @classmethod
     def alloc(cls, new_name, prim_type, shape, srcinfo):

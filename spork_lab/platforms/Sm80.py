@@ -25,6 +25,7 @@ from .cuda import CudaGmemLinear, CudaSmemLinear
 class _Sm80MmaFragment(CudaMemory):
     """Registers holding one warp's mma.sync fragment; indexed only by mma instrs."""
 
+    scalar_access = False
     native_unit = cuda_warp
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr})

@@ -104,6 +104,7 @@ def Sm90_SmemSwizzled(swizzle: int) -> type:
 class _WarpgroupMatrix(CudaMemory):
     """Registers of one warpgroup's wgmma operand: the last two dims are one [64, n] tile."""
 
+    scalar_access = False
     native_unit = cuda_warpgroup
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr, wgmma_async_instr})

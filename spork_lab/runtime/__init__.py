@@ -185,6 +185,23 @@ def gpu_cupy():
         return None
 
 
+def example_case(module, p: Procedure, rng, **size) -> tuple[dict, dict]:
+    """An example's inputs for its proc `p` (`make_args(rng, **size)`, NumPy arrays in the proc's argument order) and
+    the outputs its NumPy `reference` expects from them. An example whose procs take different arguments (tf32,
+    f16 or bf16 data; B as [K, N] or [N, K]) asks for the proc: `make_args(..., proc=)`, `reference(..., proc=)`."""
+    import inspect
+
+    import numpy as np
+
+    def which(fn) -> dict:
+        return {"proc": p} if "proc" in inspect.signature(fn).parameters else {}
+
+    args = module.make_args(rng, **size, **which(module.make_args))
+    expected = module.reference(**{k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()},
+                                **which(module.reference))
+    return args, expected
+
+
 @dataclass(frozen=True)
 class BenchResult:
     """Times in milliseconds (CUDA events, L2 flushed before each run)."""
@@ -233,4 +250,4 @@ def benchmark(built_proc: BuiltProc, args: Sequence, reference: Optional[Callabl
 
 
 __all__ = ["build", "benchmark", "BenchResult", "BuiltModule", "BuiltProc", "CudaError", "find_nvcc", "local_arch",
-           "build_library", "nvcc_flags", "gpu_cupy"]  # fmt: skip
+           "build_library", "nvcc_flags", "gpu_cupy", "example_case"]  # fmt: skip
