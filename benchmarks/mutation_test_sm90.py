@@ -113,7 +113,8 @@ def check(m: Mutant) -> None:
         m.verdict = "passes"
     else:
         h = report.hazards[0]
-        m.verdict, m.detail = "hazard", f"{h.kind} on {h.buffer}{list(h.index)}"
+        where = f" on {h.buffer}{list(h.index)}" if h.buffer is not None else f" on {h.message.split(',')[0]}"
+        m.verdict, m.detail = "hazard", f"{h.kind}{where}"
 
 
 def _proc(index: int):

@@ -18,6 +18,12 @@ Found in session 18: the alignment a cp.async needs was checked at the window's 
 its CTA's shard of cluster-distributed shared memory, so a copy at 4 bytes into a shard of 5 floats passed (at 24
 bytes in the tile: the GPU faults), and one at 8 bytes into it was refused (at 28 bytes in the tile)
 (`cp_async_into_shard_misaligned`, `cp_async_into_shard_aligned`).
+
+Found in session 19: a multicast TMA load signals the mbarrier slot of its phase in every CTA it writes to, in
+whatever phase that CTA's slot is then; sync_check credited its bytes to the right phase number and never asked
+whether the slot had finished its previous phase. CTA 0's load of tile 2 landed in CTA 1's slot 0 while CTA 1 (slow
+between its load and its Arrive) had not closed phase 0: that phase got 12288 bytes for 8192 expected and never
+completed, and the kernel hung on an H200 (`multicast_lands_on_open_slot`, with 20000 rounds of `work`).
 """
 
 from __future__ import annotations
@@ -281,3 +287,50 @@ def cp_async_into_shard_aligned(n: size, x: f32[n, 2, 2] @ CudaGmemLinear, y: f3
                     for i in seq(0, 2):
                         y[task, cta, i] = tile[cta, 2 * cta + i]
                 Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def multicast_lands_on_open_slot(src: f32[192, 32] @ CudaGmemLinear, Bsrc: f32[8, 32] @ CudaGmemLinear,
+                                 x: f32[1] @ CudaGmemLinear, work: f32[3] @ CudaGmemLinear,
+                                 C: f32[2, 3, 64, 8] @ CudaGmemLinear):
+    half_tm = src[:, :] @ Sm90_tensorMap(128, 32, 32)
+    rows_tm = Bsrc[:, :] @ Sm90_tensorMap(128, 8, 32)
+    with CudaDeviceFunction(clusterDim=2, blockDim=128):
+        for task in cuda_tasks(0, 1):
+            tile: f32[2, 3, 64, 32] @ Sm90_SmemSwizzled(128)
+            rows: f32[2, 8, 32] @ Sm90_SmemSwizzled(128)
+            D: f32[2, 64, 8] @ Sm90_RmemMatrixD
+            ring: barrier[2] @ CudaMbarrier
+            bb: barrier[2] @ CudaMbarrier
+            cg: barrier @ CudaCommitGroup
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(tma_to_smem_async_instr):
+                        Sm90_copy_tensor_to_smem_swizzled_2f32(rows[cta, :, :], rows_tm[:, :], box=(8, 32)) >> bb[cta]
+                    Arrive(tma_to_smem_async, 1) >> bb[cta]
+                Await(bb[cta], wgmma_async_smem, ~0)
+            for it in seq(0, 4):
+                for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                    for t in cuda_threads(0, 1):
+                        if it < 3:
+                            with CudaAsync(tma_to_smem_async_instr):
+                                Sm90_multicast_copy_tensor_to_smem_swizzled_2f32(  # error here
+                                    tile[:, it, 32 * cta:32 * cta + 32, :],
+                                    half_tm[64 * it + 32 * cta:64 * it + 32 * cta + 32, :],
+                                    box=(32, 32), ncta=2) >> ring[:]
+                            if cta == 1:  # CTA 1 is slow to close its phase
+                                for j in seq(0, 20):
+                                    work[it] += x[0]
+                            Arrive(tma_to_smem_async, 1) >> ring[cta]
+                        else:
+                            Arrive(tma_to_smem_async, 1) >> ring[cta]
+                    Await(ring[cta], wgmma_async_smem, ~1)
+                    if it >= 1:
+                        Sm90_zero_scale_d_f32(D[cta, :, :], N=8)
+                        Fence(wgmma_fence_1, wgmma_fence_2)
+                        with CudaAsync(wgmma_async_instr):
+                            Sm90_mma_async_tf32(D[cta, :, :], tile[cta, it - 1, :, 0:8], rows[cta, :, 0:8], N=8)
+                        Arrive(wgmma_async, 1) >> cg
+                        Await(cg, cuda_in_order, 0)
+                        Sm90_mma_store_d_row_major_f32(C[cta, it - 1, :, :], D[cta, :, :], N=8)
+            Fence(cuda_in_order, cuda_in_order)

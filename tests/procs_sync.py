@@ -377,6 +377,50 @@ def mbar_phase_overrun(src: f32[128] @ CudaGmemLinear, dst: f32[128] @ CudaGmemL
             Fence(cuda_in_order, cuda_in_order)
 
 
+
+# The CTA's next task reuses the mbarriers, and each thread's phase counts go on: task t + 1's first Arrive
+# takes over the slot of task t's last. Nothing orders the producer after the consumer's last Await, so it can
+# run two phases ahead and the consumer's parity wait then waits for a phase that never completes: a DEADLOCK at
+# the end of the barrier's scope (sync_check passed it, session 19's audit). With a CTA Fence closing each task
+# (mbar_next_task_fenced) the producer waits for the consumer.
+@proc
+def mbar_next_task_overrun(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32] @ CudaGmemLinear,
+                           z: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=ring_warps):
+        for task in cuda_tasks(0, n):
+            bar: barrier @ CudaMbarrier
+            with CudaWarps(name="producer"):
+                for t in cuda_threads(0, 32):
+                    y[task, t] = x[task, t]
+                Arrive(cuda_in_order, 1) >> bar
+            with CudaWarps(name="consumer"):
+                Await(bar, cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    z[task, t] = y[task, 31 - t]
+
+
+# Warps 0 and 1 swap roles between tasks: in task t + n, warp 0 awaits with its own phase count still 0, though
+# the mbarrier completed phase 0 in task t, so its wait returns at once and it reads y before warp 1 wrote it
+# (on the H200: 25% of z wrong). Each thread counts the phases it sees: the same threads must arrive (await)
+# on a barrier in every scope of it.
+@proc
+def mbar_roles_swap_between_tasks(n: size, x: f32[2 * n, 2, 32] @ CudaGmemLinear, y: f32[2 * n, 2, 32] @ CudaGmemLinear,
+                                  z: f32[2 * n, 2, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, 2 * n):
+            bar: barrier[1] @ CudaMbarrier
+            for w in cuda_threads(0, 2, unit=cuda_warp):
+                if (w == 0 and task < n) or (w == 1 and task >= n):
+                    for t in cuda_threads(0, 32):
+                        y[task, w, t] += x[task, w, t]
+                    Arrive(cuda_in_order, 1) >> bar[w % 1]  # other threads in task n
+            for w in cuda_threads(0, 2, unit=cuda_warp):
+                if (w == 1 and task < n) or (w == 0 and task >= n):
+                    Await(bar[w % 1], cuda_in_order, ~0)
+                    for t in cuda_threads(0, 32):
+                        z[task, w, t] = y[task, 1 - w, 31 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
 # Its correct counterparts, the producer ordered after the consumer's Await through syncs whose sync-tls
 # order none of the ring's data: the consumer hands each slot back on a second mbarrier (a cp.async arrive)
 # that the producer awaits, or the CTA meets at a cuda_temporal Fence each iteration.
@@ -393,6 +437,11 @@ mbar_fenced_each_iteration = rename(
     insert_fence(mbar_phase_overrun, mbar_phase_overrun.find_loop("t #1").parent().after(), cuda_temporal,
                  cuda_temporal),
     "mbar_fenced_each_iteration",
+)
+mbar_next_task_fenced = rename(
+    insert_fence(mbar_next_task_overrun, mbar_next_task_overrun.find_loop("task").body()[-1].after(), cuda_in_order,
+                 cuda_in_order),
+    "mbar_next_task_fenced",
 )
 
 

@@ -59,6 +59,18 @@ def test_what_only_the_run_decides_is_refused_by_sync_check(p, fragment, engine)
     assert err.lineno == marked_line(p) and fragment in err.message, str(err)
 
 
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_multicast_load_landing_on_a_slot_still_open_is_reported(engine):
+    """The load of tile 2 signals slot 0 of both CTAs; CTA 0's issuing thread is not ordered after CTA 1's Await of
+    phase 1 (nothing hands CTA 1's slot back to CTA 0), so its bytes can land in CTA 1's open phase 1."""
+    p = P.multicast_lands_on_open_slot
+    report = sl.sync_check(p, engine=engine)
+    h = report.hazards[0]
+    assert h.kind == "DEADLOCK" and h.access.stmt.line == marked_line(p), h
+    assert "this TMA load completes on phase #3 of ring[1], ring slot 0 (depth 2)" in h.message
+    assert h.access.threads == ((0, 1),) and h.other.stmt.line == marked_line(p) + 10  # CTA 1's Await
+
+
 @pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels,
                                P.consumer_warps_fence], ids=lambda p: p.name())
 def test_the_correct_forms_pass(p):

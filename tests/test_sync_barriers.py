@@ -129,6 +129,50 @@ def test_a_producer_ordered_after_the_consumers_await_may_reuse_the_slot(p, size
         assert sync_check(p, engine=engine, **sizes).ok
 
 
+def test_the_next_task_taking_over_a_slot_is_reported():
+    """The CTA's next task reuses the mbarriers, counting on: its first Arrive takes over the slot of this task's
+    last, so the producer must be ordered after the consumer's last Await of this task (the unordered form can hang
+    on the GPU; the Fenced one runs)."""
+    p = P.mbar_next_task_overrun
+    for engine in ("compiled", "python"):
+        h = sync_check(p, engine=engine, n=2).hazards[0]
+        assert h.kind == "DEADLOCK" and "Arrive #1 on bar reuses ring slot 0 (depth 1) from the barrier's previous scope" in h.message
+        assert h.access.stmt.line == line_of(p, "Arrive(cuda_in_order, 1) >> bar") and h.access.iters == {"task": 1}
+        assert h.other.stmt.line == line_of(p, "Await(bar, cuda_in_order, ~0)") and h.other.iters == {"task": 0}
+        assert sync_check(P.mbar_next_task_fenced, engine=engine, n=2).ok
+
+
+def test_threads_that_swap_roles_between_tasks_are_refused():
+    """Each thread counts the phases it sees, across tasks: in task n, warp 0 awaited with a count of 0 and read y
+    before warp 1 wrote it (on an H200, 25% of z was wrong)."""
+    for engine in ("compiled", "python"):
+        with pytest.raises(SyncError, match="must be executed by the same threads, in every scope of it") as e:
+            sync_check(P.mbar_roles_swap_between_tasks, engine=engine, n=1)
+        assert e.value.lineno == line_of(P.mbar_roles_swap_between_tasks, "# other threads in task n")
+
+
+@pytest.mark.gpu
+def test_the_gpu_runs_the_next_task_after_the_fence():
+    cupy = pytest.importorskip("cupy")
+    import numpy as np
+    from sequential import run_cpu
+
+    import spork_lab as sl
+
+    p = P.mbar_next_task_fenced
+    built = getattr(sl.build([p]), p.name())
+    n = 64 * cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]  # many tasks per CTA
+    rng = np.random.default_rng()
+    args = {"n": n, **{k: rng.integers(-8, 9, size=(n, 32)).astype(np.float32) for k in "xyz"}}
+    want = run_cpu(p, **args)
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
+    for k, v in want.items():
+        np.testing.assert_array_equal(dev[k].get(), v, err_msg=k)
+
+
 def test_global_data_handed_over_by_a_remote_arrive_is_reported():
     """A remote arrive (`>> ring[:]`) is `mbarrier.arrive.shared::cluster` at the default .cta scope: it does not
     order one CTA's global writes before another CTA's reads (at .cluster scope it would halve the Sm90 GEMM:

@@ -81,10 +81,12 @@ def test_data_arrives_only_through_the_barrier_its_load_trails():
 
 def test_a_cta_may_not_release_shared_memory_its_peer_still_writes():
     """The multicast destination is written by both CTAs: ending the task with a per-CTA Fence lets a CTA
-    exit (or reuse the tile) while its peer's multicast may still land in it: a FREE hazard at the tile."""
+    exit (or reuse the tile) while its peer's multicast may still land in it: a FREE hazard at the tile. And
+    the next task's multicast may land in the peer's ring slot before the peer awaited its phase: a DEADLOCK."""
     for engine in ENGINES:
-        (h,) = sl.sync_check(T.tma_multicast_no_cluster_sync, engine=engine).hazards
-        assert (h.kind, h.buffer) == ("FREE", "tile")
+        h, slot = sl.sync_check(T.tma_multicast_no_cluster_sync, engine=engine).hazards
+        assert (h.kind, h.buffer) == ("FREE", "tile") and slot.kind == "DEADLOCK"
+        assert "not ordered after the Await of the slot's last arrive in the barrier's previous scope" in slot.message
         assert h.access.stmt.line == line_of(T.tma_multicast_no_cluster_sync, "tile: f32[2, 64, 32]")
         assert "other CTAs of its cluster" in h.message
 

@@ -40,6 +40,8 @@ template <int CVT> __device__ __forceinline__ unsigned to_tf32(unsigned x)
 // read two 16-byte runs per k row (4 LDS.128 per k-step instead of 16 LDS.32; C stored as float4). DIAG (timing only, wrong results): 1 loads only the first k-step's fragments of each
 // tile, 2 copies no tile after the prologue. BT: B is [N, K] (K-major), staged like A, and its fragments load
 // with ldmatrix (no transpose), for tf32 too: a K-major 8 x 4 block of 32-bit words is one b16 8 x 8 matrix.
+// BT = 2, 3: B is [K, N] as for BT = 0, and the copies transpose it into BT's shared-memory layout, one 4-byte
+// cp.async per element (2: a warp copies 4 k rows x 8 n, distinct banks; 3: one k row x 32 n, 4-way conflicts).
 // RG: tasks in raster groups of RG tile rows (0: row by row). PF: cp.async with an L2 256-byte prefetch hint.
 template <int DT, int BM, int BN, int BK, int WM, int WN, int S, int CVT, int MINB, int DB, int BX4, int SPLIT, int DIAG, int BT = 0, int RG = 0, int PF = 0>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
@@ -52,7 +54,9 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
   // tf32: row stride = 8 mod 32 words (scalar B loads); 2-byte: 16 B mod 128; BT: A's padded K rows
   constexpr int LDB = BT ? LDA : BN + 8;
   constexpr int MI = WM / 16, NJ = WN / 8;
-  constexpr int ACH = BK / CH, BCH = BN / CH, AQ = BM * ACH / NT, BQ = BT ? BN * ACH / NT : BK * BCH / NT;
+  constexpr int ACH = BK / CH, BCH = BN / CH, AQ = BM * ACH / NT;
+  constexpr int BQ = BT >= 2 ? BK * BN / NT : BT ? BN * ACH / NT : BK * BCH / NT;
+  static_assert(BT < 2 || DT == TF32, "transposing copies move 4-byte elements");
   static_assert(!DB || KK % 2 == 0, "DB needs an even number of k-steps per tile");
   extern __shared__ __align__(128) char smem[];
   T *A_s = reinterpret_cast<T *>(smem);
@@ -81,7 +85,13 @@ gemm(int M, int N, int K, const typename Elem<DT>::T *A, const typename Elem<DT>
       }
 #pragma unroll
       for (int q = BQ * part / parts; q < BQ * (part + 1) / parts; q++) {
-        if constexpr (BT) {
+        if constexpr (BT >= 2) {  // B as [K, N] in global, transposed into the BT layout by 4-byte copies
+          const int w = q * (NT / 32) + tid / 32;  // the warp's block of the tile: 4 k x 8 n (2) or 1 k x 32 n (3)
+          const int k = BT == 2 ? 4 * (w / (BN / 8)) + lane / 8 : w / (BN / 32);
+          const int n = BT == 2 ? 8 * (w % (BN / 8)) + lane % 8 : 32 * (w % (BN / 32)) + lane;
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                       ::"r"(smem_u32(&B_s[(slot * BN + n) * LDB + k])), "l"(&B[(kt * BK + k) * N + nt * BN + n]));
+        } else if constexpr (BT) {
           const int r = q * (NT / ACH) + tid / ACH, c = tid % ACH;
           cp_async16<PF>(&B_s[(slot * BN + r) * LDB + c * CH], &B[(nt * BN + r) * K + kt * BK + c * CH]);
         } else {

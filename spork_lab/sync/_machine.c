@@ -61,7 +61,7 @@ typedef struct {
 
 typedef struct {
     int64_t narr, awaits, upto;
-    int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet) */
+    int32_t arr_mask, await_mask; /* same_threads: the threads of the first arrive / await (-1: none yet), of every scope */
     Acc *arrives;                 /* who made each arrive of this scope (for DEADLOCK and COUNT reports) */
     int64_t *txe;                 /* per arrive: the TMA bytes its phase expects */
     int64_t caparr;
@@ -996,6 +996,14 @@ static void carry(Machine *M, const uint64_t *tm, int q, int64_t n) {
     }
 }
 
+/* The order made by the await of arrive k on queue q (awaits of a ring only; k <= 0: of the barrier's previous
+   scope, see sc_end_barrier), or -1. */
+static int64_t find_order(Machine *M, int q, int64_t k) {
+    for (int64_t i = 0; i < M->nord; i++)
+        if (M->ord[i].q == q && M->ord[i].k == k) return i;
+    return -1;
+}
+
 /* Order i is done with: its buffers move past nord, for reuse. */
 static void drop_order(Machine *M, int64_t i) {
     Order o = M->ord[i];
@@ -1119,14 +1127,13 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
         parity = ((n - 1) / P->depth) & 1;
-        int64_t reuse = n - P->depth, i = 0; /* the arrive whose ring slot this one takes over */
-        while (i < M->nord && (M->ord[i].q != q || M->ord[i].k != reuse)) i++;
-        if (reuse >= 1 && i == M->nord) { /* not awaited yet */
+        const int64_t reuse = n - P->depth, i = find_order(M, q, reuse); /* the arrive whose slot this takes over */
+        if (reuse >= 1 && i < 0) { /* not awaited yet */
             const int64_t params[5] = {0, n, slot, P->depth, reuse};
             queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
-        } else if (i < M->nord) {
+        } else if (i >= 0) {
             if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
-                const int64_t params[5] = {2, n, slot, P->depth, reuse};
+                const int64_t params[5] = {reuse >= 1 ? 2 : 4, n, slot, P->depth, reuse};
                 queue_hazard(M, K_DEADLOCK, site, q, &a, &M->ord[i].acc, 5, params);
             }
             drop_order(M, i);
@@ -1160,11 +1167,29 @@ static void check_tx(Machine *M, int q, int64_t n, int site, const Acc *acc) {
     }
 }
 
+/* A TMA load lands on the slot of phase n of queue q whatever phase the slot is in: unless arrive n came
+   already, its issuers must be ordered after the await of arrive n - depth (reference.py, check_landing_slot). */
+static void check_landing_slot(Machine *M, int q, int64_t n, int mask, const Acc *a) {
+    const QueueParams *P = &M->qp[q];
+    const Queue *Q = &M->qs[q];
+    const int64_t reuse = n - P->depth;
+    if (P->depth <= 0 || Q->narr >= n) return;
+    const int64_t i = find_order(M, q, reuse);
+    if (i >= 0 ? subset(mask_bits(M, mask), M->ord[i].threads, M->nw) : reuse < 1) return;
+    const int64_t params[5] = {5, n, (n - 1) % P->depth, P->depth, reuse};
+    const Acc *other = i >= 0 ? &M->ord[i].acc : reuse <= Q->narr ? &Q->arrives[reuse - 1] : NULL;
+    queue_hazard(M, K_DEADLOCK, a->site, q, a, other, 5, params);
+}
+
 /* A TMA load by `mask` completes on the phase the issuer's next arrive on queue `own` closes, on each of the
    nq queues `qs`, delivering tx bytes to each (program.Trail): its fresh record becomes pending there. */
-void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t *qs, int64_t tx) {
+void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t *qs, int64_t tx, int site,
+              const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     const int64_t n = M->qs[own].narr + 1;
+    Acc a;
+    fill_acc(M, &a, site, mask, M->task, iv);
+    for (int i = 0; i < nq; i++) check_landing_slot(M, (int)qs[i], n, mask, &a);
     for (int i = 0; i < nq; i++) {
         Queue *Q = &M->qs[qs[i]];
         if (n >= Q->captxd) {
@@ -1263,9 +1288,43 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
     settle(M);
 }
 
+/* The generated scope end: awaiting threads wait for the phases their first `lag` awaits skipped, ordered
+   after those arrives as by awaits (reference.py, drain). */
+static void drain(Machine *M, int q, const Acc *a) {
+    const QueueParams *P = &M->qp[q];
+    const Queue *Q = &M->qs[q];
+    if (P->lag <= 0 || Q->await_mask < 0) return;
+    const uint64_t *tm = mask_bits(M, Q->await_mask);
+    for (int64_t k = Q->upto + 1; k <= Q->narr; k++) {
+        for (int64_t i = 0; i < M->nord; i++) {
+            const int64_t m = M->ord[i].marks[q];
+            if (m && m <= k)
+                for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
+        }
+        if (P->depth > 0) new_order(M, q, k, a, tm);
+    }
+}
+
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */
 void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
+    Acc end;
+    fill_acc(M, &end, site, 0, M->task, iv);
+    for (int q = q0; q < q0 + nq; q++) drain(M, q, &end);
+    /* The next scope reuses the mbarriers, counting on: its arrive j takes over the slot of arrive narr + j - depth
+       of this one. The awaits of this scope's last `depth` arrives stay, as orders j - depth (<= 0), for the arrive
+       (or TMA load) taking their slot over to check (sc_arrive); the other orders of these queues go. */
+    for (int64_t i = M->nord - 1; i >= 0; i--) {
+        Order *o = &M->ord[i];
+        if (o->q >= q0 && o->q < q0 + nq) {
+            o->k -= M->qs[o->q].narr;
+            if (o->k <= -M->qp[o->q].depth) {
+                drop_order(M, i);
+                continue;
+            }
+        }
+        memset(o->marks + q0, 0, sizeof(int64_t) * nq);
+    }
     for (int q = q0; q < q0 + nq; q++) {
         const QueueParams *P = &M->qp[q];
         Queue *Q = &M->qs[q];
@@ -1290,12 +1349,7 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
             remove_mark(M, r, i);
         }
         if (Q->txd) memset(Q->txd, 0, sizeof(int64_t) * (Q->ntxd + 1));
-        Q->narr = Q->awaits = Q->upto = Q->ntxd = 0;
-        Q->arr_mask = Q->await_mask = -1;
-    }
-    for (int64_t i = M->nord - 1; i >= 0; i--) {
-        if (M->ord[i].q >= q0 && M->ord[i].q < q0 + nq) drop_order(M, i);
-        else memset(M->ord[i].marks + q0, 0, sizeof(int64_t) * nq);
+        Q->narr = Q->awaits = Q->upto = Q->ntxd = 0; /* arr_mask, await_mask: the phase counters live on */
     }
     settle(M);
 }
@@ -1321,10 +1375,12 @@ void sc_task_end(Machine *M) {
     M->task = -1;
 }
 
-/* A device-function boundary is a full barrier: every live buffer forgets its records. */
+/* A device-function boundary is a full barrier: every live buffer forgets its records (and the next launch
+   initialises its barriers: no order carries over). */
 void sc_device_boundary(Machine *M) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     new_epoch(M);
+    M->nord = 0;
     for (int i = 0; i < M->nslots; i++)
         if (M->st.bufs[i].el) clear_buffer(M, &M->st.bufs[i]);
     for (uint32_t b = 0; b < M->nrbuck; b++) {

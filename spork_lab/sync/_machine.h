@@ -184,7 +184,8 @@ static inline __attribute__((always_inline)) int sc_done(SC_State *S, int k, int
 #endif
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s, int barrier);
 void sc_arrive(Machine *M, int64_t q, int mask, uint32_t m1, int site, const int64_t *iv, int64_t tx, int64_t own);
-void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t *qs, int64_t tx);
+void sc_trail(Machine *M, int mask, int pair, int64_t own, int nq, const int64_t *qs, int64_t tx, int site,
+              const int64_t *iv);
 void sc_await(Machine *M, int64_t q, int mask, uint32_t m2a, uint32_t m2s, int64_t N, int site, const int64_t *iv);
 void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv);
 void sc_task_begin(Machine *M);

@@ -111,7 +111,7 @@ class _Printer:
     def trail(self, op: P.Trail) -> None:
         queues = ", ".join(c_expr(q) for q in op.queues)
         self.line(f"sc_trail(M, {c_expr(op.mask)}, {op.pair}, {c_expr(op.own)}, {len(op.queues)}, "
-                  f"(const int64_t[]){{{queues}}}, INT64_C({op.tx}));")
+                  f"(const int64_t[]){{{queues}}}, INT64_C({op.tx}), {op.site}, {self.iv(op.site)});")
 
     def await_(self, op: P.Await) -> None:
         self.line(f"sc_await(M, {c_expr(op.queue)}, {c_expr(op.mask)}, {op.m2a}u, {op.m2s}u, INT64_C({op.n}), "

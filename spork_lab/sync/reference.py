@@ -114,7 +114,8 @@ class _QueueState:
         self.awaits = 0
         self.upto = 0  # the highest arrive paired with an await
         self.pending: set = set()  # records carrying a pending mark on this queue
-        self.arrive_mask: Optional[int] = None  # pairing by lag: the threads of every arrive / await
+        # pairing by lag: the threads of every arrive / await, in every scope (their phase counters outlive it)
+        self.arrive_mask: Optional[int] = None
         self.await_mask: Optional[int] = None
         self.tx_expected: list = []  # per arrive: the TMA bytes its phase expects
         self.tx_delivered: dict = {}  # phase (arrive number) -> TMA bytes delivered to it
@@ -409,13 +410,22 @@ class _Run:
         self.task = self.n_tasks
         self.base = self.task * op.threads
         self.n_tasks += 1
+        self.shift_orders(self.base)
 
     def task_end(self, op: P.TaskEnd) -> None:
         self.live.pop(self.task, None)
+        self.shift_orders(-self.base)
         self.task, self.base = -1, 0
 
+    def shift_orders(self, delta: int) -> None:
+        """Orders carried to a barrier's next scope (see end_barrier) hold the CTA's threads, the same in the
+        next task: between tasks, their threads are CTA-relative."""
+        for order in self.orders.values():
+            order.threads = ss.shift(order.threads, delta)
+
     def device_boundary(self, op: P.DeviceBoundary) -> None:
-        """A full barrier: every live buffer forgets its records."""
+        """A full barrier: every live buffer forgets its records (and the next launch initialises its barriers)."""
+        self.orders.clear()
         for buf in self.bufs:
             if buf is not None:
                 buf.w = [None] * buf.n
@@ -466,12 +476,13 @@ class _Run:
         slot = parity = -1
         if rule.depth:
             slot, parity = (n - 1) % rule.depth, ((n - 1) // rule.depth) & 1
-            reuse = n - rule.depth  # the arrive whose ring slot this one takes over
+            reuse = n - rule.depth  # the arrive whose ring slot this one takes over (<= 0: the previous scope's)
             order = self.orders.pop((qid, reuse), None)
             if reuse >= 1 and order is None:  # not awaited yet
                 self.sync_hazard(P.DEADLOCK, op.site, acc, q.arrives[reuse - 1], qid, (0, n, slot, rule.depth, reuse))
             elif order is not None and not ss.covers(order.threads, self.threads(mask), 1):
-                self.sync_hazard(P.DEADLOCK, op.site, acc, order.acc, qid, (2, n, slot, rule.depth, reuse))
+                code = 2 if reuse >= 1 else 4
+                self.sync_hazard(P.DEADLOCK, op.site, acc, order.acc, qid, (code, n, slot, rule.depth, reuse))
         self.event(qid, n, slot, parity, acc)
         if not mask:
             return  # CPU code: nothing to mark
@@ -547,6 +558,8 @@ class _Run:
         n = len(self.queues[self.ev(op.own)].arrives) + 1
         qids = [self.ev(q) for q in op.queues]
         for qid in qids:
+            self.check_landing_slot(qid, n, mask, op.site)
+        for qid in qids:
             got = self.queues[qid].tx_delivered
             got[n] = got.get(n, 0) + op.tx
         threads = self.threads(mask)
@@ -564,6 +577,33 @@ class _Run:
             self.update(rec, rec.va, rec.vs, pending)
         self.settle()
 
+    def check_landing_slot(self, qid: int, n: int, mask: int, site: int) -> None:
+        """A TMA load signals the slot of phase n of each queue it completes on as soon as it lands, whatever
+        phase that slot is in then: unless the queue's arrive n came already, its issuing threads must be ordered
+        after the await of arrive n - depth (the slot's previous phase), like an arrive taking the slot over."""
+        q, depth = self.queues[qid], self.p.queues[qid].rule.depth
+        reuse = n - depth
+        if not depth or len(q.arrives) >= n:
+            return
+        order = self.orders.get((qid, reuse))
+        if (reuse >= 1 and order is None) or (order is not None and not ss.covers(order.threads, self.threads(mask), 1)):
+            other = order.acc if order is not None else q.arrives[reuse - 1] if reuse <= len(q.arrives) else None
+            self.sync_hazard(P.DEADLOCK, site, self.access(site, mask), other, qid, (5, n, (n - 1) % depth, depth, reuse))
+
+    def drain(self, qid: int, site: int) -> None:
+        """The generated scope end: the awaiting threads wait for the phases their first `lag` awaits skipped
+        (of the arrives no await paired with), which orders them after those arrives as awaits would."""
+        q, rule = self.queues[qid], self.p.queues[qid].rule
+        if not rule.lag or q.await_mask is None:
+            return
+        threads = ss.product(self.threads(q.await_mask), 1)
+        for k in range(q.upto + 1, len(q.arrives) + 1):
+            for order in self.orders.values():
+                if order.marks.get(qid, k + 1) <= k:
+                    order.threads = ss.union(order.threads, threads)
+            if rule.depth:
+                self.orders[qid, k] = _Order(self.access(site, 0), threads)
+
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1
         if len(self.events) < self.max_events:
@@ -572,8 +612,26 @@ class _Run:
     def end_barrier(self, op: P.EndBarrier) -> None:
         """Every arrive must have been awaited (but a ring's last `lag`), and on a ring paired by lag every await
         must have its arrive (the generated code drains the phases the first `lag` awaits skipped, so that the
-        next task starts even); the queues start again."""
-        for qid in range(op.q0, op.q0 + op.count):
+        next task starts even); the queues start again, but for the threads that arrive and await on each (their
+        phase counters live on, see check_next_scope)."""
+        ended = range(op.q0, op.q0 + op.count)
+        for qid in ended:
+            self.drain(qid, op.site)
+        # The next scope reuses the mbarriers, counting on: its arrive j takes over the slot of arrive
+        # narr + j - depth of this one. The awaits of this scope's last `depth` arrives stay as orders j - depth
+        # (<= 0), checked by the arrive (or TMA load) that takes their slot over (see arrive).
+        carried = {}
+        for (qid, k), order in self.orders.items():
+            if qid in ended:
+                k -= len(self.queues[qid].arrives)
+                if k > -self.p.queues[qid].rule.depth:
+                    carried[qid, k] = order
+            else:
+                carried[qid, k] = order
+        self.orders = carried
+        for order in self.orders.values():
+            order.marks = {qid: n for qid, n in order.marks.items() if qid not in ended}
+        for qid in ended:
             q, rule = self.queues[qid], self.p.queues[qid].rule
             slack = rule.lag or 0
             unawaited = len(q.arrives) - q.upto
@@ -590,10 +648,7 @@ class _Run:
                 if _mark_of(rec.pending, qid) is not None:
                     self.update(rec, rec.va, rec.vs, tuple(m for m in rec.pending if m[0] != qid))
             self.queues[qid] = _QueueState()
-        ended = range(op.q0, op.q0 + op.count)
-        self.orders = {key: order for key, order in self.orders.items() if key[0] not in ended}
-        for order in self.orders.values():
-            order.marks = {qid: n for qid, n in order.marks.items() if qid not in ended}
+            self.queues[qid].arrive_mask, self.queues[qid].await_mask = q.arrive_mask, q.await_mask
         self.settle()
 
     dispatch = {

@@ -211,6 +211,27 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
                    f"threads are not ordered after the {q.kind_prefix}Await of arrive #{reuse} (line {other.stmt.line}) "
                    "by any chain of program order, Fences and arrive -> await pairs: it can complete a phase before "
                    f"that {q.kind_prefix}Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase)")
+    elif h.params[0] == 4:
+        _, n, slot, depth, _ = h.params
+        message = (f"{q.kind_prefix}Arrive #{n} on {_queue_text(q)} reuses ring slot {slot} (depth {depth}) from the "
+                   "barrier's previous scope (the CTA's previous task, or the previous iteration of the loop around the "
+                   "barrier: its mbarriers and phase counts carry on), but its threads are not ordered after the "
+                   f"{q.kind_prefix}Await of that slot's last arrive (line {other.stmt.line}): it can complete a phase "
+                   "before that Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase). "
+                   "Order them, e.g. with a Fence by the threads of both at the end of the barrier's scope")
+    elif h.params[0] == 5:
+        _, n, slot, depth, reuse = h.params
+        if other is None:
+            before = f"arrive #{reuse}"
+        else:
+            before = (f"the {q.kind_prefix}Await of arrive #{reuse} (line {other.stmt.line})" if reuse >= 1 else
+                      f"the {q.kind_prefix}Await of the slot's last arrive in the barrier's previous scope (line "
+                      f"{other.stmt.line})")
+        message = (f"this TMA load completes on phase #{n} of {_queue_text(q)}, ring slot {slot} (depth {depth}), and "
+                   f"signals that slot when it lands, but its issuing threads are not ordered after {before}, the "
+                   "slot's previous phase: its bytes can count toward that phase while it is still open, which then "
+                   "never completes or completes before its data lands. Issue the load after that Await (with "
+                   "multicast: after every CTA's consumers released the slot, e.g. `ReverseArrive(...) >> bar[:]`)")
     elif h.params[0] == 3:
         _, awaits, arrived, lag = h.params
         message = (f"the scope of {_queue_text(q)} ends after {awaits} {q.kind_prefix}Await(s) but only {arrived} "
@@ -268,8 +289,9 @@ def run_error(program: P.Program, code: int, acc: Optional[P.RawAccess], queue: 
         what = "arrive" if code == P.ERR_ARRIVE_THREADS else "await"
         name = program.queues[queue].barrier
         return SyncError(
-            f"every {what} on mbarrier {name} must be executed by the same threads (each thread counts the phases "
-            f"it sees); this one has other threads than the first",
+            f"every {what} on mbarrier {name} must be executed by the same threads, in every scope of it (each thread "
+            f"counts the phases it sees, and the CTA's next task reuses the mbarriers and the counts); this one has "
+            f"other threads than the first",
             where,
         )
     return SyncError(_ERRORS[code], where)
