@@ -28,28 +28,15 @@ TOOLS = ["racecheck", "synccheck"]
 SHAPE = (256, 256, 384)  # M, N, K
 
 
-def _inputs(rng: np.random.Generator, dtype: str, M: int, N: int, K: int, b_nk: bool) -> tuple:
-    """A and B as the kernel takes them (B as [N, K] if b_nk; bf16 as uint16 bits, rounded to nearest even), and as
-    float64."""
-    a, b = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((N, K) if b_nk else (K, N), dtype=np.float32)
-    if dtype == "f16":
-        a, b = a.astype(np.float16), b.astype(np.float16)
-        return a, b, a.astype(np.float64), b.astype(np.float64)
-    if dtype == "bf16":
-        bits = [x.view(np.uint32) for x in (a, b)]
-        a, b = (((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16) for u in bits)
-        return a, b, *((x.astype(np.uint32) << 16).view(np.float32).astype(np.float64) for x in (a, b))
-    return a, b, a.astype(np.float64), b.astype(np.float64)
-
-
 def run_one(folder: Path, name: str) -> int:
     """Run kernel `name` of the prebuild once on fresh inputs; print RESULT correct/WRONG."""
     import cupy
     from gemm import TOLERANCE, load_prebuilt
+    from sm80_gemm import inputs  # (gemm puts examples/ on the path)
 
     (k, built), = [(k, b) for k, b in load_prebuilt(folder, name) if k.name == name]
     M, N, K = SHAPE
-    A, B, A64, B64 = _inputs(np.random.default_rng(), k.dtype, M, N, K, k.b_nk)
+    A, B, A64, B64 = inputs(np.random.default_rng(), k.dtype, M, N, K, k.b_nk)
     C = cupy.full((M, N), np.nan, dtype=cupy.float32)
     built(M, N, K, cupy.asarray(A), cupy.asarray(B), C)
     cupy.cuda.runtime.deviceSynchronize()

@@ -399,6 +399,29 @@ def mbar_next_task_overrun(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32
                     z[task, t] = y[task, 31 - t]
 
 
+
+# Only odd tasks fence, at their start and their end: each of the checker's task pairs (t, t + 1) has a Fence
+# between them, but with two CTAs per SM the grid is even and a CTA runs tasks of one parity, so even CTAs never
+# fence (audit of session 19). A task answers for the obligations of every earlier task.
+@proc
+def mbar_fenced_odd_tasks(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32] @ CudaGmemLinear,
+                          z: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=ring_warps, blocks_per_sm=2):
+        for task in cuda_tasks(0, n):
+            if task % 2 == 1:
+                Fence(cuda_in_order, cuda_in_order)
+            bar: barrier @ CudaMbarrier
+            with CudaWarps(name="producer"):
+                for t in cuda_threads(0, 32):
+                    y[task, t] = x[task, t]
+                Arrive(cuda_in_order, 1) >> bar
+            with CudaWarps(name="consumer"):
+                Await(bar, cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    z[task, t] = y[task, 31 - t]
+            if task % 2 == 1:
+                Fence(cuda_in_order, cuda_in_order)
+
 # Warps 0 and 1 swap roles between tasks: in task t + n, warp 0 awaits with its own phase count still 0, though
 # the mbarrier completed phase 0 in task t, so its wait returns at once and it reads y before warp 1 wrote it
 # (on the H200: 25% of z wrong). Each thread counts the phases it sees: the same threads must arrive (await)
@@ -419,6 +442,34 @@ def mbar_roles_swap_between_tasks(n: size, x: f32[2 * n, 2, 32] @ CudaGmemLinear
                     Await(bar[w % 1], cuda_in_order, ~0)
                     for t in cuda_threads(0, 32):
                         z[task, w, t] = y[task, 1 - w, 31 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# Two warps commit cp.async groups on one barrier; warp 0's `Await(cg, cuda_in_order, 1)` is cp.async.wait_group 1
+# in warp 0's threads, which committed one group: it waits for nothing, and warp 0 read copies still in flight (on
+# the H200: 47% of dst wrong). sync_check paired it with the queue's arrive #1, warp 0's own (session 19's audit).
+@proc
+def commit_groups_of_two_warps(n: size, src: f32[n, 2, 32] @ CudaGmemLinear, dst: f32[n, 2, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, n):
+            buf: f32[2, 32] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for w in cuda_threads(0, 2, unit=cuda_warp):
+                for t in cuda_threads(0, 32):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[w, t:t + 1], src[task, w, t:t + 1], size=4)
+            with CudaWarps(0, 1):
+                Arrive(Sm80_cp_async, 1) >> cg
+            with CudaWarps(1, 2):
+                Arrive(Sm80_cp_async, 1) >> cg  # the other warp's group
+            with CudaWarps(0, 1):
+                Await(cg, cuda_in_order, 1)
+                for t in cuda_threads(0, 32):
+                    dst[task, 0, t] = buf[0, t]
+            with CudaWarps(1, 2):
+                Await(cg, cuda_in_order, 0)
+                for t in cuda_threads(0, 32):
+                    dst[task, 1, t] = buf[1, t]
             Fence(cuda_in_order, cuda_in_order)
 
 # Its correct counterparts, the producer ordered after the consumer's Await through syncs whose sync-tls

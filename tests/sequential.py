@@ -101,3 +101,18 @@ def run_cpu(p: Procedure, **args) -> dict:
     fn.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if key in arrays else ctypes.c_long for key in names]
     fn(*call)
     return arrays
+
+
+def assert_gpu_matches_cpu(p: Procedure, arch=None, **args) -> None:
+    """Build p for the local GPU (or `arch`), run it on copies of `args` (sizes and NumPy arrays, in p's argument
+    order) and check that CUDA reported no error and every array ends exactly as run_cpu leaves it."""
+    import cupy
+
+    built = getattr(sl.build([p], arch=arch), p.name())
+    want = run_cpu(p, **args)
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    built(*dev.values())
+    cupy.cuda.runtime.deviceSynchronize()
+    assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0, f"{p.name()}: CUDA error"
+    for k, v in want.items():
+        np.testing.assert_array_equal(dev[k].get(), v, err_msg=f"{p.name()}: {k}")

@@ -26,7 +26,7 @@ from procs_lanes import (
     whole_warps_copy,
     written_through_gmem_alias,
 )
-from sequential import run_cpu
+from sequential import assert_gpu_matches_cpu
 
 import spork_lab as sl
 
@@ -64,16 +64,9 @@ def test_each_passes_the_sync_check(p):
 @pytest.mark.gpu
 @pytest.mark.parametrize("p", LANE_PROCS, ids=lambda p: p.name())
 def test_the_gpu_computes_what_the_program_says(p):
-    cupy = pytest.importorskip("cupy")
-    built = getattr(sl.build([p]), p.name())
+    pytest.importorskip("cupy")
     rng = np.random.default_rng()  # fresh inputs every run
     for n in (3, 200):
         shapes = [a.type.shape() for a in p._loopir_proc.args if a.type.is_tensor_or_window()]
         x = rng.standard_normal([n] + [int(str(d)) for d in shapes[0][1:]]).astype(np.float32)
-        y = np.full_like(x, np.nan)
-        want = run_cpu(p, n=n, x=x, y=y)["y"]
-        y_gpu = cupy.asarray(y)
-        built(n, cupy.asarray(x), y_gpu)
-        cupy.cuda.runtime.deviceSynchronize()
-        assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
-        np.testing.assert_array_equal(y_gpu.get(), want)
+        assert_gpu_matches_cpu(p, n=n, x=x, y=np.full_like(x, np.nan))

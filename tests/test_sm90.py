@@ -106,13 +106,36 @@ def test_wgmma_fence_is_a_warpgroup_instruction():
     assert 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");' in _cu(sm90_tma_wgmma)
 
 
-def test_setmaxnreg_budget_must_fit_the_register_file():
+def test_setmaxnreg_budget_must_fit_the_ctas_registers():
+    """384 threads start with 168 registers each (64512 in all, not the SM's 65536): 48 / 232 / 232 hung the H200
+    at the second consumer warpgroup's setmaxnreg.inc (session 19's audit); 40 / 232 / 232 fits exactly."""
     from spork_lab.analysis.config import check_device_function
 
-    warps = [CudaWarpConfig("producer", 4, setmaxnreg=40), CudaWarpConfig("consumer", 8, setmaxnreg=240)]
-    check_device_function(CudaDeviceFunction(warp_config=warps[:1] + [CudaWarpConfig("consumer", 8, setmaxnreg=232)]), None)
-    with pytest.raises(sl.SporkError, match="need 66560 registers, more than the SM's 65536"):
-        check_device_function(CudaDeviceFunction(warp_config=warps), None)
+    producer = CudaWarpConfig("producer", 4, setmaxnreg=40)
+    check_device_function(CudaDeviceFunction(warp_config=[producer, CudaWarpConfig("consumer", 8, setmaxnreg=232)]), None)
+    for warps, need in [([producer, CudaWarpConfig("consumer", 8, setmaxnreg=240)], 66560),
+                        ([CudaWarpConfig("producer", 4, setmaxnreg=48), CudaWarpConfig("consumer", 8, setmaxnreg=232)], 65536)]:
+        with pytest.raises(sl.SporkError, match=f"need {need} registers, more than the 64512 the CTA holds at launch"):
+            check_device_function(CudaDeviceFunction(warp_config=warps), None)
+
+
+def test_every_warp_of_a_warpgroup_runs_one_setmaxnreg():
+    """Warpgroup 0 holds two warp names: each name's branch had its own setmaxnreg, so its warps ran two different
+    instructions, where PTX wants the same one from every warp of the warpgroup. One per run of warpgroups now.
+    (256 threads start with 255 registers each, so 232 is a decrease.)"""
+    src = """
+def split_warpgroup(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("load", 2, setmaxnreg=40), CudaWarpConfig("store", 2, setmaxnreg=40),
+                                         CudaWarpConfig("math", 4, setmaxnreg=232)]):
+        for task in cuda_tasks(0, n):
+            with CudaWarps(name="math"):
+                for t in cuda_threads(0, 128):
+                    y[task, t] = x[task, t] + 1.0
+"""
+    cu = _cu(sl.parse_source(src))
+    assert re.findall(r"if \(threadIdx.x / 128 >= (\d) && threadIdx.x / 128 < (\d)\) asm volatile\(\"setmaxnreg\.(\w+)\.sync"
+                      r"\.aligned\.u32 (\d+);", cu) == [("0", "1", "dec", "40"), ("1", "2", "dec", "232")]
+    assert cu.count("setmaxnreg.") == 2 and cu.index("setmaxnreg.") < cu.index("// warps named 'load'")
 
 
 def _producer_wait(cu: str) -> str:

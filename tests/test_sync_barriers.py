@@ -142,6 +142,16 @@ def test_the_next_task_taking_over_a_slot_is_reported():
         assert sync_check(P.mbar_next_task_fenced, engine=engine, n=2).ok
 
 
+def test_a_task_answers_for_every_earlier_task():
+    """Only odd tasks fence: task 2 follows task 1 (fenced) in the checker, but task 0 on a GPU whose grid is even
+    (two CTAs per SM), and task 0 left the producer unordered."""
+    p = P.mbar_fenced_odd_tasks
+    for engine in ("compiled", "python"):
+        h = sync_check(p, engine=engine, n=3).hazards[0]
+        assert h.kind == "DEADLOCK" and "from the barrier's previous scope (an earlier task" in h.message
+        assert (h.access.iters, h.other.iters) == ({"task": 2}, {"task": 0})
+
+
 def test_threads_that_swap_roles_between_tasks_are_refused():
     """Each thread counts the phases it sees, across tasks: in task n, warp 0 awaited with a count of 0 and read y
     before warp 1 wrote it (on an H200, 25% of z was wrong)."""
@@ -151,26 +161,25 @@ def test_threads_that_swap_roles_between_tasks_are_refused():
         assert e.value.lineno == line_of(P.mbar_roles_swap_between_tasks, "# other threads in task n")
 
 
+def test_commit_groups_on_one_queue_are_the_same_threads():
+    """Each thread counts its own commit groups: an Await's N pairs with the queue's arrives only where the same threads
+    made them all."""
+    for engine in ("compiled", "python"):
+        with pytest.raises(SyncError, match="every arrive on commit group cg must be executed by the same threads") as e:
+            sync_check(P.commit_groups_of_two_warps, engine=engine, n=2)
+        assert e.value.lineno == line_of(P.commit_groups_of_two_warps, "# the other warp's group")
+
+
 @pytest.mark.gpu
 def test_the_gpu_runs_the_next_task_after_the_fence():
     cupy = pytest.importorskip("cupy")
     import numpy as np
-    from sequential import run_cpu
+    from sequential import assert_gpu_matches_cpu
 
-    import spork_lab as sl
-
-    p = P.mbar_next_task_fenced
-    built = getattr(sl.build([p]), p.name())
     n = 64 * cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]  # many tasks per CTA
-    rng = np.random.default_rng()
-    args = {"n": n, **{k: rng.integers(-8, 9, size=(n, 32)).astype(np.float32) for k in "xyz"}}
-    want = run_cpu(p, **args)
-    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-    built(*dev.values())
-    cupy.cuda.runtime.deviceSynchronize()
-    assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
-    for k, v in want.items():
-        np.testing.assert_array_equal(dev[k].get(), v, err_msg=k)
+    rng = np.random.default_rng()  # fresh inputs every run
+    arrays = {k: rng.integers(-8, 9, size=(n, 32)).astype(np.float32) for k in "xyz"}
+    assert_gpu_matches_cpu(P.mbar_next_task_fenced, n=n, **arrays)
 
 
 def test_global_data_handed_over_by_a_remote_arrive_is_reported():

@@ -72,14 +72,17 @@ def _check_warp_config(ctx: CudaDeviceFunction, srcinfo) -> None:
                 f"(warps {4 * g}-{4 * g + 3}) mixes {regs}",
                 srcinfo,
             )
-    # At launch every thread holds the register cap of __launch_bounds__(blockDim, blocks_per_sm); setmaxnreg
-    # moves registers between warpgroups within the SM's 64K, so the budgets must fit in them.
+    # At launch every thread holds the register cap of __launch_bounds__(blockDim, blocks_per_sm) (ptxas gives a
+    # kernel with setmaxnreg all of it), allocated in steps of 8; setmaxnreg moves registers between the CTA's
+    # warpgroups within that pool, and setmaxnreg.inc waits until the pool has them: the budgets must fit the pool.
     cap = ctx.register_cap
-    total = sum(128 * (per_warp[4 * g].setmaxnreg or cap) for g in range(n // 128)) * ctx.blocks_per_sm
-    if total > 65536:
+    pool = n * -(-cap // 8) * 8
+    total = sum(128 * (per_warp[4 * g].setmaxnreg or cap) for g in range(n // 128))
+    if total > pool:
         budget = ", ".join(f"{w.name}={w.setmaxnreg or cap}" for w in ctx.warp_config)
         raise CollectiveError(
-            f"warp_config: the setmaxnreg budgets ({budget} registers per thread, {ctx.blocks_per_sm} CTA(s) per SM) "
-            f"need {total} registers, more than the SM's 65536",
+            f"warp_config: the setmaxnreg budgets ({budget} registers per thread) need {total} registers, more than "
+            f"the {pool} the CTA holds at launch ({n} threads, {cap} registers each under __launch_bounds__({n}, "
+            f"{ctx.blocks_per_sm})): a setmaxnreg.inc would wait forever for registers no warp frees",
             srcinfo,
         )

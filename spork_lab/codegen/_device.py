@@ -12,6 +12,7 @@ shard and memory and instr authors never see distributed dimensions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -428,6 +429,8 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self._kernel_scope_barriers()
         self.add_line("const int exo_tasks = " + " * ".join(f"exo_count_{k}" for k in range(len(counts))) + ";")
         top = self._tilings[id(tasks[-1])]
+        if ctx.warp_config is not None:
+            self._setmaxnreg(ctx.warp_config)
         paths = [(None, None)] if ctx.warp_config is None else [(w, ctx.warp_range(w.name)) for w in ctx.warp_config]
         for n, (warp, rng) in enumerate(paths):
             self._warp_name = warp.name if warp else None
@@ -436,8 +439,6 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
                 cond = " && ".join(lo + [f"threadIdx.x / 32 < {rng[1]}"])
                 self.add_line(f"{'if' if n == 0 else '} else if'} ({cond}) {{  // warps named {warp.name!r}")
                 self.push(only="tab")
-                if warp.setmaxnreg is not None:
-                    self._setmaxnreg(warp.setmaxnreg)
             self._task_loop(tasks, body, top, cluster)
             if warp is not None:
                 self._tab = self._tab[:-2]
@@ -451,11 +452,24 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             for line in lowering(info.mem).kernel_scope_lines(info):
                 self.add_line(line)
 
-    def _setmaxnreg(self, regs: int):
-        op = "inc" if regs >= self._ctx.register_cap else "dec"
-        self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-        self.add_line(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
-        self.add_line("#endif")
+    def _setmaxnreg(self, warp_config) -> None:
+        """One setmaxnreg per run of warpgroups with the same budget, before the branches by warp name: PTX wants
+        every warp of a warpgroup to execute the same setmaxnreg instruction, and a warpgroup may hold warps of
+        two names (the Sm90 GEMM's producer and unused warps)."""
+        budgets = [w.setmaxnreg for w in warp_config for _ in range(w.count)][::4]  # one per warpgroup
+        lines, first = [], 0
+        for regs, run in itertools.groupby(budgets):
+            last = first + len(list(run))
+            if regs is not None:
+                op = "inc" if regs >= self._ctx.register_cap else "dec"
+                lines.append(f"if (threadIdx.x / 128 >= {first} && threadIdx.x / 128 < {last}) "
+                             f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
+            first = last
+        if lines:
+            self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
+            for line in lines:
+                self.add_line(line)
+            self.add_line("#endif")
 
     def _task_loop(self, tasks, body, tiling, cluster):
         per_cta = f" / {cluster}" if cluster > 1 else ""

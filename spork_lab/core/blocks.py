@@ -109,8 +109,10 @@ class CudaDeviceFunction(BlockContext):
 
     @property
     def register_cap(self) -> int:
-        """Registers per thread at launch under __launch_bounds__(blockDim, blocks_per_sm) (what setmaxnreg moves)."""
-        return min(255, 65536 // (self.threads_per_cta * self.blocks_per_sm)) // 8 * 8
+        """Registers per thread at launch under __launch_bounds__(blockDim, blocks_per_sm) (what setmaxnreg moves):
+        the 64K register file shared in steps of 8, at most 255 (ptxas: "Used 168 registers" at 384 threads, 255 at
+        256)."""
+        return min(255, 65536 // (self.threads_per_cta * self.blocks_per_sm) // 8 * 8)
 
     def warp_range(self, name: str) -> Optional[tuple]:
         """The [lo, hi) warp indices of a named warp group, in CTA order."""

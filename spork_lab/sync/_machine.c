@@ -125,6 +125,8 @@ struct Machine {
     Queue *qs;
     Order *ord;                   /* awaits of ring queues whose slot no arrive reused yet; buffers kept past nord */
     int64_t nord, capord;
+    Order *car;                   /* the orders every task so far left to a barrier's next scope (sc_task_end) */
+    int64_t ncar, capcar;
     /* the second run: watched elements and their histories */
     int nwatch;
     History *hist;
@@ -715,6 +717,8 @@ void sc_delete(Machine *M) {
         free(M->ord[i].marks);
     }
     free(M->ord);
+    for (int64_t i = 0; i < M->ncar; i++) free(M->car[i].threads);
+    free(M->car);
     for (int i = 0; i < M->nwatch; i++) {
         free(M->hist[i].rrec);
         free(M->hist[i].reads);
@@ -996,14 +1000,6 @@ static void carry(Machine *M, const uint64_t *tm, int q, int64_t n) {
     }
 }
 
-/* The order made by the await of arrive k on queue q (awaits of a ring only; k <= 0: of the barrier's previous
-   scope, see sc_end_barrier), or -1. */
-static int64_t find_order(Machine *M, int q, int64_t k) {
-    for (int64_t i = 0; i < M->nord; i++)
-        if (M->ord[i].q == q && M->ord[i].k == k) return i;
-    return -1;
-}
-
 /* Order i is done with: its buffers move past nord, for reuse. */
 static void drop_order(Machine *M, int64_t i) {
     Order o = M->ord[i];
@@ -1127,16 +1123,21 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
     if (P->depth > 0) {
         slot = (n - 1) % P->depth;
         parity = ((n - 1) / P->depth) & 1;
-        const int64_t reuse = n - P->depth, i = find_order(M, q, reuse); /* the arrive whose slot this takes over */
-        if (reuse >= 1 && i < 0) { /* not awaited yet */
-            const int64_t params[5] = {0, n, slot, P->depth, reuse};
-            queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
-        } else if (i >= 0) {
-            if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
+        const int64_t reuse = n - P->depth; /* the arrive whose slot this takes over (<= 0: the previous scope's) */
+        int found = 0, late = 0;
+        for (int64_t i = M->nord - 1; i >= 0; i--) { /* several where reuse <= 0: one per earlier task's (sc_task_end) */
+            if (M->ord[i].q != q || M->ord[i].k != reuse) continue;
+            found = 1;
+            if (!late && !subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
+                late = 1;
                 const int64_t params[5] = {reuse >= 1 ? 2 : 4, n, slot, P->depth, reuse};
                 queue_hazard(M, K_DEADLOCK, site, q, &a, &M->ord[i].acc, 5, params);
             }
             drop_order(M, i);
+        }
+        if (reuse >= 1 && !found) { /* not awaited yet */
+            const int64_t params[5] = {0, n, slot, P->depth, reuse};
+            queue_hazard(M, K_DEADLOCK, site, q, &a, &Q->arrives[reuse - 1], 5, params);
         }
     }
     event(M, q, n, slot, parity, &a);
@@ -1174,10 +1175,19 @@ static void check_landing_slot(Machine *M, int q, int64_t n, int mask, const Acc
     const Queue *Q = &M->qs[q];
     const int64_t reuse = n - P->depth;
     if (P->depth <= 0 || Q->narr >= n) return;
-    const int64_t i = find_order(M, q, reuse);
-    if (i >= 0 ? subset(mask_bits(M, mask), M->ord[i].threads, M->nw) : reuse < 1) return;
+    int found = 0;
+    const Acc *other = reuse >= 1 && reuse <= Q->narr ? &Q->arrives[reuse - 1] : NULL;
+    for (int64_t i = 0; i < M->nord; i++) {
+        if (M->ord[i].q != q || M->ord[i].k != reuse) continue;
+        found = 1;
+        if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
+            other = &M->ord[i].acc;
+            found = 0;
+            break;
+        }
+    }
+    if (found || (reuse < 1 && other == NULL)) return;
     const int64_t params[5] = {5, n, (n - 1) % P->depth, P->depth, reuse};
-    const Acc *other = i >= 0 ? &M->ord[i].acc : reuse <= Q->narr ? &Q->arrives[reuse - 1] : NULL;
     queue_hazard(M, K_DEADLOCK, a->site, q, a, other, 5, params);
 }
 
@@ -1354,17 +1364,36 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
     settle(M);
 }
 
-/* A task is its own top-level collective: its records are synced only while it runs. */
+/* A task is its own top-level collective: its records are synced only while it runs. It inherits the orders
+   every earlier task left to a barrier's next scope (sc_task_end). */
 void sc_task_begin(Machine *M) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     new_epoch(M);
     M->task = M->ntasks++;
     M->live_head = 0;
+    for (int64_t i = 0; i < M->ncar; i++) new_order(M, M->car[i].q, M->car[i].k, &M->car[i].acc, M->car[i].threads);
+}
+
+/* The orders left for a barrier's next scope are the obligations of the CTA's next task, which on the GPU is the
+   task a grid's width later, not the checker's next: kept (once per thread set) for every later task. */
+static void keep_for_later_tasks(Machine *M, const Order *o) {
+    for (int64_t i = 0; i < M->ncar; i++)
+        if (M->car[i].q == o->q && M->car[i].k == o->k && !memcmp(M->car[i].threads, o->threads, sizeof(uint64_t) * M->nw))
+            return;
+    M->car = grow(M->car, &M->capcar, M->ncar + 1, sizeof(Order));
+    Order *c = &M->car[M->ncar++];
+    *c = *o;
+    c->marks = NULL;
+    c->threads = malloc(sizeof(uint64_t) * M->nw);
+    if (!c->threads) abort();
+    memcpy(c->threads, o->threads, sizeof(uint64_t) * M->nw);
 }
 
 void sc_task_end(Machine *M) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     new_epoch(M);
+    for (int64_t i = 0; i < M->nord; i++) keep_for_later_tasks(M, &M->ord[i]);
+    M->nord = 0;
     for (int32_t r = M->live_head, nx; r; r = nx) {
         nx = R(M, r)->next;
         /* A mark outliving the task means a barrier scope around several tasks: not compiled. */
@@ -1381,6 +1410,8 @@ void sc_device_boundary(Machine *M) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     new_epoch(M);
     M->nord = 0;
+    for (int64_t i = 0; i < M->ncar; i++) free(M->car[i].threads);
+    M->ncar = 0;
     for (int i = 0; i < M->nslots; i++)
         if (M->st.bufs[i].el) clear_buffer(M, &M->st.bufs[i]);
     for (uint32_t b = 0; b < M->nrbuck; b++) {

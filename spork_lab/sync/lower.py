@@ -869,8 +869,13 @@ class _Lowering:
             for reverse in (False, True):
                 prefix = "Reverse" if reverse else ""
                 n = subs[int(reverse)]
+                rule = info.queue_rule(reverse)
+                if rule.scope and not groups[int(reverse)]:
+                    # one queue for commit groups that are each thread's (or warpgroup's) own: it counts for every
+                    # thread only if the same threads make every arrive and every await
+                    rule = replace(rule, same_threads=True)
                 for sub in range(n):
-                    self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, info.queue_rule(reverse), prefix,
+                    self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, rule, prefix,
                                                sub if n > 1 else -1, groups[int(reverse)]))
         tx = {id(u.stmt): u.tx_bytes for u in info.uses if u.tx_bytes}
         env[s.name] = _Barrier(q0, info.dims, tuple(subs), tuple(groups), tx)

@@ -185,7 +185,10 @@ class _Run:
         self.bufs: list = [None] * len(p.slots)
         self.ordinal = 0
         self.queues = [_QueueState() for _ in p.queues]
-        self.orders: dict = {}  # (ring queue, arrive awaited) -> _Order, until the arrive reusing its slot
+        # (ring queue, arrive awaited, variant) -> _Order, until the arrive reusing its slot; variants: the orders a
+        # barrier's next scope inherits from every earlier task (see task_end)
+        self.orders: dict = {}
+        self.carried: dict = {}  # (ring queue, k <= 0) -> {CTA-relative threads: the await}, from every task so far
         self.task, self.base, self.n_tasks = -1, 0, 0
         self.fresh: dict = {}  # (threads, pair, unordered) -> (V_A, V_S) of a new access
 
@@ -410,22 +413,28 @@ class _Run:
         self.task = self.n_tasks
         self.base = self.task * op.threads
         self.n_tasks += 1
-        self.shift_orders(self.base)
+        for (qid, k), variants in self.carried.items():
+            for v, (threads, acc) in enumerate(variants.items()):
+                self.orders[qid, k, v] = _Order(acc, ss.shift(threads, self.base))
 
     def task_end(self, op: P.TaskEnd) -> None:
+        """The orders left for a barrier's next scope (end_barrier) are the obligations of the CTA's next task,
+        which on the GPU is the task a grid's width later, not the checker's next: every later task inherits
+        those of every earlier one (kept CTA-relative: the same threads in every task)."""
         self.live.pop(self.task, None)
-        self.shift_orders(-self.base)
+        for (qid, k, _), order in self.orders.items():
+            self.carried.setdefault((qid, k), {}).setdefault(ss.shift(order.threads, -self.base), order.acc)
+        self.orders.clear()
         self.task, self.base = -1, 0
 
-    def shift_orders(self, delta: int) -> None:
-        """Orders carried to a barrier's next scope (see end_barrier) hold the CTA's threads, the same in the
-        next task: between tasks, their threads are CTA-relative."""
-        for order in self.orders.values():
-            order.threads = ss.shift(order.threads, delta)
+    def orders_at(self, qid: int, k: int) -> list:
+        """The keys of the orders of the await of arrive k on queue qid (several variants where k <= 0)."""
+        return [key for key in self.orders if key[0] == qid and key[1] == k]
 
     def device_boundary(self, op: P.DeviceBoundary) -> None:
         """A full barrier: every live buffer forgets its records (and the next launch initialises its barriers)."""
         self.orders.clear()
+        self.carried.clear()
         for buf in self.bufs:
             if buf is not None:
                 buf.w = [None] * buf.n
@@ -477,12 +486,13 @@ class _Run:
         if rule.depth:
             slot, parity = (n - 1) % rule.depth, ((n - 1) // rule.depth) & 1
             reuse = n - rule.depth  # the arrive whose ring slot this one takes over (<= 0: the previous scope's)
-            order = self.orders.pop((qid, reuse), None)
-            if reuse >= 1 and order is None:  # not awaited yet
+            orders = [self.orders.pop(key) for key in self.orders_at(qid, reuse)]
+            if reuse >= 1 and not orders:  # not awaited yet
                 self.sync_hazard(P.DEADLOCK, op.site, acc, q.arrives[reuse - 1], qid, (0, n, slot, rule.depth, reuse))
-            elif order is not None and not ss.covers(order.threads, self.threads(mask), 1):
+            late = [o for o in orders if not ss.covers(o.threads, self.threads(mask), 1)]
+            if late:
                 code = 2 if reuse >= 1 else 4
-                self.sync_hazard(P.DEADLOCK, op.site, acc, order.acc, qid, (code, n, slot, rule.depth, reuse))
+                self.sync_hazard(P.DEADLOCK, op.site, acc, late[0].acc, qid, (code, n, slot, rule.depth, reuse))
         self.event(qid, n, slot, parity, acc)
         if not mask:
             return  # CPU code: nothing to mark
@@ -522,7 +532,7 @@ class _Run:
             if order.marks.get(qid, k + 1) <= k:
                 order.threads = ss.union(order.threads, ss.product(threads, 1))
         if rule.depth:
-            self.orders[qid, k] = _Order(acc, ss.product(threads, 1))
+            self.orders[qid, k, 0] = _Order(acc, ss.product(threads, 1))
         if not mask:
             return
         floor = q.awaits + 1 - rule.lag if rule.lag is not None else len(q.arrives) - rule.max_wait_n
@@ -585,9 +595,10 @@ class _Run:
         reuse = n - depth
         if not depth or len(q.arrives) >= n:
             return
-        order = self.orders.get((qid, reuse))
-        if (reuse >= 1 and order is None) or (order is not None and not ss.covers(order.threads, self.threads(mask), 1)):
-            other = order.acc if order is not None else q.arrives[reuse - 1] if reuse <= len(q.arrives) else None
+        orders = [self.orders[key] for key in self.orders_at(qid, reuse)]
+        late = [o for o in orders if not ss.covers(o.threads, self.threads(mask), 1)]
+        if late or (reuse >= 1 and not orders):
+            other = late[0].acc if late else q.arrives[reuse - 1] if reuse <= len(q.arrives) else None
             self.sync_hazard(P.DEADLOCK, site, self.access(site, mask), other, qid, (5, n, (n - 1) % depth, depth, reuse))
 
     def drain(self, qid: int, site: int) -> None:
@@ -602,7 +613,7 @@ class _Run:
                 if order.marks.get(qid, k + 1) <= k:
                     order.threads = ss.union(order.threads, threads)
             if rule.depth:
-                self.orders[qid, k] = _Order(self.access(site, 0), threads)
+                self.orders[qid, k, 0] = _Order(self.access(site, 0), threads)
 
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1
@@ -613,22 +624,22 @@ class _Run:
         """Every arrive must have been awaited (but a ring's last `lag`), and on a ring paired by lag every await
         must have its arrive (the generated code drains the phases the first `lag` awaits skipped, so that the
         next task starts even); the queues start again, but for the threads that arrive and await on each (their
-        phase counters live on, see check_next_scope)."""
+        phase counters live on)."""
         ended = range(op.q0, op.q0 + op.count)
         for qid in ended:
             self.drain(qid, op.site)
         # The next scope reuses the mbarriers, counting on: its arrive j takes over the slot of arrive
         # narr + j - depth of this one. The awaits of this scope's last `depth` arrives stay as orders j - depth
         # (<= 0), checked by the arrive (or TMA load) that takes their slot over (see arrive).
-        carried = {}
-        for (qid, k), order in self.orders.items():
+        kept = {}
+        for (qid, k, v), order in self.orders.items():
             if qid in ended:
                 k -= len(self.queues[qid].arrives)
                 if k > -self.p.queues[qid].rule.depth:
-                    carried[qid, k] = order
+                    kept[qid, k, v] = order
             else:
-                carried[qid, k] = order
-        self.orders = carried
+                kept[qid, k, v] = order
+        self.orders = kept
         for order in self.orders.values():
             order.marks = {qid: n for qid, n in order.marks.items() if qid not in ended}
         for qid in ended:

@@ -214,8 +214,9 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
     elif h.params[0] == 4:
         _, n, slot, depth, _ = h.params
         message = (f"{q.kind_prefix}Arrive #{n} on {_queue_text(q)} reuses ring slot {slot} (depth {depth}) from the "
-                   "barrier's previous scope (the CTA's previous task, or the previous iteration of the loop around the "
-                   "barrier: its mbarriers and phase counts carry on), but its threads are not ordered after the "
+                   "barrier's previous scope (an earlier task: a CTA runs the tasks a grid's width apart; or the previous "
+                   "iteration of the loop around the barrier: its mbarriers and phase counts carry on), but its threads "
+                   "are not ordered after the "
                    f"{q.kind_prefix}Await of that slot's last arrive (line {other.stmt.line}): it can complete a phase "
                    "before that Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase). "
                    "Order them, e.g. with a Fence by the threads of both at the end of the barrier's scope")
@@ -287,11 +288,16 @@ def run_error(program: P.Program, code: int, acc: Optional[P.RawAccess], queue: 
     where = program.stmt_of(acc.site) if acc is not None and acc.site >= 0 else None
     if code in (P.ERR_ARRIVE_THREADS, P.ERR_AWAIT_THREADS):
         what = "arrive" if code == P.ERR_ARRIVE_THREADS else "await"
-        name = program.queues[queue].barrier
+        q = program.queues[queue]
+        if q.rule.scope:  # commit groups
+            why = ("each thread counts its own commit groups: `Await(..., N)` waits for all but the N newest groups of "
+                   "the awaiting threads, and another thread's arrive is not one of them")
+            return SyncError(f"every {what} on commit group {q.barrier} must be executed by the same threads ({why}); "
+                             f"this one has other threads than the first", where)
         return SyncError(
-            f"every {what} on mbarrier {name} must be executed by the same threads, in every scope of it (each thread "
-            f"counts the phases it sees, and the CTA's next task reuses the mbarriers and the counts); this one has "
-            f"other threads than the first",
+            f"every {what} on mbarrier {q.barrier} must be executed by the same threads, in every scope of it (each "
+            f"thread counts the phases it sees, and the CTA's next task reuses the mbarriers and the counts); this one "
+            f"has other threads than the first",
             where,
         )
     return SyncError(_ERRORS[code], where)
