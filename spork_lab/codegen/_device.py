@@ -476,16 +476,19 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
         for regs, run in itertools.groupby(sorted(budgets.items()), key=lambda item: item[1]):
             run = [g for g, _ in run]
-            op = "inc" if regs >= self._ctx.register_cap else "dec"
             self.add_line(f"if (threadIdx.x / 128 >= {run[0]} && threadIdx.x / 128 < {run[-1] + 1}) "
-                          f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
+                          + self._setmaxnreg_asm(regs))
         self.add_line("#endif")
 
     def _setmaxnreg(self, regs: int):
-        op = "inc" if regs >= self._ctx.register_cap else "dec"
         self.add_line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-        self.add_line(f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");')
+        self.add_line(self._setmaxnreg_asm(regs))
         self.add_line("#endif")
+
+    def _setmaxnreg_asm(self, regs: int) -> str:
+        """The setmaxnreg to `regs` registers per thread, from the launch's register_cap."""
+        op = "inc" if regs >= self._ctx.register_cap else "dec"
+        return f'asm volatile("setmaxnreg.{op}.sync.aligned.u32 {regs};");'
 
     def _task_loop(self, tasks, body, tiling, cluster):
         per_cta = f" / {cluster}" if cluster > 1 else ""

@@ -1026,6 +1026,17 @@ static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64
     memset(o->marks, 0, sizeof(int64_t) * M->nq);
 }
 
+/* `tm` waited for phase k of queue q: each order carried to an arrive up to k now holds them, and on a ring their
+   await starts the order that arrive k + depth (or a TMA load on its slot) checks (reference.py, awaited). */
+static void awaited(Machine *M, int q, int64_t k, const uint64_t *tm, const Acc *a) {
+    for (int64_t i = 0; i < M->nord; i++) {
+        const int64_t m = M->ord[i].marks[q];
+        if (m && m <= k)
+            for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
+    }
+    if (M->qp[q].depth > 0) new_order(M, q, k, a, tm);
+}
+
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s, int barrier) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
@@ -1176,17 +1187,14 @@ static void check_landing_slot(Machine *M, int q, int64_t n, int mask, const Acc
     const int64_t reuse = n - P->depth;
     if (P->depth <= 0 || Q->narr >= n) return;
     int found = 0;
-    const Acc *other = reuse >= 1 && reuse <= Q->narr ? &Q->arrives[reuse - 1] : NULL;
-    for (int64_t i = 0; i < M->nord; i++) {
+    const Acc *late = NULL; /* the await of an order the issuers are not ordered after */
+    for (int64_t i = 0; i < M->nord && !late; i++) {
         if (M->ord[i].q != q || M->ord[i].k != reuse) continue;
         found = 1;
-        if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
-            other = &M->ord[i].acc;
-            found = 0;
-            break;
-        }
+        if (!subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) late = &M->ord[i].acc;
     }
-    if (found || (reuse < 1 && other == NULL)) return;
+    if (!late && (found || reuse < 1)) return; /* ordered, or a slot no earlier phase used */
+    const Acc *other = late ? late : reuse <= Q->narr ? &Q->arrives[reuse - 1] : NULL;
     const int64_t params[5] = {5, n, (n - 1) % P->depth, P->depth, reuse};
     queue_hazard(M, K_DEADLOCK, a->site, q, a, other, 5, params);
 }
@@ -1261,12 +1269,7 @@ void sc_await(Machine *M, int64_t q64, int mask, uint32_t m2a, uint32_t m2s, int
     check_tx(M, q, k, site, &a);
     if (k > Q->upto) Q->upto = k;
     const uint64_t *tm = mask_bits(M, mask);
-    for (int64_t i = 0; i < M->nord; i++) {
-        const int64_t m = M->ord[i].marks[q];
-        if (m && m <= k)
-            for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
-    }
-    if (P->depth > 0) new_order(M, q, k, &a, tm);
+    awaited(M, q, k, tm, &a);
     if (!mask) return;
     int64_t floor = P->lag >= 0 ? Q->awaits + 1 - P->lag : Q->narr - P->max_wait_n;
     uint64_t *c2 = M->tmp;
@@ -1305,14 +1308,7 @@ static void drain(Machine *M, int q, const Acc *a) {
     const Queue *Q = &M->qs[q];
     if (P->lag <= 0 || Q->await_mask < 0) return;
     const uint64_t *tm = mask_bits(M, Q->await_mask);
-    for (int64_t k = Q->upto + 1; k <= Q->narr; k++) {
-        for (int64_t i = 0; i < M->nord; i++) {
-            const int64_t m = M->ord[i].marks[q];
-            if (m && m <= k)
-                for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
-        }
-        if (P->depth > 0) new_order(M, q, k, a, tm);
-    }
+    for (int64_t k = Q->upto + 1; k <= Q->narr; k++) awaited(M, q, k, tm, a);
 }
 
 /* End of a barrier's scope: every arrive must have been awaited (but a ring's last `lag`). */

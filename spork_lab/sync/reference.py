@@ -528,11 +528,7 @@ class _Run:
         self.check_tx(qid, k, op.site, acc)
         q.upto = max(q.upto, k)
         threads = self.threads(mask)
-        for order in self.orders.values():
-            if order.marks.get(qid, k + 1) <= k:
-                order.threads = ss.union(order.threads, ss.product(threads, 1))
-        if rule.depth:
-            self.orders[qid, k, 0] = _Order(acc, ss.product(threads, 1))
+        self.awaited(qid, k, ss.product(threads, 1), acc)
         if not mask:
             return
         floor = q.awaits + 1 - rule.lag if rule.lag is not None else len(q.arrives) - rule.max_wait_n
@@ -609,11 +605,16 @@ class _Run:
             return
         threads = ss.product(self.threads(q.await_mask), 1)
         for k in range(q.upto + 1, len(q.arrives) + 1):
-            for order in self.orders.values():
-                if order.marks.get(qid, k + 1) <= k:
-                    order.threads = ss.union(order.threads, threads)
-            if rule.depth:
-                self.orders[qid, k, 0] = _Order(self.access(site, 0), threads)
+            self.awaited(qid, k, threads, self.access(site, 0))
+
+    def awaited(self, qid: int, k: int, threads: ss.SigSet, acc: P.RawAccess) -> None:
+        """`threads` waited for phase k of queue qid: each order carried to an arrive up to k now holds them, and
+        on a ring their await starts the order that arrive k + depth (or a TMA load on its slot) checks."""
+        for order in self.orders.values():
+            if order.marks.get(qid, k + 1) <= k:
+                order.threads = ss.union(order.threads, threads)
+        if self.p.queues[qid].rule.depth:
+            self.orders[qid, k, 0] = _Order(acc, threads)
 
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1

@@ -41,12 +41,12 @@ def union(a: SigSet, b: SigSet) -> SigSet:
     return _normal(out)
 
 
-@_memo
 def shift(s: SigSet, delta: int) -> SigSet:
     """`s` with every thread number moved by delta."""
     return tuple((lo + delta, hi + delta, bits) for lo, hi, bits in s) if delta else s
 
 
+@_memo
 def covers(s: SigSet, threads: tuple, bit_mask: int) -> bool:
     """Does `s` hold every pair of bit_mask for every thread of `threads`?"""
     for lo, hi in threads:
