@@ -11,10 +11,12 @@ import types as _types
 import exo.stdlib.scheduling as _exo_scheduling
 from exo.API import Procedure as _Procedure
 from exo.API_scheduling import AtomicSchedulingOp as _AtomicSchedulingOp
+from exo.API_scheduling import ForCursorA as _ForCursorA
 from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the point of this module
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
+from .core.loop_modes import WithBlock as _WithBlock
 from .core.sync_stmts import BarrierMemory as _BarrierMemory
 from .errors import SporkSchedulingError as _SporkSchedulingError
 from .lang.printer import head_text as _head_text
@@ -32,6 +34,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
             raise _SporkSchedulingError(f"{self.__name__}: {e}; it takes ({params})", user_frame()) from None
         if self.__name__ == "set_memory":
             _check_not_a_barrier(given)
+        self._check_loops_not_blocks(given)
         try:
             result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -49,6 +52,21 @@ class _UserFacingOp(_AtomicSchedulingOp):
         proc = given.get("proc")
         raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
                       given).with_traceback(None) from None
+
+    def _check_loops_not_blocks(self, given: dict) -> None:
+        """A `with` block is a loop of one iteration to exo, and exo's loop ops take it: cut_loop made one that runs
+        zero times, which every later pass printed, checked and compiled as a block that runs (audit E, S1)."""
+        for (name, param), arg_proc in zip(self.sig.parameters.items(), self.arg_procs):
+            if not isinstance(arg_proc, _ForCursorA) or name not in given or name == "proc":
+                continue
+            try:
+                node = arg_proc(given[name], given)._impl._node
+            except Exception:  # noqa: BLE001 -- no such loop: exo's own call says so
+                continue
+            if isinstance(node.loop_mode, _WithBlock):
+                raise _SporkSchedulingError(f"{self.__name__}: `{_head_text(node)}` is a block, not a loop: "
+                                            f"{self.__name__} works on loops (for ... in seq/cuda_threads/...)",
+                                            user_frame()).with_traceback(None) from None
 
     def _check_nest(self, given: dict, result: _Procedure) -> None:
         """Refuse a move that breaks the analysis' structural rules (cuda_tasks loops directly in the device

@@ -615,3 +615,24 @@ def err_cp_async_misaligned_in_callee(x: f32[32, 8] @ CudaGmemLinear, y: f32[32,
                 for j in seq(0, 8):
                     y[t, j] = buf[t, j]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# A barrier array indexed by a loop iterator named k: the generated await declared its own `k` (the pairing arrive
+# count) and read it in the index (`const unsigned k = bar_fw[k]`: uninitialised; audit E, session 20).
+@proc
+def await_indexed_by_k(n: size, x: f32[n, 4, 32] @ CudaGmemLinear, y: f32[n, 4, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]):
+        for task in cuda_tasks(0, n):
+            s: f32[4, 32] @ CudaSmemLinear
+            bar: barrier[4] @ CudaMbarrier
+            with CudaWarps(name="producer"):
+                for k in seq(0, 4):
+                    for t in cuda_threads(0, 32):
+                        s[k, t] = x[task, k, t]
+                    Arrive(cuda_in_order, 1) >> bar[k]
+            with CudaWarps(name="consumer"):
+                for k in seq(0, 4):
+                    Await(bar[k], cuda_in_order, ~0)
+                    for t in cuda_threads(0, 32):
+                        y[task, k, t] = s[k, t]
+            Fence(cuda_in_order, cuda_in_order)

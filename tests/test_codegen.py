@@ -449,3 +449,36 @@ def test_names_the_generated_code_cannot_declare_are_refused_at_the_declaration(
     with pytest.raises(sl.CodegenError, match="'new' is a C/C.. keyword or a CUDA built-in.*rename it") as e:
         sl.compile_procs_to_strings([keyword_names])
     assert (e.value.filename, e.value.lineno) == (__file__, keyword_names.find("new : _")._impl._node.srcinfo.lineno)
+
+
+def test_names_the_generated_code_declares_are_refused():
+    """An iterator named exo_thread compiled to `const int exo_thread = __shfl_sync(..., exo_thread / 32, 0)`, which
+    reads itself (nvcc only warns), and a buffer bar_f took the place of barrier bar's mbarriers (audit E, S2)."""
+
+    @proc
+    def generated_name(n: size, x: f32[n, 128] @ CudaGmemLinear):
+        with CudaDeviceFunction(blockDim=128):
+            for task in cuda_tasks(0, n):
+                for exo_thread in cuda_threads(0, 4, unit=cuda_warp):
+                    for t in cuda_threads(0, 32):
+                        x[task, 32 * exo_thread + t] = 0.0
+
+    @proc
+    def barrier_name(n: size, x: f32[n, 32] @ CudaGmemLinear):
+        with CudaDeviceFunction(blockDim=32):
+            for task in cuda_tasks(0, n):
+                bar_f: f32[32] @ CudaSmemLinear
+                bar: barrier @ CudaMbarrier
+                for t in cuda_threads(0, 32):
+                    bar_f[t] = x[task, t]
+                Arrive(cuda_in_order, 1) >> bar
+                Await(bar, cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    x[task, t] = bar_f[t]
+                Fence(cuda_in_order, cuda_in_order)
+
+    with pytest.raises(sl.CodegenError, match="'exo_thread' is a name the generated code declares itself") as e:
+        sl.compile_procs_to_strings([generated_name])
+    assert e.value.lineno == generated_name.find_loop("exo_thread")._impl._node.srcinfo.lineno
+    with pytest.raises(sl.CodegenError, match="'bar_f' is a name the generated code declares itself .for the barrier bar"):
+        sl.compile_procs_to_strings([barrier_name])

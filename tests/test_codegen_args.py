@@ -34,7 +34,7 @@ SPEC = proc_spec(block_reduce._loopir_proc)
 
 
 def test_good_arguments_give_raw_values():
-    assert check_args(SPEC, (512, FakeCuda((512,), ptr=16), FakeCuda((2,), ptr=32)), 0) == [512, 16, 32]
+    assert check_args(SPEC, (512, FakeCuda((512,), ptr=4096), FakeCuda((2,), ptr=8192)), 0) == [512, 4096, 8192]
 
 
 @pytest.mark.parametrize(
@@ -135,3 +135,54 @@ def test_a_basename_with_a_folder_says_where_the_folder_goes(tmp_path):
         sl.compile_procs([block_reduce], tmp_path, "sub/kernels")
     assert info.value.filename == __file__ and "without a folder, got 'sub/kernels'" in info.value.message
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        # the result would overwrite inputs the other tiles still read (audit F, f2: 135040 of 135296 wrong on an H200)
+        ((512, FakeCuda((512,), ptr=4096), FakeCuda((2,), ptr=4096 + 512)), "x and y overlap in memory"),
+        ((512, FakeCuda((512,), ptr=4096), FakeCuda((2,), ptr=4096)), "x and y overlap in memory"),
+        # a view one float into an array reached a 16-byte cp.async (f4: misaligned address on an H200)
+        ((512, FakeCuda((512,), ptr=4100), FakeCuda((2,), ptr=8192)), "4 bytes past a 16-byte boundary"),
+        ((2**31, FakeCuda((2**31,), ptr=4096), FakeCuda((2**23,), ptr=8192)), "below 2\\^31"),
+    ],
+)
+def test_arguments_the_gpu_code_cannot_take(args, match):
+    with pytest.raises(ValueError, match=match):
+        check_args(SPEC, args, 0)
+
+
+def test_read_only_arguments_may_share_memory():
+    spec = proc_spec(copy_rows._loopir_proc)
+    same = FakeCuda((4, 16), ptr=4096)
+    assert check_args(spec, (4, same, same, FakeCuda((4, 16), ptr=1 << 20)), 0)[1:3] == [4096, 4096]
+    with pytest.raises(ValueError, match="z and x overlap|x and z overlap"):
+        check_args(spec, (4, same, FakeCuda((4, 16), ptr=8192), FakeCuda((4, 16), ptr=4096 + 64)), 0)
+
+
+@proc
+def copy_rows(n: size, x: f32[n, 16] @ CudaGmemLinear, y: f32[n, 16] @ CudaGmemLinear, z: f32[n, 16] @ CudaGmemLinear):
+    # z written through a window of it, which exo's list of writes names by the window
+    for i in seq(0, n):
+        row = z[i, :]
+        for j in seq(0, 16):
+            row[j] = x[i, j] + y[i, j]
+
+
+@proc
+def flagged(n: size, full: bool, x: f32[n] @ CudaGmemLinear):
+    assert full
+    for i in seq(0, n):
+        x[i] = 0.0
+
+
+@pytest.mark.parametrize("full,ok", [(True, True), (False, False), (np.bool_(False), False)])
+def test_an_assertion_on_a_bool_argument_is_checked(full, ok):
+    # a False passed here was stored as 0, which `is False` missed; the host C then assumed the flag true (audit F, f3)
+    call = lambda: check_args(proc_spec(flagged._loopir_proc), (8, full, FakeCuda((8,))), 0)  # noqa: E731
+    if ok:
+        assert call()[1] == 1
+    else:
+        with pytest.raises(ValueError, match="assertion `full`"):
+            call()

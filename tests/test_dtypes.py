@@ -105,8 +105,8 @@ def test_two_byte_floats_build(p, tmp_path):
 
 def test_bf16_arguments_take_bits_or_bfloat16():
     spec = proc_spec(reverse_bf16._loopir_proc)
-    f32 = FakeCuda((256,), "<f4", ptr=48)
-    assert check_args(spec, (256, FakeCuda((256,), "<u2", ptr=16), FakeCuda((256,), "<i2", ptr=32), f32), 0) == [256, 16, 32, 48]
+    f32 = FakeCuda((256,), "<f4", ptr=12288)
+    assert check_args(spec, (256, FakeCuda((256,), "<u2", ptr=4096), FakeCuda((256,), "<i2", ptr=8192), f32), 0) == [256, 4096, 8192, 12288]
     with pytest.raises(TypeError, match="bf16"):
         check_args(spec, (256, FakeCuda((256,), "<f2"), FakeCuda((256,), "<u2"), f32), 0)
     assert np.dtype(spec.args[1].dtype) == np.uint16

@@ -9,6 +9,7 @@ from conftest import ir_equal
 from exo.rewrite.LoopIR_scheduling import SchedulingError
 from exo.stdlib import scheduling as exo_ops
 
+import spork_lab as sl
 from spork_lab import proc
 from spork_lab.errors import SporkSchedulingError
 from spork_lab.platforms.cuda import *
@@ -316,3 +317,39 @@ def test_remove_loop_says_what_it_needs():
                  "iterator", "remove_loop(..., unsafe_disable_check=True) skips the proof")
     # exo's "Cannot remove loop, t is not free in the loop body" meant the opposite
     _raises_here(lambda: remove_loop(through_buffer, "t"), "remove_loop: the loop's body uses its iterator t")
+
+
+@proc
+def add_in_warp(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=64):
+        for task in cuda_tasks(0, n):
+            with CudaWarps(0, 1):
+                for t in cuda_threads(0, 32):
+                    y[task, t] += x[task, t]
+
+
+def test_loop_ops_refuse_a_with_block():
+    """A `with` block is a loop of one iteration to exo: cut_loop at 0 made a half that runs zero times, which every
+    later pass printed, checked and compiled as a block that runs (the kernel added twice; audit E, S1)."""
+    block = find_blocks(add_in_warp, CudaWarps)[0]
+    _raises_here(lambda: cut_loop(add_in_warp, block, 0), "cut_loop: `with CudaWarps(0, 1):` is a block, not a loop")
+    _raises_here(lambda: unroll_loop(add_in_warp, block), "unroll_loop: `with CudaWarps(0, 1):` is a block")
+    cut = exo_ops.cut_loop(add_in_warp, block, 0)  # exo's own op, unguarded: the analysis refuses what it made
+    with pytest.raises(sl.DeviceScopeError, match="became a loop from 0 to 0"):
+        sl.sync_check(cut, n=2)
+
+
+def test_a_constant_barrier_index_past_its_array_is_refused_at_the_insert():
+    """insert_arrive(..., "bar[5]") on a barrier[2]: the generated code arrived past the array's end; only
+    sync_check said so, without naming the barrier (audit E, S3)."""
+    from procs_sync import mbarrier_per_thread_array as p
+
+    gap = p.find_loop("t").before()
+    _raises_here(lambda: insert_arrive(p, gap, cuda_in_order, "bar[64]"),
+                 "insert_arrive: index 0 of bar[64] is 64, outside bar: barrier[64]")
+
+
+@pytest.mark.parametrize("pattern", [0, None, "", "  "])
+def test_a_pattern_that_is_not_a_string_is_named(pattern):
+    _raises_here(lambda: add_rows.find_loop(pattern), "find_loop takes a pattern string", repr(pattern))
+    _raises_here(lambda: add_rows.find_alloc_or_arg(pattern), "find_alloc_or_arg takes a pattern string")

@@ -190,3 +190,24 @@ def test_global_data_handed_over_by_a_remote_arrive_is_reported():
     assert not report.ok and [(h.kind, h.buffer) for h in report.hazards] == [("RAW", "y")]
     assert "y is global memory: a remote `Arrive(...) >> bar[:]` does not order it" in report.hazards[0].message
     assert sync_check(P.cluster_fence_hands_over_global).ok
+
+
+def test_a_barrier_index_may_read_any_user_name():
+    """The generated mbarrier code's own locals are spork_-prefixed, so `bar[k]` reads the user's k."""
+    from spork_lab.codegen import compile_procs_to_strings
+
+    assert sync_check(P.await_indexed_by_k, n=3).ok
+    cu = compile_procs_to_strings([P.await_indexed_by_k], "await_k")[2]
+    assert "const unsigned spork_k = bar_fw[k];" in cu and "spork_mbar_wait(&bar_f[(k) * 1 + spork_k % 1u]" in cu
+
+
+@pytest.mark.gpu
+def test_the_gpu_awaits_the_barrier_the_user_indexed():
+    pytest.importorskip("cupy")
+    import numpy as np
+    from sequential import assert_gpu_matches_cpu
+
+    n = 300
+    rng = np.random.default_rng()
+    arrays = {k: rng.standard_normal((n, 4, 32)).astype(np.float32) for k in "xy"}
+    assert_gpu_matches_cpu(P.await_indexed_by_k, n=n, **arrays)

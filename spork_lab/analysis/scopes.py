@@ -114,6 +114,9 @@ class ScopeWalker:
     def loop(self, s: LoopIR.For, scope: _Scope, path: Path) -> None:
         mode = s.loop_mode
         if isinstance(mode, WithBlock):
+            if not (isinstance(s.lo, LoopIR.Const) and s.lo.val == 0 and isinstance(s.hi, LoopIR.Const) and s.hi.val == 1):
+                raise DeviceScopeError(f"`{head_text(s)}` became a loop from {s.lo} to {s.hi} (an exo loop operation "
+                                       f"was given this block); a block runs once", s.srcinfo)
             self.with_block(s, mode.ctx, scope, path)
         elif isinstance(mode, CudaTasks):
             if scope.device_scope == "cuda":

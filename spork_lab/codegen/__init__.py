@@ -24,6 +24,7 @@ from exo.core.memory import MemGenError
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..core.ir import walk_stmts
+from ..core.sync_stmts import BarrierMemory
 from ..errors import CodegenError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
@@ -203,19 +204,35 @@ _RESERVED_NAMES = frozenset("""
 """.split())
 
 
+# Prefixes of the names the generated code declares itself (its loop counters, instr locals, helpers).
+_GENERATED_PREFIXES = ("exo_", "spork_", "sm80_", "sm90_")
+
+
 def _check_c_names(proc_ir) -> None:
-    """A buffer, size or loop named like a C/C++ keyword (`new`, `int`) or a CUDA built-in would make code nvcc
-    or gcc rejects: said at its declaration instead."""
+    """A buffer, size or loop named like a C/C++ keyword (`new`, `int`), a CUDA built-in, or a name the generated
+    code declares itself (`exo_thread`, or `bar_f` beside a barrier `bar`) would make code nvcc or gcc rejects, or
+    code that reads the wrong variable: said at its declaration instead."""
+    if proc_ir.name in _RESERVED_NAMES:
+        raise CodegenError(f"'{proc_ir.name}' is a C/C++ keyword or a CUDA built-in, so it cannot name a proc: rename "
+                           f"it (e.g. '{proc_ir.name}_')", proc_ir.srcinfo)
     declared = [(a.name, a.srcinfo) for a in proc_ir.args]
     for s in walk_stmts(proc_ir.body):
         if isinstance(s, (LoopIR.Alloc, LoopIR.WindowStmt)):
             declared.append((s.name, s.srcinfo))
         elif isinstance(s, LoopIR.For):
             declared.append((s.iter, s.srcinfo))
+    barrier_names = {f"{s.name}_{d}{c}": str(s.name) for s in walk_stmts(proc_ir.body)
+                     if isinstance(s, LoopIR.Alloc) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory)
+                     for d in "fr" for c in ("", "a", "w", "b")}  # fmt: skip
     for sym, srcinfo in declared:
-        if str(sym) in _RESERVED_NAMES:
-            raise CodegenError(f"'{sym}' is a C/C++ keyword or a CUDA built-in, so the generated code cannot use it "
-                               f"as a name: rename it (e.g. '{sym}_')", srcinfo)
+        name = str(sym)
+        if name in _RESERVED_NAMES:
+            raise CodegenError(f"'{name}' is a C/C++ keyword or a CUDA built-in, so the generated code cannot use it "
+                               f"as a name: rename it (e.g. '{name}_')", srcinfo)
+        if name.startswith(_GENERATED_PREFIXES) or name in barrier_names:
+            which = (f"for the barrier {barrier_names[name]}" if name in barrier_names
+                     else f"names beginning {', '.join(_GENERATED_PREFIXES)} are kept for it")
+            raise CodegenError(f"'{name}' is a name the generated code declares itself ({which}): rename it", srcinfo)
 
 
 def _memory_error(e: MemGenError) -> CodegenError:

@@ -187,6 +187,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "{",
             f"  const long long exo_tasks = {comp.task_count_host};",
             "  if (exo_tasks <= 0) return 0;",
+            "  if (exo_tasks > 2147483647LL) return (int) cudaErrorInvalidValue;  // the kernel counts tasks in int",
             "  cudaError_t exo_err = cudaSuccess;",
             *(line for a in maps for line in _encode_lines(a, comp)),
             "  int exo_grid = 0;",

@@ -206,11 +206,11 @@ class MbarrierText(BarrierText):
             if lag == 0:
                 continue
             lines += [
-                f"for (int i = 0; i < {info.positions}; ++i) {{",
-                f"  const unsigned first = {info.name}_{d}w[i] - {info.name}_{d}b[i] < {lag}u"
-                f" ? {info.name}_{d}b[i] : {info.name}_{d}w[i] - {lag}u;",
-                f"  for (unsigned k = first; k < {info.name}_{d}w[i]; ++k)",
-                f"    spork_mbar_wait(&{info.name}_{d}[i * {depth} + k % {depth}u], (k / {depth}u) & 1u);",
+                f"for (int spork_i = 0; spork_i < {info.positions}; ++spork_i) {{",
+                f"  const unsigned spork_first = {info.name}_{d}w[spork_i] - {info.name}_{d}b[spork_i] < {lag}u"
+                f" ? {info.name}_{d}b[spork_i] : {info.name}_{d}w[spork_i] - {lag}u;",
+                f"  for (unsigned spork_k = spork_first; spork_k < {info.name}_{d}w[spork_i]; ++spork_k)",
+                f"    spork_mbar_wait(&{info.name}_{d}[spork_i * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);",
                 "}",
             ]
         return lines
@@ -223,7 +223,7 @@ class MbarrierText(BarrierText):
             # completes once this thread's earlier cp.async have landed: every thread arrives
             return [f"spork_mbar_arrive_cp_async({bar}); ++{cnt};"]
         if ranks is not None:
-            call = f"for (unsigned c = {ranks[0]}; c < {ranks[1]}; ++c) spork_mbar_arrive_remote({bar}, c);"
+            call = f"for (unsigned spork_c = {ranks[0]}; spork_c < {ranks[1]}; ++spork_c) spork_mbar_arrive_remote({bar}, spork_c);"
         elif use is not None and use.tx_bytes:
             call = f"spork_mbar_arrive_expect_tx({bar}, {use.tx_bytes}u);"
         else:
@@ -236,11 +236,12 @@ class MbarrierText(BarrierText):
         d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
         lag = ~spec.N
         w, b = f"{info.name}_{d}w[{p}]", f"{info.name}_{d}b[{p}]"
-        wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + k % {depth}u], (k / {depth}u) & 1u);"
+        # generated locals are spork_-prefixed: `p` may read the user's names (bar[k] in a loop over k)
+        wait = f"spork_mbar_wait(&{info.name}_{d}[({p}) * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);"
         if lag == 0:  # pairs with this thread's latest arrive count, never skipped
-            lines = ["{", f"  const unsigned k = {w};", f"  {wait}", "}"]
+            lines = ["{", f"  const unsigned spork_k = {w};", f"  {wait}", "}"]
         else:
-            lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned k = {w} - {lag}u;", f"  {wait}", "}"]
+            lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned spork_k = {w} - {lag}u;", f"  {wait}", "}"]
         arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
         if not info.generic_smem[spec.is_reverse]:
             arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access to shared memory

@@ -210,6 +210,11 @@ def insert_await(proc: Procedure, gap, barrier, second_tl: SyncTl, N: int) -> Pr
 
 def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Procedure:
     alloc, idx = barrier
+    for i, (e, dim) in enumerate(zip(idx, alloc.type.shape())):  # constant ones; the rest exo checks at @proc
+        if isinstance(e, LoopIR.Const) and isinstance(dim, LoopIR.Const) and not 0 <= e.val < dim.val:
+            raise SchedulingError(f"index {i} of {alloc.name}[{', '.join(map(str, idx))}] is {e.val}, outside "
+                                  f"{alloc.name}: barrier[{', '.join(map(str, alloc.type.shape()))}] (each index "
+                                  f"runs from 0 to its dimension - 1)")
     spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
     srcinfo = gap.anchor()._impl._node.srcinfo
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])

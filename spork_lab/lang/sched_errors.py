@@ -285,13 +285,35 @@ def install() -> None:
                 return found
             caller = sys._getframe(1)
             method = caller.f_code.co_name
-            method = method if method in ("find_loop", "find_alloc_or_arg", "find_all") else "find"
-            user = caller.f_back if method != "find" else caller
+            method = method if method in _FINDERS else "find"
+            user = caller
+            while user.f_code.co_name in _FINDERS or user.f_code is _CHECKED_CODE:  # exo's, and ours
+                user = user.f_back
             if user.f_code.co_filename.startswith(LIBRARIES):
                 raise  # a scheduling op looking for something: the op explains its failure
             raise explain(e, method, self, user_frame()).with_traceback(None) from None  # as the notebook shows it
 
     Procedure.find = functools.wraps(exo_find)(find)
+    for name in ("find_loop", "find_alloc_or_arg"):
+        setattr(Procedure, name, _pattern_checked(getattr(Procedure, name)))
+
+
+_FINDERS = ("find_loop", "find_alloc_or_arg", "find_all")
+
+
+def _pattern_checked(exo_method):
+    """exo's find_loop(0) raised a bare TypeError from its frames, and find_loop("") exo's pattern-matcher error."""
+
+    def method(self, pattern, *args, **kwargs):
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise SporkSchedulingError(f"{exo_method.__name__} takes a pattern string such as 'i' or 'i #1' (the "
+                                       f"second loop named i), got {pattern!r}", user_frame()).with_traceback(None)
+        return exo_method(self, pattern, *args, **kwargs)
+
+    return functools.wraps(exo_method)(method)
+
+
+_CHECKED_CODE = _pattern_checked(Procedure.find).__code__  # the code every method _pattern_checked makes runs
 
 
 def _template_instances(proc: Procedure, pattern) -> list[str]:

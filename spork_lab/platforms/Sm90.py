@@ -545,12 +545,22 @@ def _make_store_d(dt: str, clipped: bool = False):
                 f"*reinterpret_cast<{pair} *>(&sm90_p[8 * sm90_ld + 8 * j]) = {cvt}(sm90_d[4 * j + 2], sm90_d[4 * j + 3]); }}"
             )
 
-        def tile(head: str) -> str:
-            """Store the whole tile from sm90_p (its first element) with row stride sm90_ld."""
+        def lane_elements(indent: str) -> str:
+            """The lane's elements one by one: element e of sm90_d is at row 8 (e % 4 / 2), column 8 (e / 4) + e % 2."""
+            return (f"{indent}#pragma unroll\n{indent}for (int e = 0; e < {N // 2}; ++e) "
+                    f"sm90_p[(e % 4 / 2) * 8 * sm90_ld + 8 * (e / 4) + e % 2] = {_CONVERT[dt]}(sm90_d[e]);")
+
+        def tile(head: str, pairs_checked: bool) -> str:
+            """Store the whole tile from sm90_p (its first element) with row stride sm90_ld; unless `pairs_checked`
+            (the caller tested it), rows whose pairs are not aligned (an odd pitch or start) store element by element."""
             head = head + f"{_lane_prologue()} sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n"
+            esize = _DTYPES[dt][2]
+            pairs = (narrow("") if pairs_checked else
+                     f"if (((reinterpret_cast<unsigned long long>(sm90_p - 2 * sm90_t) | {esize}ull * sm90_ld) & "
+                     f"{2 * esize - 1}) == 0) {{\n" + narrow("  ") + "\n} else {\n" + lane_elements("  ") + "\n}")
             if not wide:
-                return head + narrow("") + " }"
-            # rows 16-byte aligned: lane t writes row-block 4i + t of its two rows whole (else the narrow stores)
+                return head + pairs + " }"
+            # rows 16-byte aligned: lane t writes row-block 4i + t of its two rows whole (else the pair stores)
             return head + (
                 f"if (((reinterpret_cast<unsigned long long>(sm90_p - 2 * sm90_t) | 2ull * sm90_ld) & 15) == 0) {{\n"
                 f"  #pragma unroll\n  for (int i = 0; i < {N // 32}; ++i) {{\n"
@@ -562,7 +572,7 @@ def _make_store_d(dt: str, clipped: bool = False):
                 f"      spork_quad_transpose(sm90_v);\n"
                 f"      *reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "
                 f"make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);\n"
-                f"    }}\n  }}\n}} else {{\n" + narrow("  ") + "\n} }"
+                f"    }}\n  }}\n}} else {{\n" + pairs + "\n} }"
             )
 
         def lower(call: LoweredCall) -> str:
@@ -574,7 +584,7 @@ def _make_store_d(dt: str, clipped: bool = False):
             # lane 4g + t holds, for each 8-column block j, (g, 8j + 2t + {0, 1}) and (g + 8, 8j + 2t + {0, 1}).
             if not clipped:
                 return tile(f"{{ {ctype} *sm90_p = {dst.ptr}; const int sm90_ld = {dst.text}.strides[0]; "
-                            f"const float *sm90_d = {call.args['D'].ptr}; ")
+                            f"const float *sm90_d = {call.args['D'].ptr}; ", pairs_checked=False)
             rows, cols, r0, c0 = (call.args[a].text for a in ("rows", "cols", "r0", "c0"))
             if not (all(lo == "0" for lo in dst.los) and tuple(dst.sizes) in ((), (rows, cols))):
                 raise CodegenError(f"{name}(rows, cols, r0, c0, C[:, :], D) stores into the whole matrix C of shape "
@@ -591,7 +601,7 @@ def _make_store_d(dt: str, clipped: bool = False):
                     f"    const int sm90_r = 16 * sm90_w + sm90_g + 8 * (e / 2), sm90_c = 8 * j + 2 * sm90_t + e % 2;\n"
                     f"    if (sm90_r0 + sm90_r < sm90_rows && sm90_c0 + sm90_c < sm90_cols) "
                     f"sm90_p[(long long) sm90_r * sm90_ld + sm90_c] = {_CONVERT[dt]}(sm90_d[4 * j + e]);\n  }}\n}}")
-            return head + f"if ({full}) " + tile("{ ") + f" else {{ {edge} }} }}"
+            return head + f"if ({full}) " + tile("{ ", pairs_checked=True) + f" else {{ {edge} }} }}"
 
         register_instr(p.name(), InstrInfo(cuda_in_order_instr, cuda_warpgroup, lower=lower,
                                            cuda_includes=(_QUAD_TRANSPOSE,) if wide else ()))

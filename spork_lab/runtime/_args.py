@@ -44,9 +44,37 @@ class ProcSpec:
     preds: tuple  # LoopIR expressions (the proc's assertions)
 
 
+# Device code indexes with 32-bit ints (task, thread and loop iterators): larger sizes and arrays are refused.
+INDEX_LIMIT = 2**31
+# The widest access any instr makes of a buffer's start (cp.async, vector stores): the analyses prove alignment
+# from offsets within a buffer, taking its start to be aligned this much.
+BASE_ALIGNMENT = 16
+
+
+def _written_params(p: LoopIR.proc) -> set:
+    """Names of the parameters the proc writes, directly, through callees, or through windows of them."""
+    alias = {}
+
+    def windows(stmts):
+        for s in stmts:
+            if isinstance(s, LoopIR.WindowStmt):
+                alias[s.name] = s.rhs.name
+            for block in (getattr(s, "body", None), getattr(s, "orelse", None)):
+                if block:
+                    windows(block)
+
+    windows(p.body)
+    written = set()
+    for name, _ in get_writes_of_stmts(p.body):
+        while name in alias:
+            name = alias[name]
+        written.add(name)
+    return written
+
+
 def proc_spec(p: LoopIR.proc) -> ProcSpec:
     """What the checker needs to know about a proc's parameters; BuildError for unsupported ones."""
-    written = {name for name, _ in get_writes_of_stmts(p.body)}
+    written = _written_params(p)
     args = []
     for a in p.args:
         if a.type in (T.size, T.index):
@@ -112,18 +140,34 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
                 raise TypeError(f"{where}: {a.name} must be a Python {want.__name__}, got {type(v).__name__}")
             if a.positive and v <= 0:
                 raise ValueError(f"{where}: size {a.name} must be positive, got {v}")
-            env[a.name] = int(v)
+            if want is int and abs(v) >= INDEX_LIMIT:
+                raise ValueError(f"{where}: {a.name} = {v} is out of range: GPU code indexes with 32-bit ints, so "
+                                 f"sizes and indices must be below 2^31")
+            env[a.name] = bool(v) if want is bool else int(v)
     for pred in spec.preds:
-        if evaluate(pred, env) is False:
+        holds = evaluate(pred, env)
+        if holds is not None and not holds:
             sizes = ", ".join(f"{k}={v}" for k, v in env.items())
             raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes}")
-    raw = []
+    raw, extents = [], []
     for a, v in zip(spec.args, values):
         if a.kind in ("int", "bool"):
             raw.append(int(v))
         else:
             raw.append(_check_array(where, a, v, env, current_device))
+            extents.append((a, raw[-1], int(np.prod([evaluate(h, env) for h in a.shape])) * a.dtype.itemsize))
+    _check_distinct(where, extents)
     return raw
+
+
+def _check_distinct(where: str, extents: list) -> None:
+    """A proc's tensor arguments are distinct buffers (exo's meaning, which sync_check checks): two that share
+    memory, one of them written, would compute something else on the GPU."""
+    for i, (a, start_a, size_a) in enumerate(extents):
+        for b, start_b, size_b in extents[i + 1:]:
+            if (a.writes or b.writes) and a.kind == b.kind and start_a < start_b + size_b and start_b < start_a + size_a:
+                raise ValueError(f"{where}: {a.name} and {b.name} overlap in memory, and the proc writes "
+                                 f"{a.name if a.writes else b.name}: pass distinct arrays (a proc's arguments never alias)")
 
 
 def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[int]) -> int:
@@ -154,4 +198,11 @@ def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[
         raise ValueError(f"{where}: {a.name} must be C-contiguous (use .copy() or ascontiguousarray)")
     if a.writes and readonly:
         raise ValueError(f"{where}: {a.name} is written by the proc but the array is read-only")
+    if a.kind == "cuda" and int(np.prod(shape)) >= INDEX_LIMIT:
+        raise ValueError(f"{where}: {a.name} has {int(np.prod(shape))} elements: GPU code indexes with 32-bit ints, "
+                         f"so an array must have fewer than 2^31")
+    if a.kind == "cuda" and ptr % BASE_ALIGNMENT:
+        raise ValueError(f"{where}: {a.name} starts {ptr % BASE_ALIGNMENT} bytes past a {BASE_ALIGNMENT}-byte "
+                         f"boundary (a view into another array?): the kernel's vector accesses need it aligned; "
+                         f"pass a copy (.copy())")
     return ptr

@@ -1,0 +1,188 @@
+"""Programs sync_check passes whose built library once ran them wrongly at the host/device boundary (audit F,
+session 20, each seen on an H200): arguments that overlap or start unaligned, and accumulator stores whose rows
+are not pair-aligned. Each test asserts the sequential meaning, or the ArgumentError that refuses the call.
+Cases that could end the CUDA context run in a child process (`python test_gpu_runtime_boundary.py CASE`).
+(Sizes of 2^31 and more, and false bool assertions, are refused before any launch: test_codegen_args.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
+from spork_lab.platforms.Sm90 import *
+
+# ---- f2: overlapping arguments (exo's meaning, and sync_check's, takes a proc's arguments to be distinct memory) ----
+
+
+@proc
+def copy_tiles(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                y[128 * task + t] = x[128 * task + t]
+
+
+# ---- f4: a CuPy view that starts 4 bytes past a 16-byte boundary, given to a 16-byte cp.async ----
+
+
+@proc
+def cp16_copy(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 512 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 512):
+            buf: f32[512] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 128):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[4 * t:4 * t + 4], src[512 * task + 4 * t:512 * task + 4 * t + 4], size=16)
+            Arrive(Sm80_cp_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            for t in cuda_threads(0, 128):
+                for i in seq(0, 4):
+                    dst[512 * task + 4 * t + i] = buf[4 * t + i]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# ---- f5: Sm90_mma_store_d_row_major_* into rows that are not pair-aligned (float2 / __half2 stores faulted) ----
+
+
+@proc
+def store_d_odd_pitch(C: f32[64, 9] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            Sm90_zero_scale_d_f32(D, N=8)
+            Sm90_mma_store_d_row_major_f32(C[:, 0:8], D, N=8)
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def store_d_odd_column(C: f16[64, 16] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            Sm90_zero_scale_d_f32(D, N=8)
+            Sm90_mma_store_d_row_major_f16(C[:, 1:9], D, N=8)
+            Fence(cuda_in_order, cuda_in_order)
+
+
+PROCS = {p.name(): p for p in (copy_tiles, cp16_copy, store_d_odd_pitch, store_d_odd_column)}
+SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch": {}, "store_d_odd_column": {}}
+
+
+@pytest.mark.parametrize("name", list(PROCS))
+def test_sync_check_passes(name):
+    assert sl.sync_check(PROCS[name], **SIZES[name]).ok
+
+
+# ---- the GPU cases ----
+
+
+def _case_cp16_copy(cp, k):
+    """src = base[1:n + 1]: contiguous, right shape and dtype, address 4 mod 16 (the H200: misaligned address, which
+    ends the process's CUDA context). Refused before the launch."""
+    from spork_lab.errors import ArgumentError
+
+    n = 512 * 264
+    base = cp.arange(n + 1, dtype=cp.float32)
+    try:
+        k.cp16_copy(n, base[1:], cp.zeros(n, dtype=cp.float32))
+    except ArgumentError as e:
+        assert "16-byte boundary" in str(e)
+        return
+    cp.cuda.runtime.deviceSynchronize()
+    raise AssertionError("cp16_copy: an unaligned src was accepted")
+
+
+def _case_store_d_odd_pitch(cp, k):
+    C = cp.full((64, 9), 5.0, dtype=cp.float32)
+    k.store_d_odd_pitch(C)
+    cp.cuda.runtime.deviceSynchronize()  # a misaligned float2 store raises here
+    want = np.full((64, 9), 5.0, np.float32)
+    want[:, :8] = 0.0
+    np.testing.assert_array_equal(C.get(), want)
+
+
+def _case_store_d_odd_column(cp, k):
+    C = cp.full((64, 16), 5.0, dtype=cp.float16)
+    k.store_d_odd_column(C)
+    cp.cuda.runtime.deviceSynchronize()  # a misaligned __half2 store raises here
+    want = np.full((64, 16), 5.0, np.float16)
+    want[:, 1:9] = 0.0
+    np.testing.assert_array_equal(C.get(), want)
+
+
+CASES = {"cp16_copy": _case_cp16_copy, "store_d_odd_pitch": _case_store_d_odd_pitch,
+         "store_d_odd_column": _case_store_d_odd_column}  # fmt: skip
+
+
+def _run(name: str) -> None:
+    import cupy
+
+    CASES[name](cupy, sl.build([PROCS[name]]))
+
+
+def _run_in_child(name: str, timeout: float = 60.0) -> None:
+    sl.build([PROCS[name]])  # nvcc here; the child finds the library in the cache
+    try:
+        done = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name}: did not finish in {timeout} s")
+    assert done.returncode == 0, f"{name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def _need_sm90():
+    cupy = pytest.importorskip("cupy")
+    if int(cupy.cuda.Device().compute_capability) < 90:
+        pytest.skip("needs sm_90a")
+
+
+@pytest.mark.gpu
+def test_f2_overlapping_arguments_are_refused():
+    """x = buf[0:n], y = buf[128:128 + n]: sequentially y[i] = x[i] in order, so buf[j] = j % 128 for every j; the
+    H200 copied the tiles concurrently, mostly from the original values (135040 of 135296 elements differed)."""
+    cupy = pytest.importorskip("cupy")
+    from spork_lab.errors import ArgumentError
+
+    k = sl.build([copy_tiles])
+    n = 128 * 132 * 8
+    buf = cupy.arange(n + 128, dtype=cupy.float32)
+    with pytest.raises(ArgumentError, match="overlap"):
+        k.copy_tiles(n, buf[:n], buf[128:])
+    x = cupy.arange(n, dtype=cupy.float32)
+    y = cupy.zeros(n, dtype=cupy.float32)
+    k.copy_tiles(n, x, y)  # distinct arrays: copied
+    assert bool((y == x).all())
+
+
+@pytest.mark.gpu
+def test_f4_unaligned_view_is_refused():
+    pytest.importorskip("cupy")
+    _run_in_child("cp16_copy")
+
+
+@pytest.mark.gpu
+def test_f5_store_d_odd_row_pitch():
+    _need_sm90()
+    _run_in_child("store_d_odd_pitch")
+
+
+@pytest.mark.gpu
+def test_f5_store_d_odd_column_start():
+    _need_sm90()
+    _run_in_child("store_d_odd_column")
+
+
+if __name__ == "__main__":  # the child of _run_in_child
+    _run(sys.argv[1])
+    print("ok")
