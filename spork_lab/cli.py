@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import pathlib
+import re
 import sys
 import traceback
 from types import SimpleNamespace
@@ -129,7 +130,15 @@ def compile_file(args: argparse.Namespace) -> int:
     if pathlib.Path(args.out).exists() and not pathlib.Path(args.out).is_dir():
         print(f"error: -o {args.out} is a file; give a directory for the generated files", file=sys.stderr)
         return 2
-    for f in compile_procs(list(procs.values()), args.out, path.stem, args.arch):
+    if args.arch is not None and not re.fullmatch(r"sm_\d+a?", args.arch):
+        print(f"error: --arch {args.arch}: a target looks like sm_80 or sm_90a", file=sys.stderr)
+        return 2
+    try:
+        written = compile_procs(list(procs.values()), args.out, path.stem, args.arch)
+    except OSError as e:
+        print(f"error: -o {args.out}: cannot write the generated files there ({e.strerror})", file=sys.stderr)
+        return 2
+    for f in written:
         print(f)
     return 0
 

@@ -7,6 +7,8 @@ location, so messages read `file.py:12: what went wrong; what to write instead`.
 from __future__ import annotations
 
 import functools
+import inspect
+import linecache
 import re
 import sys
 import sysconfig
@@ -73,13 +75,40 @@ class SporkIndexError(SporkError, IndexError):
     """An index the user gave is out of range (e.g. a workbench step); it is also an IndexError."""
 
 
+# What to write instead of a Python statement exo does not parse ("unsupported type of statement").
+_STATEMENT_HINTS = {
+    "return": "a proc returns nothing: it writes its results into its tensor arguments",
+    "while": "a proc's loops have bounds: for i in seq(lo, hi)",
+    "try": "a proc has no exceptions: state what must hold with assert",
+    "def": "define procs at the top level with @proc, and call them",
+    "class": "define classes outside the proc",
+    "break": "a proc's loops run their whole range: guard the body with if",
+    "continue": "a proc's loops run their whole range: guard the body with if",
+    "import": "import at the top of the file",
+}
+
+
+_EFFECTS_CONST = re.compile(r"Effects\.Const\(val=(-?[\w.]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)")
+
+
+def _statement_hint(message: str, filename: str, lineno: int) -> str:
+    """exo's "unsupported type of statement" with what to write instead, from the statement's first word."""
+    if "unsupported type of statement" not in message:
+        return message
+    words = linecache.getline(filename, lineno).split()
+    hint = _STATEMENT_HINTS.get(words[0].rstrip(":") if words else "")
+    return f"{message}: {hint}" if hint else message
+
+
 def from_exo(error: Exception, filename: str) -> SporkError:
     """exo's ParseError or TypeError about the user's file `filename` as the SporkError of the same exo type, the
     file named as the user knows it (`Cell In[3]` in a notebook): a notebook shows it without a traceback, like
     every SporkError, and `except sl.SporkError` catches it."""
     kind = SporkParseError if isinstance(error, _ExoParseError) else SporkTypeError
-    converted = kind(str(error).replace(filename, _place(filename)))  # the message names the place already
     first = re.search(rf"{re.escape(filename)}:(\d+)", str(error))
+    message = _statement_hint(str(error), filename, int(first.group(1))) if first else str(error)
+    message = _EFFECTS_CONST.sub(r"\1", message)  # exo prints a constant of its effects IR as its repr
+    converted = kind(message.replace(filename, _place(filename)))  # the message names the place already
     if first:  # for to_json and the workbench, as every SporkError has them
         converted.filename, converted.lineno = filename, int(first.group(1))
     return converted
@@ -134,9 +163,16 @@ def user_facing(fn: Callable) -> Callable:
     from IPython's (and pytest's) tracebacks too.
     """
 
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def entry_point(*args, **kwargs):
         __tracebackhide__ = True
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:  # a missing or unknown argument: at the user's call, with what the function takes
+            params = ", ".join(str(p.replace(annotation=p.empty)) for p in signature.parameters.values())
+            raise SporkTypeError(f"{fn.__name__}: {e}; it takes ({params})", user_frame()).with_traceback(None) from None
         try:
             return fn(*args, **kwargs)
         except SporkError as e:

@@ -579,3 +579,10 @@ def calls_kernel(n: size, x: f32[n] @ CudaGmemLinear):
 @proc
 def calls_rejected_proc(y: f32[32] @ CudaGmemLinear):
     smem_lifted_to_cpu(y)
+
+
+@proc
+def cpu_fence_in_cuda(n: size, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            Fence(cpu_in_order, cpu_in_order)  # error here

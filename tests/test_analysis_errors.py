@@ -96,6 +96,9 @@ CASES = [
     ("gmem_alloc_in_cuda", TimelineError, ["tmp @ CudaGmemLinear is allocated on cuda_in_order_instr", "CPU code"]),
     # a tensor map is encoded by the host before the launch (made in CUDA code it lowered to a plain window)
     ("tensor_map_in_cuda", TimelineError, ["A_tm is a tensor map made in CUDA code", "make it in CPU code"]),
+    # was lowered to __syncthreads() without a word
+    ("cpu_fence_in_cuda", SyncError, ["Fence(cpu_in_order, cpu_in_order) is inside a CudaDeviceFunction",
+                                      "write cuda_in_order"]),
 ]
 
 
@@ -148,6 +151,8 @@ def test_errors_leave_the_api_with_the_users_frames_only():
     (lambda: sync_check(P.seed_threads, engine="c"), SyncError, "sync_check(engine='c'): use 'compiled' or 'python'"),
     (lambda: sync_check(P.seed_threads, max_hazards="all"), SporkTypeError,
      "sync_check(max_hazards='all'): give an int >= 0"),
+    (lambda: sync_check(), SporkTypeError, "sync_check: missing a required argument: 'p'; it takes (p, "
+     "max_hazards=50, max_events=10000, engine='compiled', max_elements=4194304, **sizes)"),
 ])  # fmt: skip
 def test_entry_points_given_the_wrong_things_name_the_users_line(call, family, message):
     """Were a TypeError or ValueError raised in spork_lab's frames, naming no line; sync_check("p") said "analyze

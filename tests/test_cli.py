@@ -51,6 +51,16 @@ def test_compile_into_a_file_says_to_give_a_directory(tmp_path, capsys):
     assert rc == 2 and capsys.readouterr().err == f"error: -o {tmp_path / 'out'} is a file; give a directory for the generated files\n"
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--arch", "sm75"], "error: --arch sm75: a target looks like sm_80 or sm_90a\n"),  # was located at the console script
+    (["-o", "/dev/null/x"], "error: -o /dev/null/x: cannot write the generated files there (Not a directory)\n"),
+])  # fmt: skip
+def test_compile_options_it_cannot_use_are_one_line(tmp_path, capsys, args, message):
+    """Was a NotADirectoryError traceback (-o), or an error naming spork-lab's own script (--arch)."""
+    argv = ["compile", str(ROOT / "examples" / "vec_add.py"), "-o", str(tmp_path / "out"), *args]
+    assert main(argv) == 2 and capsys.readouterr().err == message
+
+
 def test_compile_a_file_without_procs(tmp_path, capsys):
     empty = tmp_path / "empty.py"
     empty.write_text("def k(x):\n    return x\n")
@@ -114,7 +124,7 @@ def test_compile_checks_the_limits_of_the_arch_asked_for(tmp_path):
     assert run.stderr.startswith(f"error: {small}:8: the device function at line 6 needs 102400 bytes of shared memory")
     assert "sm_86" in run.stderr
     assert _compile(tmp_path, body, "--arch", "ampere")[1].stderr.strip() == (
-        "error: arch must look like sm_80 or sm_90a, got 'ampere'")
+        "error: --arch ampere: a target looks like sm_80 or sm_90a")
 
 
 def _sibling_files(tmp_path: Path, kernel_tail: str = "") -> Path:

@@ -121,6 +121,24 @@ CASES = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("statement, hint", [
+    ("return", "a proc returns nothing: it writes its results into its tensor arguments"),
+    ("while n > 0:\n    pass", "a proc's loops have bounds: for i in seq(lo, hi)"),
+])  # fmt: skip
+def test_python_statements_exo_does_not_parse_say_what_to_write(tmp_path, statement, hint):
+    """Were exo's bare "unsupported type of statement"."""
+    first, *rest = statement.splitlines()
+    err, path, line = _load(tmp_path, "\n".join([first + "  # <-", *rest]), ParseError)
+    assert str(err).startswith(f"{path}:{line}:") and f"unsupported type of statement: {hint}" in str(err)
+
+
+def test_a_constant_extent_that_is_not_positive_reads_as_the_user_wrote_it(tmp_path):
+    """exo printed the constant as the repr of its effects IR (`Effects.Const(val=0, ..., srcinfo=<... at 0x...>)`)."""
+    err, path, line = _load(tmp_path, "s: f32[0] @ CudaSmemLinear  # <-\nx[0] = 0.0", TypeError)
+    assert f"{path}:{line}:" in str(err) and "expected expression 0 to always be positive" in str(err)
+    assert "Effects" not in str(err)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_error_names_file_line_and_fix(tmp_path, case):
     body, expected = CASES[case]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 from conftest import ir_equal
@@ -347,6 +348,16 @@ def test_a_constant_barrier_index_past_its_array_is_refused_at_the_insert():
     gap = p.find_loop("t").before()
     _raises_here(lambda: insert_arrive(p, gap, cuda_in_order, "bar[64]"),
                  "insert_arrive: index 0 of bar[64] is 64, outside bar: barrier[64]")
+
+
+def test_a_loop_mode_given_bounds_or_a_string_unit_says_what_it_takes():
+    """Were Python's TypeError from LoopModeSyntax.__call__, at no line of the user's."""
+    for make, message in [(lambda: cuda_threads(0, 4), "cuda_threads as a loop mode takes unit=..., not bounds"),
+                          (lambda: cuda_threads(unit="cuda_warp"), "cuda_threads(unit=...) needs a collective unit")]:
+        with pytest.raises(sl.SporkTypeError, match=re.escape(message)) as e:
+            make()
+        assert (e.value.filename, e.value.lineno) == (__file__, make.__code__.co_firstlineno)
+    _raises_here(lambda: find_blocks("add_rows"), "find_blocks takes a proc (made with @proc), not str")
 
 
 @pytest.mark.parametrize("pattern", [0, None, "", "  "])

@@ -293,6 +293,9 @@ class _Walk:
                 "CudaEvent)",
                 s.srcinfo,
             )
+        if spec is not None and info.device_scope == "cuda" and tl.cpu_in_order in (spec.first_tl, spec.second_tl):
+            raise SyncError(f"{spec.source()} is inside a CudaDeviceFunction: cpu_in_order names CPU work, which "
+                            f"device code does not do; write cuda_in_order", s.srcinfo)
         if spec is not None and spec.barrier_mem is not None:
             sym = s.args[0].name
             if sym not in self.allocs:

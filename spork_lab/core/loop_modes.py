@@ -14,6 +14,7 @@ from exo.core.LoopIR import LoopIR
 
 from .blocks import BlockContext
 from .coll import CollUnit, cuda_thread
+from ..errors import SporkTypeError, user_frame
 
 
 @attrs.frozen
@@ -50,17 +51,19 @@ class LoopModeSyntax:
         self.mode_type = mode_type
         self.keywords = keywords
 
-    def __call__(self, **kwargs) -> LoopIR.loop_mode:
+    def __call__(self, *bounds, **kwargs) -> LoopIR.loop_mode:
         """The loop mode with these keyword arguments (lo and hi stay in the proc)."""
+        allowed = ", ".join(f"{k}=..." for k in self.keywords) or "no arguments"
+        if bounds:
+            raise SporkTypeError(f"{self.name} as a loop mode takes {allowed}, not bounds: the loop keeps its own "
+                                 f"(set_loop_mode(p, loop, {self.name}{'(unit=cuda_warp)' if self.keywords else ''}))",
+                                 user_frame())
         unknown = sorted(set(kwargs) - set(self.keywords))
         if unknown:
-            allowed = ", ".join(f"{k}=..." for k in self.keywords) or "no keyword arguments"
-            raise TypeError(f"{self.name}() got unknown keyword {unknown[0]!r}; it takes {allowed}")
+            raise SporkTypeError(f"{self.name}() got unknown keyword {unknown[0]!r}; it takes {allowed}", user_frame())
         if "unit" in kwargs and not isinstance(kwargs["unit"], CollUnit):
-            raise TypeError(
-                f"{self.name}(unit=...) needs a collective unit such as cuda_warp or 4 * cuda_thread, "
-                f"got {kwargs['unit']!r}"
-            )
+            raise SporkTypeError(f"{self.name}(unit=...) needs a collective unit such as cuda_warp or 4 * cuda_thread, "
+                                 f"got {kwargs['unit']!r}", user_frame())
         return self.mode_type(**kwargs)
 
     def __repr__(self) -> str:

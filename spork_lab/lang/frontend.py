@@ -525,7 +525,7 @@ class _GpuSyntaxRewriter:
             try:
                 mode = syntax(**kwargs)
             except TypeError as e:
-                self.err(it, str(e))
+                self.err(it, getattr(e, "message", str(e)))
             s.iter = pyast.copy_location(
                 pyast.Call(func=pyast.Name(id="seq", ctx=pyast.Load()), args=it.args, keywords=[]), it
             )

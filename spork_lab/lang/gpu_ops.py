@@ -54,7 +54,7 @@ class _LoopModeA(ArgumentProcessor):
         try:
             return to_loop_mode(mode)
         except TypeError as e:
-            self.err(str(e))
+            self.err(getattr(e, "message", str(e)))
 
 
 class _ContextA(ArgumentProcessor):
@@ -352,6 +352,9 @@ def complete_on(proc: Procedure, call, barrier) -> Procedure:
 def find_blocks(proc: Procedure, ctx_type: Optional[Union[type, tuple]] = None) -> list:
     """Cursors of the `with` blocks of a proc (in program order), optionally only those whose
     context is an instance of ctx_type, e.g. `find_blocks(p, CudaAsync)`."""
+    if not isinstance(proc, Procedure):
+        raise SporkSchedulingError(f"find_blocks takes a proc (made with @proc), not {type(proc).__name__}",
+                                   user_frame())
     kinds = ctx_type if isinstance(ctx_type, tuple) else (ctx_type,)
     if ctx_type is not None and not all(isinstance(k, type) and issubclass(k, BlockContext) for k in kinds):
         raise SporkSchedulingError(f"find_blocks: ctx_type is a block class such as CudaAsync, CudaWarps or "
