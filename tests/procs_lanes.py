@@ -96,3 +96,19 @@ def whole_warps_copy(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ 
 
 
 LANE_PROCS = [whole_warps_copy, upper_lanes_copy, strided_arrive_groups, strided_arrive_ring, written_through_gmem_alias]
+
+
+# Nested CudaWarps inside a named-warp block of 5 warps: the predicate's coordinate joined an empty list of offsets,
+# `if ((exo_thread / 32 - ) < 1)`, which nvcc rejects (audit D, session 20).
+@proc
+def nested_warps_in_a_name(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("pa", 5), CudaWarpConfig("pb", 3)]):
+        for task in cuda_tasks(0, n):
+            with CudaWarps(name="pa"):
+                with CudaWarps(0, 2):
+                    with CudaWarps(0, 1):
+                        for t in cuda_threads(0, 32):
+                            y[task, t] = x[task, t]
+
+
+LANE_PROCS.append(nested_warps_in_a_name)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from procs_lanes import (
     LANE_PROCS,
+    nested_warps_in_a_name,
     strided_arrive_groups,
     strided_arrive_ring,
     upper_lanes_copy,
@@ -54,6 +55,13 @@ def test_a_strided_collective_arrives_once_per_thread(p):
 def test_a_tensor_written_through_an_alias_is_not_const():
     cu = cuda_text(written_through_gmem_alias)
     assert re.search(r"const float \*y\b|const float\* y\b", cu) is None, cu
+
+
+def test_nested_warp_ranges_in_a_name_are_predicated_on_the_warp_index():
+    """The inner predicate's coordinate joined an empty list of offsets, `(exo_thread / 32 - ) < 1`, which nvcc
+    rejected (audit D)."""
+    predicates = re.findall(r"if \((exo_thread / 32[^{]*)\) \{", cuda_text(nested_warps_in_a_name))
+    assert predicates == ["exo_thread / 32 % 5 < 2", "exo_thread / 32 < 1"]
 
 
 @pytest.mark.parametrize("p", LANE_PROCS, ids=lambda p: p.name())

@@ -552,7 +552,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         else:
             terms = [f"{o.linearOffset // pitch}" for o in prev if o.linearOffset]
             terms += [f"{self.env[self._iter_syms[o.iter]]} * {o.linearBox // pitch}" for o in prev if o.iter]
-            r = f"({c} - {' - '.join(terms)})"
+            r = f"({c} - {' - '.join(terms)})" if terms else c
         off, box, count = op.linearOffset // pitch, op.linearBox // pitch, op.tileCount
         conds = []
         if off:
