@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import pathlib
-import re
 import sys
 import traceback
 from types import SimpleNamespace
@@ -13,7 +12,7 @@ from typing import Optional
 
 from exo.API import Procedure
 
-from .errors import SporkError
+from .errors import CodegenError, SporkError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -83,7 +82,7 @@ def _run_example(module, cupy) -> None:
 
 def demo(args: argparse.Namespace) -> int:
     """Parse, schedule and print the example programs; generate their CUDA; run them on a GPU if present."""
-    from .codegen import compile_procs
+    from .codegen import compile_procs, compute_capability
 
     files = sorted(EXAMPLES.glob("*.py"))
     if not files:
@@ -114,7 +113,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def compile_file(args: argparse.Namespace) -> int:
     """Generate the .c, .h, .cu and .cuh files of the procs in a Python file."""
-    from .codegen import compile_procs
+    from .codegen import compile_procs, compute_capability
 
     path = pathlib.Path(args.file)
     procs = load_procs(path)
@@ -130,7 +129,9 @@ def compile_file(args: argparse.Namespace) -> int:
     if pathlib.Path(args.out).exists() and not pathlib.Path(args.out).is_dir():
         print(f"error: -o {args.out} is a file; give a directory for the generated files", file=sys.stderr)
         return 2
-    if args.arch is not None and not re.fullmatch(r"sm_\d+a?", args.arch):
+    try:
+        compute_capability(args.arch)
+    except CodegenError:  # said here: its place would be spork-lab's own script
         print(f"error: --arch {args.arch}: a target looks like sm_80 or sm_90a", file=sys.stderr)
         return 2
     try:

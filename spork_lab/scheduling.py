@@ -56,8 +56,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
     def _check_loops_not_blocks(self, given: dict) -> None:
         """A `with` block is a loop of one iteration to exo, and exo's loop ops take it: cut_loop made one that runs
         zero times, which every later pass printed, checked and compiled as a block that runs (audit E, S1)."""
-        for (name, param), arg_proc in zip(self.sig.parameters.items(), self.arg_procs):
-            if not isinstance(arg_proc, _ForCursorA) or name not in given or name == "proc":
+        for name, arg_proc in zip(self.sig.parameters, self.arg_procs):
+            if not isinstance(arg_proc, _ForCursorA) or name not in given:
                 continue
             try:
                 node = arg_proc(given[name], given)._impl._node

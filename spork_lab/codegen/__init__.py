@@ -24,7 +24,7 @@ from exo.core.memory import MemGenError
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..core.ir import walk_stmts
-from ..core.sync_stmts import BarrierMemory
+from ..core.sync_stmts import is_barrier_alloc
 from ..errors import CodegenError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
@@ -137,8 +137,8 @@ def lib_name(basename: str) -> str:
     return re.sub(r"\W", "_", basename)
 
 
-def _compute_capability(arch: Optional[str]) -> Optional[int]:
-    """90 for "sm_90" or "sm_90a"; None without an arch."""
+def compute_capability(arch: Optional[str]) -> Optional[int]:
+    """90 for "sm_90" or "sm_90a"; None without an arch; CodegenError for anything else."""
     if arch is None:
         return None
     m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
@@ -149,21 +149,21 @@ def _compute_capability(arch: Optional[str]) -> Optional[int]:
 
 def _runs_on(target: str, arch: str) -> bool:
     """An arch-specific target ("sm_90a": wgmma) runs only there; "sm_80" runs there and on every newer target."""
-    return arch == target if target.endswith("a") else _compute_capability(arch) >= _compute_capability(target)
+    return arch == target if target.endswith("a") else compute_capability(arch) >= compute_capability(target)
 
 
 def _target_for_all(d) -> str:
     """The target that runs every instr of a device function: an arch-specific one if any needs it, else the
     newest named."""
     targets = [t for t, _, _ in d.instr_targets]
-    return next((t for t in targets if t.endswith("a")), max(targets, key=_compute_capability))
+    return next((t for t in targets if t.endswith("a")), max(targets, key=compute_capability))
 
 
 def _check_arch(code: list, arch: Optional[str]) -> None:
     """What the target cannot run, said here rather than by nvcc or at launch: instrs of a newer target (TMA,
     wgmma), thread block clusters (sm_90), and a CTA's shared memory over the target's limit (without `arch`,
     the most any target gives)."""
-    cc = _compute_capability(arch)
+    cc = compute_capability(arch)
     for d in code:
         for target, name, srcinfo in d.instr_targets if arch is not None else ():
             if not _runs_on(target, arch):
@@ -216,14 +216,14 @@ def _check_c_names(proc_ir) -> None:
         raise CodegenError(f"'{proc_ir.name}' is a C/C++ keyword or a CUDA built-in, so it cannot name a proc: rename "
                            f"it (e.g. '{proc_ir.name}_')", proc_ir.srcinfo)
     declared = [(a.name, a.srcinfo) for a in proc_ir.args]
+    barrier_names = {}  # the arrays the generated code declares for each barrier, to the barrier's name
     for s in walk_stmts(proc_ir.body):
         if isinstance(s, (LoopIR.Alloc, LoopIR.WindowStmt)):
             declared.append((s.name, s.srcinfo))
         elif isinstance(s, LoopIR.For):
             declared.append((s.iter, s.srcinfo))
-    barrier_names = {f"{s.name}_{d}{c}": str(s.name) for s in walk_stmts(proc_ir.body)
-                     if isinstance(s, LoopIR.Alloc) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory)
-                     for d in "fr" for c in ("", "a", "w", "b")}  # fmt: skip
+        if is_barrier_alloc(s):
+            barrier_names.update({f"{s.name}_{d}{c}": str(s.name) for d in "fr" for c in ("", "a", "w", "b")})
     for sym, srcinfo in declared:
         name = str(sym)
         if name in _RESERVED_NAMES:

@@ -545,6 +545,10 @@ def _make_store_d(dt: str, clipped: bool = False):
                 f"*reinterpret_cast<{pair} *>(&sm90_p[8 * sm90_ld + 8 * j]) = {cvt}(sm90_d[4 * j + 2], sm90_d[4 * j + 3]); }}"
             )
 
+        def rows_aligned(start: str, n: int) -> str:
+            """C test: every row from `start` (row pitch sm90_ld elements) starts n-byte aligned."""
+            return f"((reinterpret_cast<unsigned long long>({start}) | {_DTYPES[dt][2]}ull * sm90_ld) & {n - 1}) == 0"
+
         def lane_elements(indent: str) -> str:
             """The lane's elements one by one: element e of sm90_d is at row 8 (e % 4 / 2), column 8 (e / 4) + e % 2."""
             return (f"{indent}#pragma unroll\n{indent}for (int e = 0; e < {N // 2}; ++e) "
@@ -554,15 +558,14 @@ def _make_store_d(dt: str, clipped: bool = False):
             """Store the whole tile from sm90_p (its first element) with row stride sm90_ld; unless `pairs_checked`
             (the caller tested it), rows whose pairs are not aligned (an odd pitch or start) store element by element."""
             head = head + f"{_lane_prologue()} sm90_p += (16 * sm90_w + sm90_g) * sm90_ld + 2 * sm90_t;\n"
-            esize = _DTYPES[dt][2]
             pairs = (narrow("") if pairs_checked else
-                     f"if (((reinterpret_cast<unsigned long long>(sm90_p - 2 * sm90_t) | {esize}ull * sm90_ld) & "
-                     f"{2 * esize - 1}) == 0) {{\n" + narrow("  ") + "\n} else {\n" + lane_elements("  ") + "\n}")
+                     f"if ({rows_aligned('sm90_p - 2 * sm90_t', 2 * _DTYPES[dt][2])}) {{\n" + narrow("  ")
+                     + "\n} else {\n" + lane_elements("  ") + "\n}")
             if not wide:
                 return head + pairs + " }"
             # rows 16-byte aligned: lane t writes row-block 4i + t of its two rows whole (else the pair stores)
             return head + (
-                f"if (((reinterpret_cast<unsigned long long>(sm90_p - 2 * sm90_t) | 2ull * sm90_ld) & 15) == 0) {{\n"
+                f"if ({rows_aligned('sm90_p - 2 * sm90_t', 16)}) {{\n"
                 f"  #pragma unroll\n  for (int i = 0; i < {N // 32}; ++i) {{\n"
                 f"    #pragma unroll\n    for (int r = 0; r < 2; ++r) {{\n"
                 f"      unsigned sm90_v[4];\n"
@@ -594,8 +597,7 @@ def _make_store_d(dt: str, clipped: bool = False):
                     f"const int sm90_ld = {dst.text}.strides[0]; const float *sm90_d = {call.args['D'].ptr}; "
                     f"{ctype} *sm90_p = {dst.ptr} + (long long) sm90_r0 * sm90_ld + sm90_c0;\n")
             full = (f"sm90_r0 + 64 <= sm90_rows && sm90_c0 + {N} <= sm90_cols && "
-                    f"((reinterpret_cast<unsigned long long>(sm90_p) | {_DTYPES[dt][2]}ull * sm90_ld) & "
-                    f"{2 * _DTYPES[dt][2] - 1}) == 0")  # every row's pairs aligned: the tile's start and the row pitch
+                    + rows_aligned("sm90_p", 2 * _DTYPES[dt][2]))  # every row's pairs aligned
             edge = (f"{_lane_prologue()}\n#pragma unroll\nfor (int j = 0; j < {N // 8}; ++j) {{\n"
                     f"  #pragma unroll\n  for (int e = 0; e < 4; ++e) {{\n"
                     f"    const int sm90_r = 16 * sm90_w + sm90_g + 8 * (e / 2), sm90_c = 8 * j + 2 * sm90_t + e % 2;\n"

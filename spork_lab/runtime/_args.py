@@ -14,6 +14,7 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 from exo.core.memory import DRAM
 
 from ..core.dtypes import bf16
+from ..core.ir import walk_stmts
 from ..errors import BuildError
 from ..platforms.cuda import CudaGmemLinear
 
@@ -53,17 +54,7 @@ BASE_ALIGNMENT = 16
 
 def _written_params(p: LoopIR.proc) -> set:
     """Names of the parameters the proc writes, directly, through callees, or through windows of them."""
-    alias = {}
-
-    def windows(stmts):
-        for s in stmts:
-            if isinstance(s, LoopIR.WindowStmt):
-                alias[s.name] = s.rhs.name
-            for block in (getattr(s, "body", None), getattr(s, "orelse", None)):
-                if block:
-                    windows(block)
-
-    windows(p.body)
+    alias = {s.name: s.rhs.name for s in walk_stmts(p.body) if isinstance(s, LoopIR.WindowStmt)}
     written = set()
     for name, _ in get_writes_of_stmts(p.body):
         while name in alias:
@@ -154,8 +145,9 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
         if a.kind in ("int", "bool"):
             raw.append(int(v))
         else:
-            raw.append(_check_array(where, a, v, env, current_device))
-            extents.append((a, raw[-1], int(np.prod([evaluate(h, env) for h in a.shape])) * a.dtype.itemsize))
+            ptr, nbytes = _check_array(where, a, v, env, current_device)
+            raw.append(ptr)
+            extents.append((a, ptr, nbytes))
     _check_distinct(where, extents)
     return raw
 
@@ -170,8 +162,10 @@ def _check_distinct(where: str, extents: list) -> None:
                                  f"{a.name if a.writes else b.name}: pass distinct arrays (a proc's arguments never alias)")
 
 
-def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[int]) -> int:
+def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[int]) -> tuple:
+    """(address, size in bytes) of an array argument, or TypeError/ValueError saying what is wrong."""
     shape = tuple(evaluate(h, env) for h in a.shape)
+    count = int(np.prod(shape))
     if a.kind == "cuda":
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is None:
@@ -198,11 +192,11 @@ def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[
         raise ValueError(f"{where}: {a.name} must be C-contiguous (use .copy() or ascontiguousarray)")
     if a.writes and readonly:
         raise ValueError(f"{where}: {a.name} is written by the proc but the array is read-only")
-    if a.kind == "cuda" and int(np.prod(shape)) >= INDEX_LIMIT:
-        raise ValueError(f"{where}: {a.name} has {int(np.prod(shape))} elements: GPU code indexes with 32-bit ints, "
+    if a.kind == "cuda" and count >= INDEX_LIMIT:
+        raise ValueError(f"{where}: {a.name} has {count} elements: GPU code indexes with 32-bit ints, "
                          f"so an array must have fewer than 2^31")
     if a.kind == "cuda" and ptr % BASE_ALIGNMENT:
         raise ValueError(f"{where}: {a.name} starts {ptr % BASE_ALIGNMENT} bytes past a {BASE_ALIGNMENT}-byte "
                          f"boundary (a view into another array?): the kernel's vector accesses need it aligned; "
                          f"pass a copy (.copy())")
-    return ptr
+    return ptr, count * a.dtype.itemsize
