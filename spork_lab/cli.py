@@ -82,7 +82,7 @@ def _run_example(module, cupy) -> None:
 
 def demo(args: argparse.Namespace) -> int:
     """Parse, schedule and print the example programs; generate their CUDA; run them on a GPU if present."""
-    from .codegen import compile_procs, compute_capability
+    from .codegen import compile_procs
 
     files = sorted(EXAMPLES.glob("*.py"))
     if not files:
