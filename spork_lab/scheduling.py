@@ -12,10 +12,14 @@ import exo.stdlib.scheduling as _exo_scheduling
 from exo.API import Procedure as _Procedure
 from exo.API_scheduling import AtomicSchedulingOp as _AtomicSchedulingOp
 from exo.API_scheduling import ForCursorA as _ForCursorA
+from exo.API_scheduling import NestedForCursorA as _NestedForCursorA
+from exo.core.LoopIR import T as _T
+from exo.core.LoopIR import LoopIR as _LoopIR
 from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the point of this module
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
+from .core.loop_modes import CudaThreads as _CudaThreads
 from .core.loop_modes import WithBlock as _WithBlock
 from .core.sync_stmts import BarrierMemory as _BarrierMemory
 from .errors import SporkSchedulingError as _SporkSchedulingError
@@ -35,6 +39,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
         if self.__name__ == "set_memory":
             _check_not_a_barrier(given)
         self._check_loops_not_blocks(given)
+        fused = _fused_thread_loop(given) if self.__name__ == "mult_loops" else None
         try:
             result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -48,7 +53,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
         else:
             if self.__name__ in _MOVES_OUT:
                 self._check_nest(given, result)
-            return result
+            return _make_thread_loop(result, given["new_iter_name"], *fused) if fused else result
         proc = given.get("proc")
         raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
                       given).with_traceback(None) from None
@@ -81,6 +86,41 @@ class _UserFacingOp(_AtomicSchedulingOp):
         raise _SporkSchedulingError(f"{self.__name__}: this moves `{_head_text(inner._node)}` out of `"
                                     f"{_head_text(outer._node)}`, which breaks a rule of the analysis: "
                                     f"{broken.message}", user_frame()).with_traceback(None) from None
+
+
+def _fused_thread_loop(given: dict):
+    """mult_loops of two cuda_threads loops: exo's product loop keeps the outer loop's mode (`cuda_threads(0, 4 * 32,
+    unit=cuda_warp)`, 128 warps where the two loops had 4 warps of 32 threads). When the outer loop's unit is the
+    inner loop's threads (inner bound x inner unit), the product runs each (outer, inner) pair on the thread the
+    two loops gave it with the inner loop's unit: (its iteration count, that mode). Other loop modes mixed with
+    cuda_threads have no such loop: refused."""
+    try:
+        outer = _NestedForCursorA()(given["nested_loops"], given)._impl._node
+    except Exception:  # noqa: BLE001 -- no such loop nest: exo's own call says so
+        return None
+    inner = outer.body[0] if len(outer.body) == 1 else None
+    modes = (outer.loop_mode, getattr(inner, "loop_mode", None))
+    if not any(isinstance(m, _CudaThreads) for m in modes):
+        return None
+    text = f"`{_head_text(outer)}` and `{_head_text(inner)}`"
+    if not all(isinstance(m, _CudaThreads) for m in modes):
+        raise _SporkSchedulingError(f"mult_loops: {text} are not both cuda_threads loops, so no loop of one mode "
+                                    "runs their iterations where they run", user_frame())
+    if not (isinstance(outer.hi, _LoopIR.Const) and isinstance(inner.hi, _LoopIR.Const)
+            and outer.loop_mode.unit == inner.hi.val * inner.loop_mode.unit):
+        raise _SporkSchedulingError(f"mult_loops: {text}: the outer loop's unit is not the inner loop's threads "
+                                    f"({inner.hi} x {inner.loop_mode.unit}), so one cuda_threads loop cannot run "
+                                    "their iterations where they run", user_frame())
+    return outer.hi.val * inner.hi.val, inner.loop_mode
+
+
+def _make_thread_loop(proc: _Procedure, name: str, count: int, mode) -> _Procedure:
+    """The product loop `name` of mult_loops with a constant bound and the inner loop's mode."""
+    loop = proc.find_loop(name)._impl
+    bound = _LoopIR.Const(count, _T.index, loop._node.hi.srcinfo)
+    ir, fwd = loop._child_node("hi")._replace(bound)
+    with_bound = _Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
+    return _gpu_ops.set_loop_mode(with_bound, name, mode)
 
 
 def _check_not_a_barrier(given: dict) -> None:

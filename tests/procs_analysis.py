@@ -586,3 +586,11 @@ def cpu_fence_in_cuda(n: size, x: f32[n] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):
         for task in cuda_tasks(0, n):
             Fence(cpu_in_order, cpu_in_order)  # error here
+
+
+@proc
+def scalar_in_cuda(n: size, a: f32, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            for t in cuda_threads(0, 32):
+                x[task] = a  # error here

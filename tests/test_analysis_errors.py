@@ -99,6 +99,9 @@ CASES = [
     # was lowered to __syncthreads() without a word
     ("cpu_fence_in_cuda", SyncError, ["Fence(cpu_in_order, cpu_in_order) is inside a CudaDeviceFunction",
                                       "write cuda_in_order"]),
+    ("scalar_in_cuda", TimelineError, ["a @ DRAM is read on cuda_in_order_instr", "device code takes no scalar "
+                                       "data yet: pass `a: f32` as a tensor of one element, `a: f32[1] @ "
+                                       "CudaGmemLinear`, and use a[0]"]),
 ]
 
 

@@ -482,3 +482,20 @@ def test_names_the_generated_code_declares_are_refused():
     assert e.value.lineno == generated_name.find_loop("exo_thread")._impl._node.srcinfo.lineno
     with pytest.raises(sl.CodegenError, match="'bar_f' is a name the generated code declares itself .for the barrier bar"):
         sl.compile_procs_to_strings([barrier_name])
+
+
+def test_proc_names_the_generated_code_uses_are_refused():
+    """A proc named main, or like another proc's kernel or launcher (`vec_add_device0_launch` beside vec_add), gave
+    gcc's error on the generated C, or exo's bare TypeError ("multiple procs named ..."; audit E, I5)."""
+    from spork_lab.scheduling import rename
+
+    with pytest.raises(sl.CodegenError, match="'main' is the C entry point's name, so it cannot name a proc") as e:
+        sl.compile_procs_to_strings([rename(vec_add, "main")])
+    assert e.value.filename == vec_add._loopir_proc.srcinfo.filename
+    with pytest.raises(sl.CodegenError, match="'spork_add' is a name the generated code keeps for its functions"):
+        sl.compile_procs_to_strings([rename(vec_add, "spork_add")])
+    for name in ("vec_add_device0", "vec_add_device0_launch"):
+        with pytest.raises(sl.CodegenError, match=f"'{name}' is a name the generated code gives a kernel or launcher "
+                                                  "of proc vec_add: rename this proc"):
+            sl.compile_procs_to_strings([vec_add, rename(vec_add, name)])
+    sl.compile_procs_to_strings([rename(vec_add, "vec_add_device0")])  # alone, nothing clashes

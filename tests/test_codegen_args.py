@@ -125,6 +125,19 @@ def test_build_and_benchmark_given_the_wrong_things_say_what_to_write():
         assert (info.value.filename, info.value.message) == (__file__, message)
 
 
+def test_a_failed_build_names_the_users_call():
+    """nvcc refusing a flag the user gave was a BuildError without a place: the user's `sl.build` line is it."""
+    import inspect
+
+    import spork_lab as sl
+    from spork_lab.errors import BuildError
+
+    with pytest.raises(BuildError) as info:
+        sl.build([block_reduce], arch="sm_90a", flags=["--no-such-flag"])
+    assert (info.value.filename, info.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    assert "nvcc failed" in info.value.message and "no-such-flag" in info.value.message
+
+
 def test_a_basename_with_a_folder_says_where_the_folder_goes(tmp_path):
     """compile_procs(procs, out, "sub/kernels") failed writing out/sub/kernels.c (no such folder), and its .c would
     have included "sub/kernels.h" from beside it."""

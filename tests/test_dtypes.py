@@ -93,6 +93,38 @@ def test_cuda_spells_f16_half_and_bf16_nv_bfloat16(tmp_path):
     assert "typedef struct spork_bf16" in h  # host C copies bf16 values; arithmetic on them does not compile
 
 
+def test_bf16_arithmetic_in_cpu_code_is_refused_at_the_statement():
+    """The host C copies bf16 structs but cannot compute with them: gcc failed on the generated C (audit E, B3)."""
+    @proc
+    def copy_bf16(x: bf16[4] @ DRAM, y: bf16[4] @ DRAM):
+        for i in seq(0, 4):
+            y[i] = x[i]
+
+    @proc
+    def add_bf16(x: bf16[4] @ DRAM, y: bf16[4] @ DRAM):
+        for i in seq(0, 4):
+            y[i] += x[i]
+
+    @proc
+    def bf16_to_f16(x: bf16[4] @ DRAM, y: f16[4] @ DRAM):
+        for i in seq(0, 4):
+            y[i] = x[i]
+
+    @proc
+    def zero_bf16(y: bf16[4] @ DRAM):
+        for i in seq(0, 4):
+            y[i] = 0.0
+
+    c = sl.compile_procs_to_strings([copy_bf16], "k")[0]
+    assert "y[i] = x[i];" in c
+    for p in (add_bf16, bf16_to_f16, zero_bf16):
+        with pytest.raises(sl.CodegenError, match="computes with bf16 values in CPU code: the host C holds a bf16 as a "
+                                                  "2-byte struct it can copy but not convert or compute with") as e:
+            sl.compile_procs_to_strings([p], "k")
+        assert (e.value.filename, e.value.lineno) == (__file__, p._loopir_proc.body[0].body[0].srcinfo.lineno)
+        sl.analyze(p)  # a sequential spec, e.g. the first step of a schedule, is not refused
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("p", [reverse_f16, reverse_bf16], ids=lambda p: p.name())
 def test_two_byte_floats_build(p, tmp_path):

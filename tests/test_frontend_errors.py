@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import re
 import subprocess
 import sys
@@ -344,6 +345,16 @@ def test_parse_source_of_text_that_is_not_one_def_names_the_text():
         sl.parse_source("x = 1\n", filename="kernels.py", first_line=40)
     assert (info.value.filename, info.value.lineno) == ("kernels.py", 40)
     assert "a proc's text is exactly one function definition" in info.value.message
+
+
+def test_parse_source_of_a_proc_says_to_give_its_text():
+    """Was Python's TypeError from compile() inside spork_lab (audit E, I6)."""
+    text = "def k(x: f32[4] @ DRAM):\n    x[0] = 1.0\n"
+    with pytest.raises(sl.SporkTypeError) as info:
+        sl.parse_source(sl.parse_source(text))
+    assert (info.value.filename, info.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    assert info.value.message == ("parse_source takes the text of one def, not a Procedure; for a proc's printout "
+                                  "write parse_source(str(p))")
 
 
 def test_a_parameter_with_a_default_value_is_exos_parse_error_at_the_def(tmp_path):

@@ -173,6 +173,17 @@ def test_failed_step_is_shown_at_the_users_line_and_keeps_the_session():
     assert wb.error is None and "sl-step-error" not in wb.state["views"]["header"]
 
 
+def test_a_failed_step_outside_a_notebook_warns():
+    """In a script no widget shows wb.error: the failure was silent and the script went on from the old proc."""
+    from spork_lab.lab import StepFailedWarning
+
+    wb = Workbench(seq_reverse)
+    with pytest.warns(StepFailedWarning, match=r"divide_loop\(.*tidd.*\) failed; the workbench stays at step 0: "
+                                               r".*test_lab_session.py:\d+: divide_loop: no loop matches 'tidd'"):
+        wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    assert wb.error is not None and not wb.steps
+
+
 def test_a_cursor_of_another_proc_is_a_step_error():
     wb = Workbench(seq_reverse)
     wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)

@@ -364,3 +364,66 @@ def test_a_loop_mode_given_bounds_or_a_string_unit_says_what_it_takes():
 def test_a_pattern_that_is_not_a_string_is_named(pattern):
     _raises_here(lambda: add_rows.find_loop(pattern), "find_loop takes a pattern string", repr(pattern))
     _raises_here(lambda: add_rows.find_alloc_or_arg(pattern), "find_alloc_or_arg takes a pattern string")
+
+
+def test_find_checks_its_pattern_like_find_loop():
+    _raises_here(lambda: add_rows.find(42), "find takes a pattern string", "got 42")
+
+
+def test_find_loop_returns_loops_only():
+    """exo's find_loop falls back to a plain find for what is not a loop name, and finds a `with` block by its
+    internal iterator: the user got a statement, an expression or a block where they asked for a loop."""
+    _raises_here(lambda: add_rows.find_loop("y[_] += _"), "find_loop: 'y[_] += _' found `y[row, col] += x[row, col]`",
+                 "which is not a loop", "its loops are: row, col")
+    _raises_here(lambda: add_rows.find_loop("row #x"), "'row #x' found an expression, which is not a loop")
+    _raises_here(lambda: add_in_warp.find_loop("_with"), "`with CudaDeviceFunction(blockDim=64):` (line",
+                 "is a block, not a loop: find blocks with find_blocks(p, CudaDeviceFunction)")
+    _raises_here(lambda: add_in_warp.find_loop("_with #1"), "`with CudaWarps(0, 1):`", "find_blocks(p, CudaWarps)")
+    assert [str(c._impl._node.iter) for c in add_in_warp.find_loop("t", many=True)] == ["t"]
+
+
+def test_an_index_past_a_blocks_end_lists_the_block():
+    _raises_here(lambda: add_rows.body()[5], "index 5 is past the end of a block of 1 statement(s): [0] `for row in")
+    assert add_rows.body()[0] == add_rows.find_loop("row") and len(list(add_rows.body())) == 1
+
+
+def test_forward_from_a_later_proc_says_which_way_forward_goes():
+    later = divide_loop(add_rows, "row", 4, ["ro", "ri"], perfect=True)
+    _raises_here(lambda: add_rows.forward(later.find_loop("ro")), "forward: the cursor is of a proc that is neither "
+                 "this one nor one it was scheduled from", "forward moves cursors only from a proc to the procs")
+    assert later.forward(add_rows.find_loop("col")) == later.find_loop("col")
+
+
+def test_an_expression_cursor_prints_with_its_statement():
+    text = str(add_rows.find("y[_] += _").rhs())
+    assert text.splitlines()[0] == "# the expression `x[row, col]` of the statement marked below", text
+    assert "y[row, col] += x[row, col]  # <-- NODE" in text, text
+
+
+@proc
+def copy_by_warps(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n):
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for lane in cuda_threads(0, 32):
+                    y[task, 32 * w + lane] = x[task, 32 * w + lane]
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for half in cuda_threads(0, 16):
+                    y[task, 32 * w + half] = 0.0
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for k in seq(0, 32):
+                    if k == 0:
+                        for lane in cuda_threads(0, 32):
+                            y[task, 32 * w + lane] += 1.0
+
+
+def test_mult_loops_of_thread_loops_makes_the_loop_of_their_threads():
+    """exo's product loop kept the outer loop's mode: `cuda_threads(0, 4 * 32, unit=cuda_warp)`, 128 warps, which
+    the analysis then refused with a wrong claim ("needs a compile-time constant bound, not 4 * 32"; audit E, P6)."""
+    fused = mult_loops(copy_by_warps, "w lane", "t")
+    assert "for t in cuda_threads(0, 128):" in str(fused), str(fused)
+    sl.sync_check(fused, n=2)
+    _raises_here(lambda: mult_loops(copy_by_warps, copy_by_warps.find_loop("w #1"), "t"),
+                 "mult_loops: `for w in cuda_threads(0, 4, unit=cuda_warp):` and `for half in cuda_threads(0, 16):`: "
+                 "the outer loop's unit is not the inner loop's threads (16 x cuda_thread)")
+    _raises_here(lambda: mult_loops(copy_by_warps, copy_by_warps.find_loop("w #2"), "t"), "are not both cuda_threads loops")

@@ -44,9 +44,9 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             _check_scalar_code(s, info, writes=True)
             _check_scalar_access(s, memories, s.name)
-            _check_access(s, info, memories, s.name, "write")
+            _check_access(s, info, memories, s.name, "write", scalar=None if s.idx else s.type)
             if isinstance(s, LoopIR.Reduce):
-                _check_access(s, info, memories, s.name, "read")
+                _check_access(s, info, memories, s.name, "read", scalar=None if s.idx else s.type)
             for e in [*s.idx, s.rhs]:
                 _check_reads(s, info, memories, e)
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
@@ -380,8 +380,9 @@ _VERB = {"alloc": "allocated", "read": "read", "write": "written"}
 
 
 def _check_access(s: LoopIR.stmt, info: StmtInfo, memories: dict, sym, action: str,
-                  tl: Optional[InstrTl] = None) -> None:
-    """May `sym`'s memory be allocated/read/written on instr-tl `tl` (default: the scope's)?"""
+                  tl: Optional[InstrTl] = None, scalar=None) -> None:
+    """May `sym`'s memory be allocated/read/written on instr-tl `tl` (default: the scope's)? `scalar`: sym's type where
+    it is one value (`a: f32`), not a tensor."""
     tl = tl or info.instr_tl
     mem = memories.get(sym)
     if mem is None or issubclass(mem, BarrierMemory):
@@ -390,9 +391,10 @@ def _check_access(s: LoopIR.stmt, info: StmtInfo, memories: dict, sym, action: s
     if tl in allowed:
         return
     names = ", ".join(sorted(t.name for t in allowed)) or "no instr-tl"
+    hint = _memory_hint(mem, action, info, f"{sym}: {scalar}" if scalar else None)
     raise TimelineError(
         f"wrong instr-tl: `{head_text(s)}`: {sym} @ {mem.name()} is {_VERB[action]} on {tl.name}, but "
-        f"{mem.name()} may be {_VERB[action]} only on {names}{_memory_hint(mem, action, info)}",
+        f"{mem.name()} may be {_VERB[action]} only on {names}{hint}",
         s.srcinfo,
     )
 
@@ -403,7 +405,12 @@ def _allowed_tls(mem: type[Memory], action: str) -> frozenset:
     return frozenset({cpu_in_order_instr})
 
 
-def _memory_hint(mem: type[Memory], action: str, info: StmtInfo) -> str:
+def _memory_hint(mem: type[Memory], action: str, info: StmtInfo, scalar: Optional[str] = None) -> str:
+    """What to do instead; `scalar`: "a: f32" where the access is of that scalar."""
+    if not issubclass(mem, CudaMemory) and scalar is not None and info.device_scope == "cuda":
+        name, typ = scalar.split(": ")
+        return (f"; {mem.name()} is CPU memory, and device code takes no scalar data yet: pass `{scalar}` as a tensor "
+                f"of one element, `{name}: {typ}[1] @ CudaGmemLinear`, and use {name}[0]")
     if not issubclass(mem, CudaMemory):
         return f"; {mem.name()} is CPU memory: give device code CudaGmemLinear data"
     if action == "alloc" and info.device_scope == "cpu":
@@ -423,7 +430,7 @@ def _check_reads(s: LoopIR.stmt, info: StmtInfo, memories: dict, e: LoopIR.expr)
         raise TimelineError(f"{e.name} is a tensor map: CUDA code reads it only through TMA instrs "
                             "(Sm90_copy_tensor_to_smem_*), not as data", s.srcinfo)
     if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr)) and e.name in memories:
-        _check_access(s, info, memories, e.name, "read")
+        _check_access(s, info, memories, e.name, "read", scalar=None if e.type.is_tensor_or_window() else e.type)
         _check_scalar_access(s, memories, e.name)
     for child in _subexprs(e):
         _check_reads(s, info, memories, child)

@@ -190,6 +190,11 @@ def _check_distinct_names(procs: list) -> None:
             raise CodegenError(f"two different procs are named {ir.name} (the other is at line {other.srcinfo.lineno}); "
                                f"each becomes a C function of its name: give one another, e.g. "
                                f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
+    for name, ir in seen.items():
+        launcher = re.fullmatch(r"(\w+)_device\d+(?:_launch)?", name)  # the host code's names for a proc's kernels
+        if launcher and launcher.group(1) in seen:
+            raise CodegenError(f"'{name}' is a name the generated code gives a kernel or launcher of proc "
+                               f"{launcher.group(1)}: rename this proc", ir.srcinfo)
 
 
 # Names the generated C and CUDA C++ cannot declare: keywords of either language (that Python allows as names)
@@ -206,6 +211,7 @@ _RESERVED_NAMES = frozenset("""
 
 # Prefixes of the names the generated code declares itself (its loop counters, instr locals, helpers).
 _GENERATED_PREFIXES = ("exo_", "spork_", "sm80_", "sm90_")
+_GENERATED_FUNCTION_PREFIXES = ("exo_", "spork_")  # of its functions beside the procs' (`spork_mbar_init`)
 
 
 def _check_c_names(proc_ir) -> None:
@@ -215,6 +221,10 @@ def _check_c_names(proc_ir) -> None:
     if proc_ir.name in _RESERVED_NAMES:
         raise CodegenError(f"'{proc_ir.name}' is a C/C++ keyword or a CUDA built-in, so it cannot name a proc: rename "
                            f"it (e.g. '{proc_ir.name}_')", proc_ir.srcinfo)
+    if proc_ir.name == "main" or proc_ir.name.startswith(_GENERATED_FUNCTION_PREFIXES):
+        which = ("the C entry point's name" if proc_ir.name == "main"
+                 else f"a name the generated code keeps for its functions ({', '.join(_GENERATED_FUNCTION_PREFIXES)}...)")
+        raise CodegenError(f"'{proc_ir.name}' is {which}, so it cannot name a proc: rename it", proc_ir.srcinfo)
     declared = [(a.name, a.srcinfo) for a in proc_ir.args]
     barrier_names = {}  # the arrays the generated code declares for each barrier, to the barrier's name
     for s in walk_stmts(proc_ir.body):

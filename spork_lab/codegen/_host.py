@@ -20,10 +20,12 @@ from exo.core.prelude import Sym
 
 from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
+from ..core.dtypes import is_bf16
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
+from ..lang.printer import head_text
 from ._device import DeviceCode, DeviceFunction, compile_device_function
 from ._sync import position_expr
 from .barrier_text import lowering
@@ -33,6 +35,24 @@ _POSITION = "SPORK_POSITION"  # stands for the instr's `p` argument until the te
 
 def is_device_function(s) -> bool:
     return isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaDeviceFunction)
+
+
+def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
+    """Host C holds a bf16 as a 2-byte struct (exo 1.0 has no bfloat16): it copies one, but a statement that
+    converts or computes with one failed in gcc; said at the statement instead."""
+    copy = isinstance(s, LoopIR.Assign) and isinstance(s.rhs, LoopIR.Read) and is_bf16(s.rhs.type) == is_bf16(s.type)
+    if not copy and (is_bf16(s.type) or _has_bf16_value(s.rhs)):
+        raise CodegenError(f"`{head_text(s)}` computes with bf16 values in CPU code: the host C holds a bf16 as a "
+                           "2-byte struct it can copy but not convert or compute with; do it in a device function, "
+                           "or give the CPU code f32 data", s.srcinfo)
+
+
+def _has_bf16_value(e: LoopIR.expr) -> bool:
+    if is_bf16(e.type):
+        return True
+    children = ([e.lhs, e.rhs] if isinstance(e, LoopIR.BinOp) else [e.arg] if isinstance(e, LoopIR.USub)
+                else e.args if isinstance(e, LoopIR.Extern) else [])
+    return any(_has_bf16_value(c) for c in children)
 
 
 def expr_syms(e, out: list) -> None:
@@ -165,6 +185,8 @@ class HostRewriter:
             elif isinstance(s, LoopIR.Call):
                 out.append(s.update(f=self.rewrite(s.f)))
             else:
+                if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+                    _check_no_bf16_arithmetic(s)
                 if isinstance(s, LoopIR.Alloc):
                     env[s.name] = (s.type, s.mem)
                 elif isinstance(s, LoopIR.WindowStmt):  # a window (tensor map) of a buffer: its memory

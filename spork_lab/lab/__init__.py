@@ -3,6 +3,6 @@
 from ._doctor import doctor
 from ._ipython import load_ipython_extension
 from ._launch import launch_lab
-from ._session import Step, Workbench
+from ._session import Step, StepFailedWarning, Workbench
 
-__all__ = ["Workbench", "Step", "doctor", "load_ipython_extension", "launch_lab"]
+__all__ = ["Workbench", "Step", "StepFailedWarning", "doctor", "load_ipython_extension", "launch_lab"]

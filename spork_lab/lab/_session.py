@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,6 +49,10 @@ SCRIPT_IMPORTS = (
     "from spork_lab.platforms.Sm80 import *",
     "from spork_lab.scheduling import *",
 )
+
+
+class StepFailedWarning(UserWarning):
+    """A workbench step failed outside a notebook cell, where no widget may show it; the workbench keeps its proc."""
 
 
 def running_cell() -> Optional[tuple]:
@@ -332,6 +337,9 @@ class Workbench:
             message = e.message if isinstance(e, SporkError) else str(e)
             self.error = {"call": call, "kind": type(e).__name__, "message": message, "step": len(self.steps),
                           "cell": cell, "skipped": []}
+            if cell is None:  # no notebook cell, so maybe no widget to show it: a script would go on silently
+                warnings.warn(f"{call} failed; the workbench stays at step {len(self.steps)}: {e}", StepFailedWarning,
+                              stacklevel=2)
             return self
         if not isinstance(new, Procedure):
             raise SporkTypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations",

@@ -42,7 +42,7 @@ from ..core.loop_modes import LoopModeSyntax, WithBlock
 from ..core.sync_stmts import BarrierMemory, SyncSpec, SyncSyntax, sync_proc, trailing_proc
 from ..core.tensor_maps import TensorMapSpec, register_tensor_map
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl
-from ..errors import SporkSyntaxError, from_exo, user_facing
+from ..errors import SporkSyntaxError, SporkTypeError, from_exo, user_facing, user_frame
 
 WITH_ITER = "_with"
 
@@ -79,6 +79,10 @@ def parse_source(
     `first_line` of `filename`, so errors (exo's parse, type and bounds errors among them) name the user's line.
     `col_offset`: the def's indentation in that file; `instr`: @instr's C templates."""
     __tracebackhide__ = True
+    if not isinstance(src, str):
+        raise SporkTypeError(f"parse_source takes the text of one def, not a {type(src).__name__}"
+                             + ("; for a proc's printout write parse_source(str(p))" if isinstance(src, Procedure) else ""),
+                             user_frame())
     try:
         return _parse_text(src, filename, first_line, col_offset, func_globals, func_locals, instr)
     except (ParseError, TypeError) as e:

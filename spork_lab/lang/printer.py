@@ -179,8 +179,13 @@ def print_stmt(s) -> str:
 
 def print_cursor(cursor) -> str:
     """Exo-GPU text of the proc a cursor points into, marked like exo's cursor printout."""
+    if isinstance(cursor, ic.Node) and isinstance(cursor._node, LoopIR.expr):  # exo prints no expression cursor
+        stmt = cursor.parent()
+        while not isinstance(stmt._node, LoopIR.stmt):
+            stmt = stmt.parent()
+        return f"# the expression `{cursor._node}` of the statement marked below\n" + print_cursor(stmt)
     if cursor is None or (isinstance(cursor, ic.Node) and not isinstance(cursor._node, (LoopIR.proc, LoopIR.stmt))):
-        return EXO_PRINT_CURSOR(cursor)  # exo's own message for invalid and expression cursors
+        return EXO_PRINT_CURSOR(cursor)  # exo's own message for invalid cursors
     root = cursor.root()._node
     lines = proc_lines(root, marks=CursorMarks(cursor))
     if isinstance(cursor, ic.Node) and cursor._node is root:

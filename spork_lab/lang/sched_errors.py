@@ -25,6 +25,7 @@ from typing import Optional
 import exo
 from exo import API_scheduling
 from exo.API import Procedure
+from exo.API_cursors import BlockCursor
 from exo.core.LoopIR import LoopIR
 
 from ..core.instrs import template_call_of
@@ -270,7 +271,8 @@ def install() -> None:
     exo_find = Procedure.find
 
     def find(self, pattern, many=False, call_depth=1):
-        if isinstance(pattern, str) and SYNC_PATTERN.match(pattern):
+        _check_pattern("find", pattern)
+        if SYNC_PATTERN.match(pattern):
             return find_syncs(self, pattern, many)
         try:
             return exo_find(self, pattern, many, call_depth=call_depth + 1)  # exo reads the caller's frame
@@ -296,21 +298,86 @@ def install() -> None:
     Procedure.find = functools.wraps(exo_find)(find)
     for name in ("find_loop", "find_alloc_or_arg"):
         setattr(Procedure, name, _pattern_checked(getattr(Procedure, name)))
+    Procedure.forward = _forward_explained(Procedure.forward)
+    BlockCursor.__getitem__ = _index_explained(BlockCursor.__getitem__)
 
 
 _FINDERS = ("find_loop", "find_alloc_or_arg", "find_all")
 
 
-def _pattern_checked(exo_method):
+def _check_pattern(method: str, pattern) -> None:
     """exo's find_loop(0) raised a bare TypeError from its frames, and find_loop("") exo's pattern-matcher error."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise SporkSchedulingError(f"{method} takes a pattern string such as 'i' or 'i #1' (the second loop named "
+                                   f"i), got {pattern!r}", user_frame()).with_traceback(None)
+
+
+def _pattern_checked(exo_method):
+    """exo's finder with its pattern checked first; find_loop also checks that it found loops: exo's falls back to
+    a plain `find` for what is not a loop name ("y[_] += _", "task #x") and finds `with` blocks by their internal
+    iterator ("_with")."""
 
     def method(self, pattern, *args, **kwargs):
-        if not isinstance(pattern, str) or not pattern.strip():
-            raise SporkSchedulingError(f"{exo_method.__name__} takes a pattern string such as 'i' or 'i #1' (the "
-                                       f"second loop named i), got {pattern!r}", user_frame()).with_traceback(None)
-        return exo_method(self, pattern, *args, **kwargs)
+        _check_pattern(exo_method.__name__, pattern)
+        found = exo_method(self, pattern, *args, **kwargs)
+        if exo_method.__name__ == "find_loop":
+            for cursor in found if isinstance(found, list) else [found]:
+                _check_is_loop(self, pattern, cursor)
+        return found
 
     return functools.wraps(exo_method)(method)
+
+
+def _check_is_loop(proc: Procedure, pattern: str, cursor) -> None:
+    node = getattr(cursor._impl, "_node", None)
+    if isinstance(node, LoopIR.For) and not isinstance(node.loop_mode, WithBlock):
+        return
+    if isinstance(node, LoopIR.For):  # a `with` block, encoded as a loop named "_with"
+        text = (f"`{head_text(node)}` (line {node.srcinfo.lineno}) is a block, not a loop: find blocks with "
+                f"find_blocks(p, {type(node.loop_mode.ctx).__name__}); " + _choices(pattern, loop_patterns(proc), "its loops are"))
+    else:
+        what = f"`{head_text(node)}` (line {node.srcinfo.lineno})" if isinstance(node, LoopIR.stmt) else "an expression"
+        text = (f"{pattern!r} found {what}, which is not a loop: find_loop takes a loop's name, 'name #k' for its "
+                "k-th match counting from 0, or a loop pattern 'for i in _: _'; " + _choices(pattern, loop_patterns(proc), "its loops are"))
+    raise SporkSchedulingError(f"find_loop: {text}", user_frame()).with_traceback(None)
+
+
+def _called_by_user() -> bool:
+    """Whether the caller of the function calling this one is outside spork_lab and exo."""
+    return not sys._getframe(2).f_code.co_filename.startswith(LIBRARIES)
+
+
+def _forward_explained(exo_forward):
+    """exo's forward of a cursor from a later proc (or an unrelated one) raised NotImplementedError."""
+
+    def forward(self, cursor):
+        try:
+            return exo_forward(self, cursor)
+        except NotImplementedError:
+            if not _called_by_user():
+                raise
+            raise SporkSchedulingError(
+                "forward: the cursor is of a proc that is neither this one nor one it was scheduled from (a proc "
+                "scheduled from this one, or an unrelated one); forward moves cursors only from a proc to the procs "
+                "scheduled from it: find it in this proc instead (e.g. p.find_loop(...))", user_frame()).with_traceback(None) from None
+
+    return functools.wraps(exo_forward)(forward)
+
+
+def _index_explained(exo_getitem):
+    """`p.body()[5]` on a body of two statements raised exo's IndexError from its internal cursors."""
+
+    def getitem(self, i):
+        try:
+            return exo_getitem(self, i)
+        except IndexError:
+            if not _called_by_user():
+                raise
+            stmts = [f"[{k}] `{head_text(c._impl._node)}`" for k, c in enumerate(self)]
+            raise SporkSchedulingError(f"index {i} is past the end of a block of {len(stmts)} statement(s): "
+                                       + ", ".join(stmts), user_frame()).with_traceback(None) from None
+
+    return functools.wraps(exo_getitem)(getitem)
 
 
 _CHECKED_CODE = _pattern_checked(Procedure.find).__code__  # the code every method _pattern_checked makes runs

@@ -169,9 +169,14 @@ def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Opti
     procs = list(procs)
     specs = [proc_spec(p._loopir_proc) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
-    arch = arch or local_arch()
-    sources = compile_procs_to_strings(procs, basename, arch)
-    lib = build_library(sources, basename, arch, flags=flags)
+    try:
+        arch = arch or local_arch()
+        sources = compile_procs_to_strings(procs, basename, arch)
+        lib = build_library(sources, basename, arch, flags=flags)
+    except BuildError as e:
+        if e.filename is not None:
+            raise
+        raise BuildError(e.message, user_frame()).with_traceback(None) from None  # nvcc's text, at the user's call
     return BuiltModule(lib, lib_name(basename), specs)
 
 
