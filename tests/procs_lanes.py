@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
+from spork_lab.scheduling import mult_loops, rename
 
 LANE = CollUnit((blockDim / 32, 32), (blockDim / 32, 1))  # lane l of every warp
 LANES8 = CollUnit((blockDim / 32, 32), (4, 8))  # lanes 8 g .. 8 g + 7 of four warps: 32 threads
@@ -112,3 +113,9 @@ def nested_warps_in_a_name(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[n, 32
 
 
 LANE_PROCS.append(nested_warps_in_a_name)
+
+
+# A warp loop and a lane loop made one thread loop by mult_loops: exo's product kept the warp loop's mode (128 warps;
+# audit E, P6). Thread 32 w + t copies element 32 w + t, as in whole_warps_copy.
+fused_warp_lanes = rename(mult_loops(whole_warps_copy, "w t", "wt"), "fused_warp_lanes")
+LANE_PROCS.append(fused_warp_lanes)
