@@ -18,6 +18,7 @@ from .errors import (
     DataTypeError,
 )
 from . import errors as _errors
+from .core import dtypes as _dtypes
 from .lang import pipeline as _pipeline
 from .lang import printer as _printer
 from .lang import sched_errors as _sched_errors
@@ -28,6 +29,7 @@ from .platforms import cuda as _cuda  # noqa: F401  (registers the names printed
 _printer.install()
 _errors.install_excepthook()
 _sched_errors.install()
+_dtypes.install()
 
 # Heavier parts load on first use, so `import spork_lab` stays fast and needs no GPU stack.
 _LAZY = {

@@ -7,12 +7,13 @@ import subprocess
 
 import numpy as np
 import pytest
-from exo.core.LoopIR import T
+from exo.core.LoopIR import LoopIR, T
 from test_codegen_args import FakeCuda
 
 import spork_lab as sl
 from spork_lab import proc
 from spork_lab.core.dtypes import BF16, bf16
+from spork_lab.core.ir import walk_stmts
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 from spork_lab.runtime._args import check_args, proc_spec
@@ -91,6 +92,17 @@ def test_cuda_spells_f16_half_and_bf16_nv_bfloat16(tmp_path):
     c, h, cu, cuh = _sources(reverse_bf16, tmp_path)
     assert "typedef __nv_bfloat16 spork_bf16;" in cuh and "const spork_bf16 *x" in cu
     assert "typedef struct spork_bf16" in h  # host C copies bf16 values; arithmetic on them does not compile
+
+
+def test_set_precision_takes_bf16():
+    """exo's set_precision knows only its own type names: "bf16" was refused (audit E)."""
+    from spork_lab.scheduling import set_precision
+
+    staged = set_precision(reverse_f16, "t_s", "bf16")
+    assert "t_s: bf16[128] @ CudaSmemLinear" in str(staged)
+    tile = staged.find("t_s : _")._impl._node
+    reads = [s.rhs for s in walk_stmts(staged._loopir_proc.body) if isinstance(s, LoopIR.Assign) and s.rhs.name == tile.name]
+    assert tile.type.basetype() is bf16 and reads and all(r.type is bf16 for r in reads)
 
 
 def test_bf16_arithmetic_in_cpu_code_is_refused_at_the_statement():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 import attrs
+from exo.API_scheduling import TypeAbbrevA
 from exo.core.LoopIR import UAST, LoopIR
 
 BF16_C_NAME = "spork_bf16"
@@ -49,6 +50,11 @@ class UBF16(UAST.F16):
 
 
 bf16 = BF16()
+
+
+def install() -> None:
+    """Let exo's set_precision take "bf16": its table of the type names it takes is exo's own."""
+    TypeAbbrevA._shorthand["bf16"] = bf16
 
 
 def is_bf16(t) -> bool:
