@@ -20,7 +20,7 @@ import difflib
 import functools
 import re
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 import exo
 from exo import API_scheduling
@@ -298,8 +298,8 @@ def install() -> None:
     Procedure.find = functools.wraps(exo_find)(find)
     for name in ("find_loop", "find_alloc_or_arg"):
         setattr(Procedure, name, _pattern_checked(getattr(Procedure, name)))
-    Procedure.forward = _forward_explained(Procedure.forward)
-    BlockCursor.__getitem__ = _index_explained(BlockCursor.__getitem__)
+    Procedure.forward = _explained(Procedure.forward, NotImplementedError, _forward_message)
+    BlockCursor.__getitem__ = _explained(BlockCursor.__getitem__, IndexError, _past_the_end_message)
 
 
 _FINDERS = ("find_loop", "find_alloc_or_arg", "find_all")
@@ -347,37 +347,32 @@ def _called_by_user() -> bool:
     return not sys._getframe(2).f_code.co_filename.startswith(LIBRARIES)
 
 
-def _forward_explained(exo_forward):
+def _explained(exo_method, error: type, message: Callable[[object, object], str]):
+    """exo's one-argument method, where `error` raised for the user's own call becomes a SporkSchedulingError at
+    their line saying `message(self, argument)`."""
+
+    def method(self, argument):
+        try:
+            return exo_method(self, argument)
+        except error:
+            if not _called_by_user():
+                raise
+            raise SporkSchedulingError(message(self, argument), user_frame()).with_traceback(None) from None
+
+    return functools.wraps(exo_method)(method)
+
+
+def _forward_message(proc: Procedure, cursor) -> str:
     """exo's forward of a cursor from a later proc (or an unrelated one) raised NotImplementedError."""
-
-    def forward(self, cursor):
-        try:
-            return exo_forward(self, cursor)
-        except NotImplementedError:
-            if not _called_by_user():
-                raise
-            raise SporkSchedulingError(
-                "forward: the cursor is of a proc that is neither this one nor one it was scheduled from (a proc "
-                "scheduled from this one, or an unrelated one); forward moves cursors only from a proc to the procs "
-                "scheduled from it: find it in this proc instead (e.g. p.find_loop(...))", user_frame()).with_traceback(None) from None
-
-    return functools.wraps(exo_forward)(forward)
+    return ("forward: the cursor is of a proc that is neither this one nor one it was scheduled from (a proc scheduled "
+            "from this one, or an unrelated one); forward moves cursors only from a proc to the procs scheduled from "
+            "it: find it in this proc instead (e.g. p.find_loop(...))")
 
 
-def _index_explained(exo_getitem):
+def _past_the_end_message(block: BlockCursor, i) -> str:
     """`p.body()[5]` on a body of two statements raised exo's IndexError from its internal cursors."""
-
-    def getitem(self, i):
-        try:
-            return exo_getitem(self, i)
-        except IndexError:
-            if not _called_by_user():
-                raise
-            stmts = [f"[{k}] `{head_text(c._impl._node)}`" for k, c in enumerate(self)]
-            raise SporkSchedulingError(f"index {i} is past the end of a block of {len(stmts)} statement(s): "
-                                       + ", ".join(stmts), user_frame()).with_traceback(None) from None
-
-    return functools.wraps(exo_getitem)(getitem)
+    stmts = [f"[{k}] `{head_text(c._impl._node)}`" for k, c in enumerate(block)]
+    return f"index {i} is past the end of a block of {len(stmts)} statement(s): " + ", ".join(stmts)
 
 
 _CHECKED_CODE = _pattern_checked(Procedure.find).__code__  # the code every method _pattern_checked makes runs
