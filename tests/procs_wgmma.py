@@ -143,6 +143,52 @@ def wgmma_rmem_a_fenced_before_its_load(k: size, A: f32[64, 8] @ CudaGmemLinear,
             Fence(cuda_in_order, cuda_in_order)
 
 
+# PTX orders accumulator accesses across wgmma of the same shape only: an m64n8 wgmma into the first 8 columns of an
+# accumulator, then an m64n16 wgmma into all 16, needs the first's wait and a wgmma.fence between (audit B, c5). The
+# machine ordered every wgmma after the earlier ones by program order; on registers that wgmma of two shapes use, it
+# now orders none (conservatively: two of one shape in a row would be ordered in PTX).
+@proc
+def wgmma_two_shapes(k: size, A: f32[64, 8] @ CudaGmemLinear, B: f32[16, 8] @ CudaGmemLinear,
+                     C: f32[64, 16] @ CudaGmemLinear):
+    assert k >= 2
+    B_tm = B[:, :] @ Sm90_tensorMap(32, 16, 8)
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            A_s: f32[64, 8] @ CudaSmemLinear
+            B_s: f32[16, 8] @ Sm90_SmemSwizzled(32)
+            D: f32[64, 16] @ Sm90_RmemMatrixD
+            A_r: f32[64, 8] @ Sm90_RmemMatrixA
+            bar: barrier @ CudaMbarrier
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s, B_tm[:, :], box=(16, 8)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            for r in cuda_threads(0, 64, unit=2 * cuda_thread):
+                for c in cuda_threads(0, 2):
+                    for q in seq(0, 4):
+                        A_s[r, 4 * c + q] = A[r, 4 * c + q]
+            Fence(cuda_in_order, cuda_in_order)
+            Await(bar, wgmma_async_smem, ~0)
+            Sm90_zero_scale_d_f32(D, N=16)
+            Sm90_mma_load_a_tf32(A_r, A_s)
+            Fence(wgmma_fence_1, wgmma_fence_2)
+            with CudaAsync(wgmma_async_instr):
+                Sm90_mma_async_tf32(D[:, 0:8], A_r, B_s[0:8, :], N=8, rmem_a=True)
+            Arrive(wgmma_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Fence(wgmma_fence_1, wgmma_fence_2)  # sync 6: orders the m64n8 results before the m64n16 wgmma
+            with CudaAsync(wgmma_async_instr):
+                Sm90_mma_async_tf32(D, A_r, B_s, N=16, rmem_a=True)
+            Arrive(wgmma_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Sm90_mma_store_d_row_major_f32(C, D, N=16)
+            Fence(cuda_in_order, cuda_in_order)
+
+
+wgmma_two_shapes_unfenced = rename(without_syncs(wgmma_two_shapes, [4, 5, 6]), "wgmma_two_shapes_unfenced")
+
+
 @instr("tma_load({dst_data}, {src_data});", instr_tl=tma_to_smem_async_instr)
 def tma_load(dst: [f32][8] @ CudaSmemLinear, src: [f32][8] @ CudaGmemLinear):
     for i in seq(0, 8):

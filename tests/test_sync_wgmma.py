@@ -95,6 +95,17 @@ def test_an_a_operand_in_registers_needs_a_wgmma_fence_after_its_load(engine):
     }
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_wgmma_of_another_shape_needs_a_wgmma_fence(engine):
+    """PTX orders accumulator accesses across wgmma of one shape only: an m64n16 wgmma after an m64n8 one on the
+    same registers needs its wait and a wgmma.fence."""
+    assert hazards(W.wgmma_two_shapes, engine) == set()
+    wide, narrow = "Sm90_mma_async_tf32(D, A_r, B_s, N=16, rmem_a=True)", "Sm90_mma_async_tf32(D[:, 0:8], A_r, "
+    found = hazards(W.wgmma_two_shapes_unfenced, engine)
+    assert {(k, b, a) for k, b, a, _ in found} == {("RAW", "D", wide), ("WAW", "D", wide)}, found
+    assert all(other.startswith(narrow) for _, _, _, other in found), found
+
+
 def test_wgmma_register_operands_are_ordered_by_wgmma_fence_only():
     """The pair of wgmma's register operands is in the second sync-tl of syncs whose lowering has wgmma.fence."""
     assert tl.emits_wgmma_fence("Fence", tl.wgmma_fence_2)

@@ -35,6 +35,8 @@ class InstrInfo:
     aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
     smem_box: tuple = ()  # (parameter, bytes): shared memory moved as one box (TMA): its window's rows are adjacent,
     #   and its first element is aligned so (128)
+    wgmma_shape: tuple = ()  # wgmma: (M, N, K), its PTX shape; the next wgmma of the same shape on its accumulator
+    #   needs no wgmma.fence, one of another shape does (PTX ISA, wgmma.fence)
     target: str = ""  # the least target that runs it: "sm_80" (or newer); "sm_90a" (that target only: wgmma)
 
 

@@ -409,7 +409,8 @@ def _make_wgmma(dt: str):
             p.name(),
             InstrInfo(wgmma_async_instr, cuda_warpgroup,
                       usage_tls={"D": wgmma_usage_d, "A": wgmma_usage_a, "B": wgmma_usage_b},
-                      convergent=True, lower=lower, cuda_includes=(helper,), target="sm_90a"),
+                      convergent=True, lower=lower, cuda_includes=(helper,), wgmma_shape=(64, N, k),
+                      target="sm_90a"),
         )
         return p
 

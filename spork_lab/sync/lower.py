@@ -155,6 +155,7 @@ class _Lowering:
         self.whole_tiles = self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
         self.shard_elems: list = []  # per slot: elements of one shard of distributed shared memory (an Expr), else None
+        self.wgmma_shapes: dict = {}  # index of an Access of wgmma's register operands -> the wgmma's shape
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -171,6 +172,7 @@ class _Lowering:
         self.block(self.ir.body, ctx, env)
         for size, table in self.rank_tables.items():
             self.tables[table] = tuple(_rank(m, size) for m in self.masks)
+        self.unorder_mixed_wgmma_shapes()
         private = self.private_accesses()
         ops = self.hoist_read_nests(_without(self.ops, private | self.dead_lets(private)))
         return P.Program(
@@ -380,7 +382,24 @@ class _Lowering:
         unit = getattr(self.mems[op.slot], "native_unit", None)
         if unit is not None and ctx.tiling is not None and ctx.tiling.matches(unit):
             self.by_owner.add(len(self.ops))
+        if op.pair == WGMMA_REGISTER_PAIR:
+            call = ctx.in_instr
+            info = instr_info(call) if call is not None else None  # a user's wgmma instr without a shape: its own
+            self.wgmma_shapes[len(self.ops)] = (info.wgmma_shape if info else ()) or (call and str(call.f.name))
         self.emit(op)
+
+    def unorder_mixed_wgmma_shapes(self) -> None:
+        """PTX orders accumulator accesses across wgmma of the same shape only (PTX ISA, wgmma.fence), and the
+        machine's program order for wgmma's register pair orders every wgmma after the earlier ones. On the
+        registers that wgmma of two shapes or more access, the accesses of every wgmma are made unordered:
+        each then needs the earlier ones' wait and a wgmma.fence. Conservative (two of one shape in a row are
+        ordered in PTX), and free for the usual one shape per accumulator."""
+        shapes: dict = {}
+        for k, shape in self.wgmma_shapes.items():
+            shapes.setdefault(self.ops[k].slot, set()).add(shape)
+        for k in self.wgmma_shapes:
+            if len(shapes[self.ops[k].slot]) > 1:
+                self.ops[k] = replace(self.ops[k], unordered=True)
 
     def private_accesses(self) -> set:
         """The accesses of register buffers that only their owners access, in program order.
