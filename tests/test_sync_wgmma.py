@@ -123,3 +123,17 @@ def test_wgmma_fence_alone_orders_no_execution_between_threads():
     fences = [op for op in program_of(W.wgmma_tiles._loopir_proc).ops if isinstance(op, P.Fence)]
     assert [(op.m1 == tl.wgmma_fence_1.mask, op.barrier) for op in fences] == [(False, True), (True, False),
                                                                                 (False, True)]
+
+
+@pytest.mark.gpu
+def test_the_gpu_computes_the_two_shape_program_as_written():
+    """wgmma_two_shapes (an m64n8 wgmma, its wait and a wgmma.fence, then an m64n16 one on the same registers), which
+    sync_check passes, on the GPU against run_cpu; small integers, exact in tf32 and in f32 sums."""
+    pytest.importorskip("cupy")
+    import numpy as np
+    from sequential import assert_gpu_matches_cpu
+
+    rng = np.random.default_rng()  # fresh inputs every run
+    A = rng.integers(-4, 5, size=(64, 8)).astype(np.float32)
+    B = rng.integers(-4, 5, size=(16, 8)).astype(np.float32)
+    assert_gpu_matches_cpu(W.wgmma_two_shapes, "sm_90a", k=2, A=A, B=B, C=np.full((64, 16), np.nan, np.float32))
