@@ -44,9 +44,10 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             _check_scalar_code(s, info, writes=True)
             _check_scalar_access(s, memories, s.name)
-            _check_access(s, info, memories, s.name, "write", scalar=None if s.idx else s.type)
+            scalar = None if s.idx else s.type
+            _check_access(s, info, memories, s.name, "write", scalar=scalar)
             if isinstance(s, LoopIR.Reduce):
-                _check_access(s, info, memories, s.name, "read", scalar=None if s.idx else s.type)
+                _check_access(s, info, memories, s.name, "read", scalar=scalar)
             for e in [*s.idx, s.rhs]:
                 _check_reads(s, info, memories, e)
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
@@ -391,7 +392,7 @@ def _check_access(s: LoopIR.stmt, info: StmtInfo, memories: dict, sym, action: s
     if tl in allowed:
         return
     names = ", ".join(sorted(t.name for t in allowed)) or "no instr-tl"
-    hint = _memory_hint(mem, action, info, f"{sym}: {scalar}" if scalar else None)
+    hint = _memory_hint(mem, action, info, sym, scalar)
     raise TimelineError(
         f"wrong instr-tl: `{head_text(s)}`: {sym} @ {mem.name()} is {_VERB[action]} on {tl.name}, but "
         f"{mem.name()} may be {_VERB[action]} only on {names}{hint}",
@@ -405,12 +406,11 @@ def _allowed_tls(mem: type[Memory], action: str) -> frozenset:
     return frozenset({cpu_in_order_instr})
 
 
-def _memory_hint(mem: type[Memory], action: str, info: StmtInfo, scalar: Optional[str] = None) -> str:
-    """What to do instead; `scalar`: "a: f32" where the access is of that scalar."""
+def _memory_hint(mem: type[Memory], action: str, info: StmtInfo, sym, scalar=None) -> str:
+    """What to do instead; `scalar`: sym's type where the access is of that one value."""
     if not issubclass(mem, CudaMemory) and scalar is not None and info.device_scope == "cuda":
-        name, typ = scalar.split(": ")
-        return (f"; {mem.name()} is CPU memory, and device code takes no scalar data yet: pass `{scalar}` as a tensor "
-                f"of one element, `{name}: {typ}[1] @ CudaGmemLinear`, and use {name}[0]")
+        return (f"; {mem.name()} is CPU memory, and device code takes no scalar data yet: pass `{sym}: {scalar}` as a "
+                f"tensor of one element, `{sym}: {scalar}[1] @ CudaGmemLinear`, and use {sym}[0]")
     if not issubclass(mem, CudaMemory):
         return f"; {mem.name()} is CPU memory: give device code CudaGmemLinear data"
     if action == "alloc" and info.device_scope == "cpu":

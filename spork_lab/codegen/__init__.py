@@ -29,7 +29,7 @@ from ..errors import CodegenError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
 from ._device import check_smem
-from ._host import HostRewriter
+from ._host import HostRewriter, device_function_owner
 from ._host_c import host_c_to_strings
 from .barrier_text import prelude_lines
 
@@ -191,10 +191,10 @@ def _check_distinct_names(procs: list) -> None:
                                f"each becomes a C function of its name: give one another, e.g. "
                                f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
     for name, ir in seen.items():
-        launcher = re.fullmatch(r"(\w+)_device\d+(?:_launch)?", name)  # the host code's names for a proc's kernels
-        if launcher and launcher.group(1) in seen:
+        owner = device_function_owner(name)
+        if owner in seen:
             raise CodegenError(f"'{name}' is a name the generated code gives a kernel or launcher of proc "
-                               f"{launcher.group(1)}: rename this proc", ir.srcinfo)
+                               f"{owner}: rename this proc", ir.srcinfo)
 
 
 # Names the generated C and CUDA C++ cannot declare: keywords of either language (that Python allows as names)

@@ -13,7 +13,9 @@ destroyed where the allocation's block ends.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from typing import Optional
 
 from exo.core.LoopIR import LoopIR, T
 from exo.core.prelude import Sym
@@ -21,6 +23,7 @@ from exo.core.prelude import Sym
 from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
 from ..core.dtypes import is_bf16
+from ..core.ir import numeric_reads
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..core.tensor_maps import tensor_map_spec
@@ -37,22 +40,27 @@ def is_device_function(s) -> bool:
     return isinstance(s, LoopIR.For) and isinstance(s.loop_mode, WithBlock) and isinstance(s.loop_mode.ctx, CudaDeviceFunction)
 
 
+def device_function_name(proc: str, k: int) -> str:
+    """The kernel of a proc's k-th device function; its launcher is this name + `_launch`."""
+    return f"{proc}_device{k}"
+
+
+def device_function_owner(name: str) -> Optional[str]:
+    """The proc whose kernel or launcher `name` would be (see `device_function_name`), else None."""
+    generated = re.fullmatch(r"(\w+)_device\d+(?:_launch)?", name)
+    return generated.group(1) if generated else None
+
+
 def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
     """Host C holds a bf16 as a 2-byte struct (exo 1.0 has no bfloat16): it copies one, but a statement that
     converts or computes with one failed in gcc; said at the statement instead."""
     copy = isinstance(s, LoopIR.Assign) and isinstance(s.rhs, LoopIR.Read) and is_bf16(s.rhs.type) == is_bf16(s.type)
-    if not copy and (is_bf16(s.type) or _has_bf16_value(s.rhs)):
+    reads: list = []
+    numeric_reads(s.rhs, reads)
+    if not copy and (is_bf16(s.type) or any(is_bf16(r.type) for r in reads)):
         raise CodegenError(f"`{head_text(s)}` computes with bf16 values in CPU code: the host C holds a bf16 as a "
                            "2-byte struct it can copy but not convert or compute with; do it in a device function, "
                            "or give the CPU code f32 data", s.srcinfo)
-
-
-def _has_bf16_value(e: LoopIR.expr) -> bool:
-    if is_bf16(e.type):
-        return True
-    children = ([e.lhs, e.rhs] if isinstance(e, LoopIR.BinOp) else [e.arg] if isinstance(e, LoopIR.USub)
-                else e.args if isinstance(e, LoopIR.Extern) else [])
-    return any(_has_bf16_value(c) for c in children)
 
 
 def expr_syms(e, out: list) -> None:
@@ -235,7 +243,7 @@ class HostRewriter:
                 raise CodegenError(f"internal: {sym} is used by a device function but not defined", block.srcinfo)
             typ, mem = env[sym]
             args.append(LoopIR.fnarg(sym, typ, mem if typ.is_numeric() else None, block.srcinfo))
-        name = f"{self._proc.name}_device{self._count}"
+        name = device_function_name(self._proc.name, self._count)
         self._count += 1
         code = compile_device_function(DeviceFunction(name, block, args, self._analysis))
         self.device_code.append(code)

@@ -36,6 +36,8 @@ from ..errors import LIBRARIES, SporkSchedulingError, user_frame
 from .printer import head_text, print_stmt
 
 _EXO_PREFIXES = ("<<<unknown directive>>>: ", "find: ")
+# What a cursor of a proc that neither is this one nor was scheduled into it is, and what to do (exo cannot forward it).
+_OTHER_PROC = "neither this one nor one it was scheduled from; find it in this proc (e.g. p.find_loop(...))"
 
 # The analysis' scopes pass, a layer above; spork_lab/__init__.py registers it here (`register_scope_error`).
 _SCOPE_ERROR: list = [lambda proc_ir: None]
@@ -160,8 +162,7 @@ def explain(
         return SporkSchedulingError(f"{op}: exo cannot parse the pattern {(e.text or '').strip()!r} ({e.msg}); patterns "
                                     "read like code with _ for any part: 'for i in _: _', 'y[_] += _'", where)
     if isinstance(e, NotImplementedError) and "forwarding" in str(e):  # exo could not move a cursor to this proc
-        return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, neither this one nor one "
-                                    "it was scheduled from; find it in this proc (e.g. p.find_loop(...))", where)
+        return SporkSchedulingError(f"{op}: a cursor argument is a cursor of another proc, {_OTHER_PROC}", where)
     unknown = re.fullmatch(r"(\w+) not found in the current environment", str(e))
     if type(e).__name__ == "ParseFragmentError" and unknown:  # an expression argument names what is not in scope
         return SporkSchedulingError(f"{op}: unknown name '{unknown.group(1)}' in an expression argument: it may use "
@@ -334,12 +335,13 @@ def _check_is_loop(proc: Procedure, pattern: str, cursor) -> None:
         return
     if isinstance(node, LoopIR.For):  # a `with` block, encoded as a loop named "_with"
         text = (f"`{head_text(node)}` (line {node.srcinfo.lineno}) is a block, not a loop: find blocks with "
-                f"find_blocks(p, {type(node.loop_mode.ctx).__name__}); " + _choices(pattern, loop_patterns(proc), "its loops are"))
+                f"find_blocks(p, {type(node.loop_mode.ctx).__name__})")
     else:
         what = f"`{head_text(node)}` (line {node.srcinfo.lineno})" if isinstance(node, LoopIR.stmt) else "an expression"
         text = (f"{pattern!r} found {what}, which is not a loop: find_loop takes a loop's name, 'name #k' for its "
-                "k-th match counting from 0, or a loop pattern 'for i in _: _'; " + _choices(pattern, loop_patterns(proc), "its loops are"))
-    raise SporkSchedulingError(f"find_loop: {text}", user_frame()).with_traceback(None)
+                "k-th match counting from 0, or a loop pattern 'for i in _: _'")
+    raise SporkSchedulingError(f"find_loop: {text}; " + _choices(pattern, loop_patterns(proc), "its loops are"),
+                               user_frame()).with_traceback(None)
 
 
 def _called_by_user() -> bool:
@@ -364,9 +366,8 @@ def _explained(exo_method, error: type, message: Callable[[object, object], str]
 
 def _forward_message(proc: Procedure, cursor) -> str:
     """exo's forward of a cursor from a later proc (or an unrelated one) raised NotImplementedError."""
-    return ("forward: the cursor is of a proc that is neither this one nor one it was scheduled from (a proc scheduled "
-            "from this one, or an unrelated one); forward moves cursors only from a proc to the procs scheduled from "
-            "it: find it in this proc instead (e.g. p.find_loop(...))")
+    return (f"forward: the cursor is of a proc that is {_OTHER_PROC}; forward moves cursors only from a proc to the "
+            "procs scheduled from it")
 
 
 def _past_the_end_message(block: BlockCursor, i) -> str:
