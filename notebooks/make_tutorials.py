@@ -300,7 +300,8 @@ def sm90_part() -> list:
                   new_code_cell(f"wb90.apply(sm90.{name}, cfg90)")]
     return cells + [
         new_markdown_cell(
-            "### The wgmma and its warpgroups\n\n**Tiling** of the `wgmma`: one collective per consumer warpgroup "
+            "### The wgmma and its warpgroups\n\nThe `wgmma` selected below; open **Tiling** to see its collectives: "
+            "one per consumer warpgroup "
             "of each CTA of the cluster, while the producer warp and the three unused warps of its warpgroup are "
             "idle (hatched); below, the shards of `A_s`, `B_s` and the distributed accumulator `D`."),
         new_code_cell('wb90.select("Sm90_mma_async_f16(_)")'),
@@ -466,8 +467,10 @@ wb5""",
      "`cp.async` copies run asynchronously: their writes are visible to no thread until a synchronization on "
      "their timeline completes them. `Fence(cuda_in_order, cuda_in_order)` is only a `__syncthreads()`; the "
      "witness says why it does not help (its first sync-tl does not include `Sm80_cp_async_instr`). "
-     "`Fence(Sm80_generic, cuda_in_order)` waits for the copies first (`cp.async.wait_all`). The free of `buf` "
-     "is reported too: nothing ever waits for the copies.",
+     "`Fence(Sm80_generic, cuda_in_order)` waits for the copies first (`cp.async.wait_all`); the card's "
+     "`Fence(Sm80_cp_async, cuda_in_order)` works as well (`Sm80_generic` is the wider sync-tl: cp.async and "
+     "in-order accesses alike). The free of `buf` is reported too: nothing ever waits for the copies, and the fix "
+     "below, before the reads, covers it (the card's Fence at the end of the task would be a second one).",
      """\
 @proc
 def cp_async_no_wait(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):

@@ -145,10 +145,19 @@ def compile_file(args: argparse.Namespace) -> int:
 
 
 def lab(args: argparse.Namespace) -> int:
-    """Open JupyterLab on the tutorials."""
-    from .lab import launch_lab
+    """Open JupyterLab on the tutorials, or on a folder of copies of them."""
+    from .lab._launch import NOTEBOOKS_DIR, copy_tutorials, launch_lab
 
-    return launch_lab(open_browser=not args.no_browser, port=args.port)
+    folder = NOTEBOOKS_DIR
+    if args.dir is not None:
+        folder = pathlib.Path(args.dir).resolve()
+        try:
+            for copied in copy_tutorials(folder):
+                print(f"copied {copied}")
+        except OSError as e:
+            print(f"error: {args.dir}: cannot copy the tutorials there ({e.strerror})", file=sys.stderr)
+            return 2
+    return launch_lab(folder, open_browser=not args.no_browser, port=args.port)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -165,6 +174,8 @@ def main(argv: Optional[list] = None) -> int:
                            "(shared memory per CTA, clusters); without it, the most any target allows")
     p_compile.set_defaults(run=compile_file)
     p_lab = sub.add_parser("lab", help="open JupyterLab on the tutorial notebooks")
+    p_lab.add_argument("dir", nargs="?", help="open JupyterLab on this folder instead, with copies of the tutorials "
+                       "(those it lacks), so that the repository's stay as they are (for a class)")
     p_lab.add_argument("--port", type=int, default=8888)
     p_lab.add_argument("--no-browser", action="store_true")
     p_lab.set_defaults(run=lab)

@@ -165,3 +165,21 @@ def test_compile_reports_a_scheduling_error_at_the_users_line(tmp_path):
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {kernel}:16: ") and "Traceback" not in run.stderr
     assert "tidd" in run.stderr and "did you mean 'tid'" in run.stderr
+
+
+def test_lab_on_a_folder_works_on_copies_of_the_tutorials(tmp_path, monkeypatch, capsys):
+    """A class opened the repository's own tutorials: students' edits and autosaves changed them."""
+    from spork_lab.lab import _launch
+
+    launched = []
+    monkeypatch.setattr(_launch.subprocess, "call", lambda cmd, env: launched.append(cmd) or 0)
+    (tmp_path / "01_first_kernel.ipynb").write_text("mine")  # a student's own copy is kept
+    assert main(["lab", str(tmp_path), "--no-browser"]) == 0
+    assert f"--notebook-dir={tmp_path}" in launched[0] and "--no-browser" in launched[0]
+    assert (tmp_path / "01_first_kernel.ipynb").read_text() == "mine"
+    tutorials = sorted(p.name for p in _launch.NOTEBOOKS_DIR.glob("*.ipynb"))
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == tutorials and len(tutorials) == 3
+    assert (tmp_path / "03_race_debugging.ipynb").read_bytes() == (_launch.NOTEBOOKS_DIR / "03_race_debugging.ipynb").read_bytes()
+    assert "copied" in capsys.readouterr().out
+    assert main(["lab", str(tmp_path / "01_first_kernel.ipynb")]) == 2  # a file, not a folder: one line
+    assert "cannot copy the tutorials there" in capsys.readouterr().err

@@ -80,7 +80,7 @@ def test_stepwise_gemm_shows_each_step_the_hazards_and_the_failed_step():
     assert "no hazards found at M=64, N=64, K=32" in threads and "rows: ti; columns: tj" in threads
     broken = step['wb.apply(set_loop_mode, "cy", cuda_threads)']
     assert "4 hazard(s) at M=64" in broken and broken.count("RAW hazard on") == 2 and broken.count("FREE hazard on") == 2
-    assert "insert_fence(p, p.find_loop(&#x27;ti&#x27;).before(), cuda_in_order, cuda_in_order)" in broken
+    assert "wb.apply(insert_fence, wb.proc.find_loop(&#x27;ti&#x27;).before(), cuda_in_order, cuda_in_order)" in broken
     fenced = step['wb.apply(insert_fence, wb.proc.find_loop("ti").after(), cuda_in_order, cuda_in_order)']
     assert "no hazards found" in fenced and 'class="sl-hazard"' not in fenced
     failed = step['wb.apply(reorder_loops, "ko mt")']

@@ -108,9 +108,12 @@ def test_sizes_the_check_refuses_are_said_without_a_place_from_the_checks_thread
     """The check runs in a worker thread, whose only frames are Python's: the refusal named threading.py."""
     from reverse_tiles import reverse_tiles
 
-    message = Workbench(reverse_tiles, sizes={"n": 100}).check.message
-    assert message.startswith("sync check failed: sync_check: the sizes {'n': 100} violate the assertion "
+    wb = Workbench(reverse_tiles, sizes={"n": 100})
+    message = wb.check.message
+    assert message.startswith("sync check failed: the sizes {'n': 100} violate the assertion "
                               "`n % 256 == 0` of reverse_tiles (line "), message
+    line = next(n + 1 for n, line in enumerate(wb.state["data"]["lines"]) if line["text"].strip().startswith("assert"))
+    assert f"(line {line}): choose sizes" in message  # the line as the Code view numbers it, not the file's
 
 
 @pytest.fixture
@@ -157,6 +160,29 @@ def test_a_cell_run_again_replaces_its_steps_and_those_after_them(notebook_cell)
     assert wb.replaced is None and "sl-step-notice" not in wb.state["views"]["header"]
 
 
+def test_a_picture_of_a_replaced_step_keeps_its_step_and_says_so(notebook_cell):
+    """Running an earlier cell again turned every later picture into a picture of an older step (with that step's
+    errors), and said nothing; a picture whose step remains gained the new steps in its header but not its tab."""
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
+    first = wb.view()
+    notebook_cell[:] = ["c2", 2]
+    wb.apply(reorder_loops, "w l")
+    notebook_cell[:] = ["c3", 3]
+    wb.apply(set_loop_mode, "l", cuda_threads)
+    later = wb.view()
+    drawn = later.data["lines"]
+    assert "Steps (3)" in str(first.state["tabs"]) and "step 1 of 3" in first.header  # the live picture follows
+    assert first.data["steps"] == [s.to_json() for s in wb.steps]
+    notebook_cell[:] = ["c2", 4]  # c2 again: steps 2 and 3 are replaced
+    wb.apply(reorder_loops, "w l")
+    assert later.step == 3 and later.data["lines"] == drawn and "step 3 of 3" in later.header
+    assert "this picture shows steps the session no longer has" in later.header
+    later.selected = 0  # a click still draws the picture's own proc
+    assert later.data["lines"] == drawn and "sl-step-notice" in later.state["views"]["header"]
+    assert "Steps (2)" in str(first.state["tabs"]) and "step 1 of 2" in first.header and "no longer" not in first.header
+
+
 def test_failed_step_is_shown_at_the_users_line_and_keeps_the_session():
     wb = Workbench(seq_reverse)
     wb.apply(divide_loop, "tid", 32, ["w", "l"], perfect=True)
@@ -197,6 +223,7 @@ def test_script_replays_to_the_same_proc(tmp_path):
     wb.apply(set_loop_mode, wb.proc.find_loop("w"), cuda_threads(unit=cuda_warp))
     path = tmp_path / "replay.py"
     path.write_text(wb.script())
+    assert "import ForCursor" not in wb.script() and "import CudaDeviceFunction" not in wb.script()  # unused, starred
     replayed = runpy.run_path(str(path))["p"]
     assert str(replayed) == str(wb.proc)
     assert ir_equal(replayed.INTERNAL_proc().body, wb.proc.INTERNAL_proc().body)
@@ -251,6 +278,11 @@ def test_analysis_error_marks_its_lines_and_kernel_has_tiling():
     assert data["analysis"]["state"] == "error" and data["tiling"] is None
     marked = [n for n, line in enumerate(data["lines"]) if any(m["kind"] == "error" for m in line["marks"])]
     assert marked and "tile[tid] = x[task * 256 + tid]" in data["lines"][marked[0]]["text"]
+    # the message names the line as the Code view numbers it, and where the statement was written
+    source_line = data["analysis"]["error"]["line"]
+    assert data["analysis"]["message"].startswith(f"analysis failed: line {marked[0] + 1}: ")
+    assert data["analysis"]["message"].endswith(f"(written at test_lab_session.py:{source_line})") or \
+        data["analysis"]["message"].endswith(f"/test_lab_session.py:{source_line})")
     to_kernel(wb)
     grid = wb.state["data"]["tiling"]
     assert wb.state["data"]["analysis"]["state"] == "ok"
@@ -314,14 +346,31 @@ def test_the_hint_is_a_scheduling_call_that_removes_the_hazard():
     raw = next(c for c in wb.state["data"]["hazards"] if c["kind"] == "RAW")
     assert "a CTA-scope Fence(cuda_in_order, cuda_in_order) between line" in raw["hint"]
     call = raw["hint"].rsplit(": ", 1)[1]
-    assert call == "insert_fence(p, p.find_loop('ti').before(), cuda_in_order, cuda_in_order)"
+    assert call == "wb.apply(insert_fence, wb.proc.find_loop('ti').before(), cuda_in_order, cuda_in_order)"
     free = next(c for c in wb.state["data"]["hazards"] if c["kind"] == "FREE")
-    assert "at the end of A_s's scope" in free["hint"] and "p.find_loop('ti').after()" in free["hint"]
-    hinted = eval(call, {**globals(), "p": wb.proc})  # noqa: S307 -- the hint is Python the user can run
-    wb.apply(insert_fence, wb.proc.find_loop("ti").before(), cuda_in_order, cuda_in_order)
-    assert str(hinted) == str(wb.proc) and not [c for c in wb.state["data"]["hazards"] if c["kind"] == "RAW"]
-    wb.apply(insert_fence, wb.proc.find_loop("ti").after(), cuda_in_order, cuda_in_order)
+    assert f"at the end of A_s's scope, after line {len(wb.state['data']['lines'])}: " in free["hint"]  # ti's loop
+    assert free["hint"].endswith("wb.apply(insert_fence, wb.proc.find_loop('ti').after(), cuda_in_order, cuda_in_order)")
+    eval(call, {**globals(), "wb": wb})  # noqa: S307 -- the hint is Python the user can paste into a cell
+    assert not [c for c in wb.state["data"]["hazards"] if c["kind"] == "RAW"]
+    eval(free["hint"].rsplit(": ", 1)[1], {**globals(), "wb": wb})  # noqa: S307
     assert wb.check.value.ok
+
+
+def test_a_hints_call_names_the_workbench_as_the_notebook_does():
+    """The hint said `wb.apply(...)` where the notebook's workbench was `wb1`: pasted, it was a NameError."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.user_ns["wb1"] = tiled_gemm(staged=True)
+        shell.run_cell("hints = [c['hint'] for c in wb1.state['data']['hazards']]")
+        assert all("wb1.apply(insert_fence, wb1.proc.find_loop(" in h for h in shell.user_ns["hints"])
+        n_steps = len(shell.user_ns["wb1"].steps)
+        shell.run_cell("from spork_lab.platforms.cuda import *\nfrom spork_lab.scheduling import *")
+        shell.run_cell(shell.user_ns["hints"][0].rsplit(": ", 1)[1])  # the hint's call, pasted as is
+        assert len(shell.user_ns["wb1"].steps) == n_steps + 1 and "insert_fence" in shell.user_ns["wb1"].steps[-1].call
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_missing_sizes_say_not_checked(monkeypatch):

@@ -308,7 +308,7 @@ def test_a_hazard_cards_message_numbers_lines_as_the_code_tab():
     v = Workbench(without_syncs(two_warpgroups_commit_groups, [4]), sizes={}).view()  # no Fence before A_s is freed
     (card,) = [c for c in v.data["hazards"] if c["buffer"] == "A_s"]
     alloc = next(n + 1 for n, line in enumerate(v.data["lines"]) if line["text"].strip().startswith("A_s: f32[64, 8]"))
-    assert card["kind"] == "FREE" and f"freed at the end of its scope (line {alloc})" in card["message"]
+    assert card["kind"] == "FREE" and f"(allocated at line {alloc}) is freed at the end of its scope" in card["message"]
     assert ("statement", card["witness"][0][1], f"end of A_s's scope (allocated at line {alloc})") == card["witness"][0]
 
 

@@ -411,6 +411,9 @@ def _memory_hint(mem: type[Memory], action: str, info: StmtInfo, sym, scalar=Non
     if not issubclass(mem, CudaMemory) and scalar is not None and info.device_scope == "cuda":
         return (f"; {mem.name()} is CPU memory, and device code takes no scalar data yet: pass `{sym}: {scalar}` as a "
                 f"tensor of one element, `{sym}: {scalar}[1] @ CudaGmemLinear`, and use {sym}[0]")
+    if not issubclass(mem, CudaMemory) and action == "alloc":
+        return (f"; {mem.name()} is CPU memory: allocate it @ CudaSmemLinear (shared by the CTA) or @ CudaRmem "
+                "(registers), e.g. with set_memory")
     if not issubclass(mem, CudaMemory):
         return f"; {mem.name()} is CPU memory: give device code CudaGmemLinear data"
     if action == "alloc" and info.device_scope == "cpu":

@@ -103,12 +103,29 @@ def _cursor_at(proc, path: tuple):
     return cursor
 
 
+def _scope_end(view: CodeView, proc, alloc: int) -> tuple:
+    """The path of the last statement of the block that holds the allocation `alloc` (its scope ends after it)."""
+    parent = view.paths[alloc][:-1]
+    owner = view.stmts[view.stmt_at_path(parent[:-1] if parent and parent[-1] == "else" else parent)] if parent else None
+    block = proc._loopir_proc.body if owner is None else owner.orelse if parent and parent[-1] == "else" else owner.body
+    return parent + (len(block) - 1,)
+
+
+def _subtree(view: CodeView, path: tuple) -> range:
+    """The indices (in `view.stmts`, print order) of the statement at `path` and the statements inside it."""
+    first = view.stmt_at_path(path)
+    last = first
+    while last + 1 < len(view.stmts) and view.paths[last + 1][:len(path)] == path:
+        last += 1
+    return range(first, last + 1)
+
+
 def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, after_earlier: bool,
-               free: bool) -> tuple[str, str]:
-    """(scope of the collective that must run the Fence, the gap as a cursor source) for a Fence ordering the
+               scope_end: Optional[tuple], var: str) -> tuple[str, str]:
+    """(scope of the collective that must run the Fence, the gap as a cursor source from `var`) for a Fence ordering the
     two accesses: in the innermost block holding both, right after the child holding the earlier access
-    (`after_earlier`: a loop-carried hazard) or right before the child holding the later one; for a `free`
-    hazard (later = the allocation), at the end of the allocation's block."""
+    (`after_earlier`: a loop-carried hazard) or right before the child holding the later one; for a free
+    (later = the allocation), after `scope_end`, the last statement of the allocation's block."""
     a, b = view.paths[earlier.stmt], view.paths[later.stmt]
     common = _shared_path(a, b)
     scope = "CTA"
@@ -117,16 +134,13 @@ def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, aft
         body = owner.orelse if a[len(common)] == "else" else owner.body
         unit = analysis.stmt_info(body[0]).coll_unit_text if analysis is not None else None
         scope = _SCOPE_WORDS.get(unit, unit or "CTA")
-    if free:  # the end of the allocation's scope: after the last statement of its block
-        parent = b[:-1]
-        owner = view.stmts[view.stmt_at_path(parent[:-1] if parent and parent[-1] == "else" else parent)] if parent else None
-        block = proc._loopir_proc.body if owner is None else owner.orelse if parent and parent[-1] == "else" else owner.body
-        return scope, cursor_source(_cursor_at(proc, parent + (len(block) - 1,)).after())
+    if scope_end is not None:
+        return scope, cursor_source(_cursor_at(proc, scope_end).after(), var)
     side = a if after_earlier else b
     depth = len(common) + (2 if side[len(common)] == "else" else 1)
     cursor = _cursor_at(proc, side[:depth])  # the child of the common block that holds this access
     gap = cursor.after() if after_earlier else cursor.before()
-    return scope, cursor_source(gap)
+    return scope, cursor_source(gap, var)
 
 
 def _sync_tl(side: _Side, default: str = "cuda_in_order") -> str:
@@ -157,8 +171,9 @@ def _sync_verdict(view: CodeView, analysis, index: int, earlier: _Side, later: _
     return f"line {line}: Fence run by each {unit} collective separately: it does not order threads of different ones"
 
 
-def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, buffer: Optional[str]) -> list:
-    """Rows (field, earlier, later) of the two-column witness."""
+def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, buffer: Optional[str],
+             scope_end: Optional[tuple]) -> list:
+    """Rows (field, earlier, later) of the two-column witness (`scope_end`: a free's, see _scope_end)."""
 
     def collective(side: _Side) -> str:
         if side.info is None:
@@ -177,11 +192,12 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
             if earlier_async else f"in-order: visible at once to its own threads {_thread_text(earlier.threads)} only")
     syncs = _between(view, earlier.stmt, later.stmt)
     if kind == "FREE":
-        need = f"the free needs every owning thread {_thread_text(later.threads)} to see the last access"
+        need = f"the free needs every owning thread {_thread_text(later.threads)} to see this access"
     else:
         need = f"needs the earlier access visible to threads {_thread_text(later.threads)} on {instr_tl(later)}"
-    if kind == "FREE":
-        syncs = []  # the free is at the end of the scope: what matters is what follows the last access
+    if scope_end is not None:  # the free is at the end of the scope: what matters is what follows the access
+        end = _subtree(view, scope_end)[-1]
+        syncs = [i for i in range(earlier.stmt + 1, end + 1) if sync_spec_of(view.stmts[i]) is not None]
         nothing = f"nothing after line {earlier.line} synchronizes before the end of {buffer}'s scope"
     else:
         nothing = f"nothing between line {earlier.line} and line {later.line} synchronizes"
@@ -199,8 +215,9 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
     ]
 
 
-def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: CodeView, analysis, proc) -> str:
-    """Plain words (and the scheduling call) for the synchronization that would order the two accesses."""
+def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: CodeView, analysis, proc,
+          scope_end: Optional[tuple], session: str) -> str:
+    """Plain words (and the workbench call) for the synchronization that would order the two accesses."""
     carried = _common_loop(earlier, later, view)
     if carried is not None and _loop_kind(earlier, carried) == "cuda_tasks":
         return (f"different tasks ({carried}={earlier.iters[carried]} and {carried}={later.iters[carried]}) touch the "
@@ -210,11 +227,12 @@ def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: 
         return f"a Fence({_sync_tl(earlier)}, {_sync_tl(later)}) between the two accesses"
     in_order = carried is None and earlier.line is not None and later.line is not None and earlier.line < later.line
     after_earlier = kind == "FREE" or not in_order
-    scope, gap = _placement(view, analysis, proc, earlier, later, after_earlier, kind == "FREE")
+    scope, gap = _placement(view, analysis, proc, earlier, later, after_earlier, scope_end, f"{session}.proc")
     fence = f"a {scope}-scope Fence({_sync_tl(earlier)}, {_sync_tl(later)})"
-    call = f"insert_fence(p, {gap}, {_sync_tl(earlier)}, {_sync_tl(later)})"
-    if kind == "FREE":
-        where = f"at the end of {buffer}'s scope (after the last access, line {earlier.line})"
+    call = f"{session}.apply(insert_fence, {gap}, {_sync_tl(earlier)}, {_sync_tl(later)})"
+    if scope_end is not None:
+        end = view.lines_of_stmt(_subtree(view, scope_end)[-1])[-1] + 1
+        where = f"at the end of {buffer}'s scope, after line {end}"
     elif in_order:
         where = f"between line {earlier.line} and line {later.line}"
     else:
@@ -236,8 +254,9 @@ def _printed_lines(message: str, sides: list) -> str:
     return re.sub(r"\bline (\d+)\b", lambda m: f"line {printed.get(int(m[1]), m[1])}", message)
 
 
-def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
-    """One card per (kind, buffer, pair of printed statements of `proc`), in the order the checker found them."""
+def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") -> list[dict]:
+    """One card per (kind, buffer, pair of printed statements of `proc`), in the order the checker found them;
+    the hints' calls apply to the workbench named `session`."""
     cards: list[dict] = []
     for h in report.hazards:
         fields = h.to_json()
@@ -260,8 +279,9 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
             "stmt_lines": [s.line for s in (earlier, later) if s is not None],  # 1-based first printed lines
             "lines": [n for s in (earlier, later) if s is not None for n in s.lines],
         }
+        scope_end = _scope_end(view, proc, later.stmt) if kind == "FREE" and later.stmt is not None else None
         if earlier is not None:
-            card["witness"] = _witness(kind, earlier, later, view, analysis, buffer)
+            card["witness"] = _witness(kind, earlier, later, view, analysis, buffer, scope_end)
         else:  # a barrier error (DEADLOCK, COUNT): one statement; the Barrier timeline shows the events
             card["witness"] = [("statement", f"line {later.line}: {later.text(view)}", ""),
                                ("threads", _thread_text(later.threads), ""),
@@ -269,7 +289,7 @@ def hazard_cards(report, view: CodeView, analysis, proc) -> list[dict]:
         if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:
-            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc)
+            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc, scope_end, session)
         card["texts"] = [s.text(view) for s in (earlier, later) if s is not None]
         cards.append(card)
     return cards

@@ -1,8 +1,9 @@
-"""`launch_lab`: JupyterLab on the tutorial notebooks."""
+"""`launch_lab`: JupyterLab on the tutorial notebooks (or on copies of them: `copy_tutorials`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,19 @@ def lab_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (str(JUPYTER_CONFIG_DIR), env.get("JUPYTER_CONFIG_PATH")) if p)
     return env
+
+
+def copy_tutorials(dest: Path) -> list[Path]:
+    """Copy the tutorial notebooks into `dest` (made if missing), each one `dest` lacks: a class works on copies,
+    and a student's edits and autosaves leave the repository's tutorials as they are. Returns the copies made."""
+    dest.mkdir(parents=True, exist_ok=True)
+    made = []
+    for notebook in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
+        target = dest / notebook.name
+        if not target.exists():
+            shutil.copyfile(notebook, target)
+            made.append(target)
+    return made
 
 
 def launch_lab(notebook_dir: Path = NOTEBOOKS_DIR, port: int = 8888, open_browser: bool = True) -> int:

@@ -36,18 +36,20 @@ class Outcome:
     state: str
     message: str
     value: object = None
-    error: Optional[dict] = None  # SporkError.to_json() when state == "error"
+    error: Optional[dict] = None  # SporkError.to_json() and "where" (see failure) when state == "error"
 
 
-def located(e: SporkError) -> str:
-    """The error's text with its file relative to the working directory (a notebook's folder) when that is
-    near (`../examples/gemm.py:12`), so a stored notebook does not show where it was executed."""
-    text = str(e)
+def failure(what: str, e: SporkError) -> Outcome:
+    """An error outcome: `what` failed, with the error's text; its `error` adds "where", the error's place with
+    its file relative to the working directory (a notebook's folder) when that is near (`../examples/gemm.py:12`),
+    so a stored notebook does not show where it was executed."""
+    text, error = str(e), e.to_json()
     if e.filename and os.path.isabs(e.filename):
         relative = os.path.relpath(e.filename)
         if not relative.startswith(os.path.join(os.pardir, os.pardir)):
             text = text.replace(e.filename, relative, 1)
-    return text
+    error["where"] = text[: -len(e.message) - 2] if e.filename and text.endswith(e.message) else None
+    return Outcome("error", f"{what}: {text}", error=error)
 
 
 def analyse(p: Procedure) -> Outcome:
@@ -55,7 +57,7 @@ def analyse(p: Procedure) -> Outcome:
     try:
         return Outcome("ok", "analysed", analyze(p))
     except SporkError as e:
-        return Outcome("error", f"analysis failed: {located(e)}", error=e.to_json())
+        return failure("analysis failed", e)
 
 
 class Interrupted(Exception):
@@ -129,7 +131,7 @@ class Check:
             return Outcome("interrupted", f"not checked: the sync check was interrupted after {e.seconds:.1f} s "
                                           "(display the workbench again to re-run it)")
         except SporkError as e:
-            return Outcome("error", f"sync check failed: {located(e)}", error=e.to_json())
+            return failure("sync check failed", e)
         where = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
         if report.ok:

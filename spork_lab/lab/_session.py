@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
+import linecache
 import re
 import warnings
 import weakref
@@ -53,6 +55,15 @@ SCRIPT_IMPORTS = (
 
 class StepFailedWarning(UserWarning):
     """A workbench step failed outside a notebook cell, where no widget may show it; the workbench keeps its proc."""
+
+
+def notebook_name(obj: object, default: str) -> str:
+    """The notebook variable that holds `obj` (the name a hint's code must use), else `default`."""
+    try:
+        shell = get_ipython()  # noqa: F821 -- defined only inside IPython
+    except NameError:
+        return default
+    return next((k for k, v in shell.user_ns.items() if v is obj and not k.startswith("_")), default)
 
 
 def running_cell() -> Optional[tuple]:
@@ -158,11 +169,14 @@ class StepResult:
     need no check (tiling, highlighted code, steps) while gcc builds the checker.
     """
 
-    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[_Progress] = None):
+    def __init__(self, proc: Procedure, text: str, sizes: dict, progress: Optional[_Progress] = None,
+                 session_name: str = "wb"):
         self.proc = proc
+        self.session_name = session_name  # the workbench's variable, which the hazard hints' calls name
         self.view: CodeView = code_view(proc, text)
-        self.analysis: Outcome = analyse(proc)
-        self._check = Check(proc, sizes, self.analysis)
+        analysis = analyse(proc)
+        self._check = Check(proc, sizes, analysis)
+        self.analysis: Outcome = self._in_code_lines(analysis, "analysis failed")
         self._progress = progress
         self._cuda: Optional[tuple] = None
 
@@ -176,7 +190,7 @@ class StepResult:
     @cached_property
     def check(self) -> Outcome:
         """The sync check; with hazards, its message counts them as the Hazards tab's cards do."""
-        checked = self._checked
+        checked = self._in_code_lines(self._checked, "sync check failed")
         if checked.state == "ok" and not checked.value.ok:
             return dataclasses.replace(checked, message=f"{len(self.hazards)} {checked.message}")
         return checked
@@ -189,7 +203,9 @@ class StepResult:
     def hazards(self) -> list[dict]:
         analysis = self.analysis.value if self.analysis.state == "ok" else None
         report = self._report
-        return _hazards.hazard_cards(report, self.view, analysis, self.proc) if report is not None else []
+        if report is None:
+            return []
+        return _hazards.hazard_cards(report, self.view, analysis, self.proc, self.session_name)
 
     @cached_property
     def timelines(self) -> list[dict]:
@@ -210,6 +226,30 @@ class StepResult:
                 marks.setdefault(n, []).append({"kind": "hazard", "label": card["kind"],
                                                 "text": f"{card['kind']} hazard: {card['message']}"})
         return marks
+
+    def _in_code_lines(self, outcome: Outcome, failed: str) -> Outcome:
+        """A failed outcome whose message numbers lines as the Code view does, as the hazard cards do (the
+        error names lines of the user's file or cell, where scheduling has moved and copied statements)."""
+        error = outcome.error
+        if outcome.state != "error" or not error:
+            return outcome
+        source = error.get("file") or self.proc._loopir_proc.srcinfo.filename  # a check's thread has no place
+        message = self._printed_refs(error["message"].removeprefix("sync_check: "), source)
+        lines = self._error_lines(error) if error.get("line") is not None else []
+        if lines:
+            written = f" (written at {error['where']})" if error.get("where") else ""
+            message = f"line {lines[0] + 1}: {message}{written}"
+        return dataclasses.replace(outcome, message=f"{failed}: {message}")
+
+    def _printed_refs(self, message: str, filename: Optional[str]) -> str:
+        """`line N` of the user's file, where that line's text is printed on exactly one line, as that line."""
+
+        def printed(m: re.Match) -> str:
+            source = linecache.getline(filename, int(m[1])).strip() if filename else ""
+            hits = [n for n, line in enumerate(self.view.lines) if source and line.text.strip() == source]
+            return f"line {hits[0] + 1}" if len(hits) == 1 else m[0]
+
+        return re.sub(r"\bline (\d+)\b", printed, message)
 
     def _error_lines(self, error: dict) -> list[int]:
         """The printed lines an error is about. Errors name a source line, which scheduling may have copied into
@@ -403,11 +443,13 @@ class Workbench:
     def _script_names(self) -> list:
         """What the script imports besides SCRIPT_IMPORTS: ops not in spork_lab.scheduling, and the classes of
         dataclass arguments (a schedule's Config)."""
+        starred = [importlib.import_module(line.split()[1]) for line in SCRIPT_IMPORTS if line.endswith("import *")]
         names = []
         for step in self.steps:
             if getattr(scheduling, step.op.__name__, None) is not step.op:
                 names.append(step.op)
-            names += step.classes
+            names += [c for c in step.classes  # those the call writes by name (cursors and tls are written otherwise)
+                      if f"{c.__name__}(" in step.call and not any(getattr(m, c.__name__, None) is c for m in starred)]
         return names
 
     def _forward(self, value):
@@ -431,14 +473,21 @@ class Workbench:
             hit = self._texts[id(p)] = (p, printed_text(p))
         return hit[1]
 
-    def result(self, step: Optional[int] = None) -> StepResult:
-        """The analyses of the proc after `step` steps (default: the current one), computed once."""
-        p = self.proc if step is None else self.proc_at(step)
+    def _proc_in(self, history: Optional[list], step: int) -> Procedure:
+        """The proc after `step` steps of `history` (None: the session's steps)."""
+        if history is None:
+            return self.proc_at(step)
+        return history[step - 1].proc if step else self.initial
+
+    def result(self, step: Optional[int] = None, history: Optional[list] = None) -> StepResult:
+        """The analyses of the proc after `step` steps (default: the current one) of `history` (default: the
+        session's steps; a picture of replaced steps keeps its own), computed once."""
+        p = self.proc if step is None else self._proc_in(history, step)
         r = self._results.get(id(p))
         if r is None or r.stale:
             sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
             progress = _Progress(f"sync check of {p.name()} at {sizes}")
-            r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress)
+            r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress, notebook_name(self, "wb"))
         return r
 
     @property
@@ -461,30 +510,31 @@ class Workbench:
     # ---- pictures ----
 
     def render(self, step: int, selection: Optional[tuple] = None, level: str = "", pages: Optional[dict] = None,
-               cuda: bool = False, error: Optional[dict] = None) -> dict:
+               cuda: bool = False, error: Optional[dict] = None, history: Optional[list] = None) -> dict:
         """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default),
-        with the `error` of a step that failed there (a picture shows the error it was displayed with)."""
-        r = self.result(step)  # its sync check runs in the background: what needs no check is drawn first
+        with the `error` of a step that failed there (a picture shows the error it was displayed with); `history`:
+        the steps of a picture whose step the session replaced (None: the session's own)."""
+        r = self.result(step, history)  # its sync check runs in the background: what needs no check is drawn first
         index = r.index_of(selection) if selection is not None else r.index_of(self._selection)
         if index is None:
             index = r.index_of(r.default_selection())
         tiling_html, grid = self._tiling(r, index, level)
-        changed = _changed_lines(self.text(self.proc_at(step - 1)), self.text(r.proc)) if step else frozenset()
-        steps = [s.to_json() for s in self.steps]
+        changed = _changed_lines(self.text(self._proc_in(history, step - 1)), self.text(r.proc)) if step else frozenset()
+        steps_html, steps_label, steps = self.steps_view(step, history)
         pages = dict(pages or {})
         cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "
                                                             "in a running notebook (sl.compile_procs_to_strings)")
         r.view.highlighted  # noqa: B018 -- computed while the check runs; the header below waits for it
         views = {
-            "header": self.header(step, error),
+            "header": self.header(step, error, history),
             "code": _render.code(r.view, r.marks, index, changed),
             "tiling": tiling_html,
             "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
             "hazards": _hazards.render(r.check.message, r.hazards),
-            "steps": _render.steps(self.initial.name(), steps, step),
+            "steps": steps_html,
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
-        labels = {"steps": f"Steps ({len(steps)})", "hazards": f"Hazards ({len(r.hazards)})"}
+        labels = {"steps": steps_label, "hazards": f"Hazards ({len(r.hazards)})"}
         bad = next((b for b in r.timelines if b["bad"] is not None), None)
         return {
             "views": views,
@@ -509,11 +559,22 @@ class Workbench:
             },
         }
 
-    def header(self, step: int, error: Optional[dict] = None) -> str:
-        """The header of a picture of `step`: title, step browser, badges, and `error` (of a step that failed)."""
-        r = self.result(step)
-        notice = self.replaced["text"] if self.replaced and step == len(self.steps) else ""
-        return _render.header(self.initial.name(), step, len(self.steps), r.analysis, r.check, error, notice)
+    def header(self, step: int, error: Optional[dict] = None, history: Optional[list] = None) -> str:
+        """The header of a picture of `step`: title, step browser, badges, and `error` (of a step that failed);
+        a picture of replaced steps (`history`) says so."""
+        r = self.result(step, history)
+        if history is not None:
+            notice = ("this picture shows steps the session no longer has (a cell above ran again, or undo): "
+                      "run this cell again to show the session as it is")
+        else:
+            notice = self.replaced["text"] if self.replaced and step == len(self.steps) else ""
+        n_steps = len(self.steps if history is None else history)
+        return _render.header(self.initial.name(), step, n_steps, r.analysis, r.check, error, notice)
+
+    def steps_view(self, step: int, history: Optional[list] = None) -> tuple[str, str, list]:
+        """The Steps tab of a picture of `step`: its HTML, its label and the records drawn."""
+        records = [s.to_json() for s in (self.steps if history is None else history)]
+        return _render.steps(self.initial.name(), records, step), f"Steps ({len(records)})", records
 
     @staticmethod
     def _timeline_note(r: StepResult) -> str:

@@ -119,7 +119,8 @@ def render(b: dict, page: int) -> str:
     depth = ""
     if info.get("memory") == "CudaMbarrier":
         # the barriers' own rings (a phase reuses its mbarrier every `depth` arrives), not the data's ring
-        depth = f"forward ring of {info.get('forward_depth')} mbarriers" + (
+        forward = info.get("forward_depth")
+        depth = f"forward ring of {forward} mbarrier{'s' * (forward != 1)}" + (
             f", reverse ring of {info['reverse_depth']}" if info.get("reverse_depth") else "")
     head = f'<div class="sl-tl-head"><b>{escape(b["name"])}</b> @ {escape(str(info.get("memory", "?")))}'
     head += f" · {escape(depth)}" if depth else ""

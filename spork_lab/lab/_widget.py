@@ -35,6 +35,8 @@ class WorkbenchView(anywidget.AnyWidget):
         self._error_step = step
         self._selection = None  # (path, statement class) clicked in this picture; None: the session's choice
         self._pages: dict = {}
+        self._history: list = list(session.steps)  # the steps drawn; kept when the session replaces this step
+        self._stale = False
         self.data: dict = {}
         self._redraw()
         self.view = self.state["first_view"]
@@ -44,11 +46,11 @@ class WorkbenchView(anywidget.AnyWidget):
         if self._redrawing:
             return
         name, new = change["name"], change["new"]
-        if name == "step" and not 0 <= new <= len(self._session.steps):
-            self.step = min(max(new, 0), len(self._session.steps))  # redraws through this observer
+        if name == "step" and not 0 <= new <= len(self._history):
+            self.step = min(max(new, 0), len(self._history))  # redraws through this observer
             return
         if name == "selected":
-            r = self._session.result(self.step)
+            r = self._session.result(self.step, self._frozen())
             if 0 <= new < len(r.view.stmts):
                 self._selection = (r.view.paths[new], type(r.view.stmts[new]))
                 self.level = ""
@@ -63,17 +65,34 @@ class WorkbenchView(anywidget.AnyWidget):
     _redrawing = False
 
     def steps_changed(self) -> None:
-        """The session gained or lost steps: keep showing this step (if it still exists), with the new count."""
-        if self.step > len(self._session.steps):
-            self.step = len(self._session.steps)  # redraws through the observer
+        """The session gained or lost steps. A picture whose step is still the session's shows the new history
+        (header and Steps tab); one whose step was replaced (a cell above ran again, or undo) keeps drawing
+        the steps it had, and says so."""
+        if self._stale:
+            return
+        live = self._session.steps
+        if len(live) < self.step or any(a is not b for a, b in zip(live[: self.step], self._history)):
+            self._stale = True
         else:
-            self.header = self._session.header(self.step, self._error if self.step == self._error_step else None)
+            self._history = list(live)
+            html, label, records = self._session.steps_view(self.step)
+            tabs = [[key, label if key == "steps" else text] for key, text in self.state["tabs"]]
+            self.state = {**self.state, "views": {**self.state["views"], "steps": html}, "tabs": tabs}
+            self.data["steps"] = records
+        self.header = self._session.header(self.step, self._shown_error(), self._frozen())
+
+    def _frozen(self):
+        """The steps of a stale picture (None: the session's own)."""
+        return self._history if self._stale else None
+
+    def _shown_error(self):
+        return self._error if self.step == self._error_step else None
 
     def _redraw(self) -> None:
         self._redrawing = True
         try:
-            error = self._error if self.step == self._error_step else None
-            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view == "cuda", error)
+            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view == "cuda",
+                                            self._shown_error(), self._frozen())
             self.data = rendered["data"]
             self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}
             self.header = rendered["views"]["header"]

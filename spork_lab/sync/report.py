@@ -178,8 +178,8 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
     if h.queue < 0:
         name = program.slots[h.slot].name
         if h.kind == P.FREE:
-            message = (f"{name} is freed at the end of its scope (line {acc.stmt.line}) while the last access to this "
-                       f"element is not visible to every owning thread: fence before the scope ends")
+            message = (f"{name} (allocated at line {acc.stmt.line}) is freed at the end of its scope while an access "
+                       "to this element is not visible to every owning thread: fence before the scope ends")
             if program.slots[h.slot].remote:
                 message += (f" (other CTAs of its cluster write {name} (multicast): a CTA that exits or reuses it must "
                             "first sync with them, e.g. a cluster-wide Fence)")

@@ -219,7 +219,7 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     expect(widget.locator(".sl-tab")).to_have_count(6, timeout=30_000)
     hazards = widget.locator(".sl-view-hazards")
     expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile", timeout=60_000)
-    expect(hazards.locator(".sl-hint").first).to_contain_text("insert_fence(p, p.find_loop('tid #1').before()")
+    expect(hazards.locator(".sl-hint").first).to_contain_text("wb.apply(insert_fence, wb.proc.find_loop('tid #1').before()")
     expect(widget.locator(".sl-tab-active")).to_contain_text("Hazards (1)")
     cells.nth(1).screenshot(path=str(shots / f"{front_end}_01_hazards.png"))
     code = _tab(widget, "code")
@@ -301,8 +301,25 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
             fixed_checked = True
     assert broken_checked and fixed_checked
     # the broken step's picture still shows its own step after the fix
-    broken = cells.filter(has_text="set_memory").first.locator(".sl-wb.sl-live")
+    def code_cell(source: str):  # by its source: a picture's hint may name the same call
+        return cells.filter(has=page.locator(".jp-InputArea-editor", has_text=source)).first
+
+    broken = code_cell("set_memory").locator(".sl-wb.sl-live")
     expect(broken.locator(".sl-stepno")).to_contain_text("step 5 of 7")
+    # running that cell again replaces the Fence steps: the Fence cell's picture keeps its step and says so (it
+    # used to turn into a picture of step 4, with that step's analysis error, and say nothing)
+    prompt = code_cell("set_memory").locator(".jp-InputPrompt")
+    ran = prompt.inner_text()
+    prompt.click()
+    page.keyboard.press("Shift+Enter")
+    expect(prompt).not_to_have_text(ran, timeout=60_000)
+    expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=120_000)
+    fence_cell = code_cell("wb.apply(insert_fence")
+    fenced = fence_cell.locator(".sl-wb.sl-live")
+    expect(fenced.locator(".sl-step-notice")).to_contain_text("no longer has", timeout=60_000)
+    expect(fenced.locator(".sl-stepno")).to_contain_text("step 7 of 7")
+    expect(fenced.locator(".sl-head")).to_contain_text("no hazards found at n=512")
+    fence_cell.screenshot(path=str(shots / "tutorial01_replaced_step.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
     page.close()
 
