@@ -321,6 +321,10 @@ def test_a_race_across_barriers_points_at_their_pairing_first():
     assert "check their pairing in the Barrier timeline" in war["hint"] and "; or add a CTA-scope Fence(" in war["hint"]
     deadlocks = [c for c in v.data["hazards"] if c["kind"] == "DEADLOCK"]
     assert deadlocks and all(c["hint"].startswith("open the Barrier timeline") for c in deadlocks)
+    (scope_end,) = [c for c in deadlocks if "the scope of bar[0] ends" in c["message"]]  # said "threads: none"
+    alloc = next(n + 1 for n, line in enumerate(v.data["lines"]) if line["text"].strip().startswith("bar: barrier"))
+    assert scope_end["witness"][0][1] == f"end of bar's scope (allocated at line {alloc})"
+    assert [row[0] for row in scope_end["witness"]] == ["statement", "iterators"]
     # a card's lines select its statement in Code; the CUDA tab says that this code is not sound
     assert f'<div class="sl-hazard-where" data-set="selected:{war["stmts"][-1]}" data-goto="code"' in v.state["views"]["hazards"]
     note = Workbench(ring_missing_release, sizes={"n": 256}).result().cuda()[1]

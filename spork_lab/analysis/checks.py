@@ -80,6 +80,13 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise TimelineError(
                 f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
                 s.srcinfo)
+        spec = tensor_map_spec(arg.name) if is_map else None
+        if spec is not None and gpu.tensor_map and (spec.swizzle, tuple(spec.box)) != gpu.tensor_map:
+            swizzle, box = gpu.tensor_map  # the copy moves the map's box; the expect-tx bytes count the instr's
+            tile = "a linear" if not swizzle else f"a {swizzle}-byte swizzled"
+            raise MemoryMismatchError(
+                f"{name}(..., box={box}) with {tile} shared tile needs a tensor map made with "
+                f"Sm90_tensorMap({swizzle}, {', '.join(map(str, box))}), not {spec.source()}", s.srcinfo)
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:

@@ -32,6 +32,7 @@ class InstrInfo:
     tx_bytes: int = 0  # trailing-barrier instrs: bytes each destination CTA's mbarrier receives
     multicast: bool = False  # the written operand's first dimension spans the CTAs of the cluster
     tensor_map_params: tuple = ()  # parameters that take windows of a tensor map (TMA's global operand)
+    tensor_map: tuple = ()  # (swizzle, box): what those tensor maps must be made with (TMA moves one box)
     aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
     smem_box: tuple = ()  # (parameter, bytes): shared memory moved as one box (TMA): its window's rows are adjacent,
     #   and its first element is aligned so (128)

@@ -283,8 +283,11 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
         if earlier is not None:
             card["witness"] = _witness(kind, earlier, later, view, analysis, buffer, scope_end)
         else:  # a barrier error (DEADLOCK, COUNT): one statement; the Barrier timeline shows the events
-            card["witness"] = [("statement", f"line {later.line}: {later.text(view)}", ""),
-                               ("threads", _thread_text(later.threads), ""),
+            scope_ends = later.stmt is not None and isinstance(view.stmts[later.stmt], LoopIR.Alloc)
+            where = (f"end of {view.stmts[later.stmt].name}'s scope (allocated at line {later.line})" if scope_ends
+                     else f"line {later.line}: {later.text(view)}")
+            card["witness"] = [("statement", where, ""),
+                               *([("threads", _thread_text(later.threads), "")] if later.threads else []),
                                ("iterators", ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-", "")]
         if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"

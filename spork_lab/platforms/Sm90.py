@@ -224,16 +224,6 @@ def _coords(call: LoweredCall, arg: str) -> list:
     return [f"(int) ({c})" for c in reversed(_tensor_map_arg(call, arg).los)]
 
 
-def _check_map(call: LoweredCall, arg: str, box: tuple, swizzle: int) -> None:
-    spec = call.args[arg].tensor_map
-    if tuple(spec.box) != tuple(box) or spec.swizzle != swizzle:
-        raise CodegenError(
-            f"{call.name}(..., box={box}) with {'a linear' if not swizzle else f'a {swizzle}-byte swizzled'} shared tile "
-            f"needs a tensor map made with Sm90_tensorMap({swizzle}, {', '.join(map(str, box))}), not {spec.source()}",
-            call.srcinfo,
-        )
-
-
 def _asm(text: str, operands: str) -> str:
     return f'asm volatile("{text}" :: {operands} : "memory");'
 
@@ -274,7 +264,6 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
         swizzle = cols * esize if layout == "swizzled" else 0
 
         def lower(call: LoweredCall) -> str:
-            _check_map(call, "src", (rows, cols), swizzle)
             if call.args["dst"].mem.__dict__.get("swizzle", swizzle) != swizzle:
                 raise CodegenError(f"{name}: the destination is {call.args['dst'].mem.name()}, but {cols} x {esize}-byte "
                                    f"rows need Sm90_SmemSwizzled({swizzle})", call.srcinfo)
@@ -295,7 +284,8 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
         register_instr(
             p.name(),
             InstrInfo(tma_to_smem_async_instr, cuda_thread, lower=lower, trailing_barrier=True,
-                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",), target="sm_90",
+                      tx_bytes=rows * cols * esize, multicast=multicast, tensor_map_params=("src",),
+                      tensor_map=(swizzle, (rows, cols)), target="sm_90",
                       smem_box=(("dst", TMA_SMEM_ALIGN),)),
         )
         return p
@@ -335,14 +325,14 @@ def _make_tma_store(dt: str, reduce: bool):
             "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 
         def lower(call: LoweredCall) -> str:
-            _check_map(call, "dst", (rows, cols), 0)
             c0, c1 = _coords(call, "dst")
             return _asm(f"{kind} [%0, {{%2, %3}}], [%1];",
                         f'"l"(&{call.args["dst"].buffer}), "r"(spork_sm90_smem({call.args["src"].ptr})), '
                         f'"r"({c0}), "r"({c1})')
 
         register_instr(p.name(), InstrInfo(tma_to_gmem_async_instr, cuda_thread, lower=lower, tensor_map_params=("dst",),
-                                           target="sm_90", smem_box=(("src", TMA_SMEM_ALIGN),)))
+                                           tensor_map=(0, (rows, cols)), target="sm_90",
+                                           smem_box=(("src", TMA_SMEM_ALIGN),)))
         return p
 
     return make
