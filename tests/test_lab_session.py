@@ -172,15 +172,16 @@ def test_a_picture_of_a_replaced_step_keeps_its_step_and_says_so(notebook_cell):
     wb.apply(set_loop_mode, "l", cuda_threads)
     later = wb.view()
     drawn = later.data["lines"]
-    assert "Steps (3)" in str(first.state["tabs"]) and "step 1 of 3" in first.header  # the live picture follows
-    assert first.data["steps"] == [s.to_json() for s in wb.steps]
+    assert first.labels == {"steps": "Steps (3)"} and "step 1 of 3" in first.header  # the live picture follows
+    first.view = "steps"  # its Steps tab lists the new steps when opened
+    assert first.data["steps"] == [s.to_json() for s in wb.steps] and "Steps (3)" in str(first.state["tabs"])
     notebook_cell[:] = ["c2", 4]  # c2 again: steps 2 and 3 are replaced
     wb.apply(reorder_loops, "w l")
     assert later.step == 3 and later.data["lines"] == drawn and "step 3 of 3" in later.header
     assert "this picture shows steps the session no longer has" in later.header
     later.selected = 0  # a click still draws the picture's own proc
     assert later.data["lines"] == drawn and "sl-step-notice" in later.state["views"]["header"]
-    assert "Steps (2)" in str(first.state["tabs"]) and "step 1 of 2" in first.header and "no longer" not in first.header
+    assert first.labels == {"steps": "Steps (2)"} and "step 1 of 2" in first.header and "no longer" not in first.header
 
 
 def test_failed_step_is_shown_at_the_users_line_and_keeps_the_session():

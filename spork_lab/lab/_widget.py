@@ -14,14 +14,16 @@ from ._render import CSS_PATH, STATIC_DIR
 
 
 class WorkbenchView(anywidget.AnyWidget):
-    """Synced traits: `state` (the views as HTML and the tabs), the `step` shown, the `selected` statement,
-    the tiling colour `level`, the `timeline` window ("barrier:page") and the visible `view` tab. `data` (not
-    synced: notebooks store widget state) is what the views were drawn from."""
+    """Synced traits: `state` (the views as HTML and the tabs), `header` and tab `labels` (newer than state's),
+    the `step` shown, the `selected` statement, the tiling colour `level`, the `timeline` window ("barrier:page")
+    and the visible `view` tab. `data` (not synced: notebooks store widget state) is what the views were drawn
+    from."""
 
     _esm = STATIC_DIR / "workbench.js"
     _css = CSS_PATH
     state = traitlets.Dict().tag(sync=True)
     header = traitlets.Unicode("").tag(sync=True)  # also in state; alone, so a new step elsewhere updates only it
+    labels = traitlets.Dict().tag(sync=True)  # tab labels newer than state's (the step count, after new steps)
     step = traitlets.Int(0).tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     level = traitlets.Unicode("").tag(sync=True)
@@ -37,6 +39,7 @@ class WorkbenchView(anywidget.AnyWidget):
         self._pages: dict = {}
         self._history: list = list(session.steps)  # the steps drawn; kept when the session replaces this step
         self._stale = False
+        self._steps_outdated = False  # the session has steps the Steps tab does not list yet: drawn when opened
         self.data: dict = {}
         self._redraw()
         self.view = self.state["first_view"]
@@ -58,8 +61,8 @@ class WorkbenchView(anywidget.AnyWidget):
             barrier, _, page = new.rpartition(":")
             if page.lstrip("-").isdigit():
                 self._pages[barrier] = int(page)
-        elif name == "view" and new != "cuda":
-            return  # switching tabs is the front end's business; only the CUDA tab is generated on demand
+        elif name == "view" and new != "cuda" and not (new == "steps" and self._steps_outdated):
+            return  # switching tabs is the front end's business; CUDA is generated when opened, Steps drawn again
         self._redraw()
 
     _redrawing = False
@@ -73,12 +76,10 @@ class WorkbenchView(anywidget.AnyWidget):
         live = self._session.steps
         if len(live) < self.step or any(a is not b for a, b in zip(live[: self.step], self._history)):
             self._stale = True
-        else:
+        else:  # only the header and a label travel to every picture at each step; the Steps tab when opened
             self._history = list(live)
-            html, label, records = self._session.steps_view(self.step)
-            tabs = [[key, label if key == "steps" else text] for key, text in self.state["tabs"]]
-            self.state = {**self.state, "views": {**self.state["views"], "steps": html}, "tabs": tabs}
-            self.data["steps"] = records
+            self._steps_outdated = True
+            self.labels = {"steps": self._session.steps_view(self.step)[1]}
         self.header = self._session.header(self.step, self._shown_error(), self._frozen())
 
     def _frozen(self):
@@ -96,6 +97,7 @@ class WorkbenchView(anywidget.AnyWidget):
             self.data = rendered["data"]
             self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}
             self.header = rendered["views"]["header"]
+            self.labels, self._steps_outdated = {}, False
             selected = self.data["selected"]
             self.selected = -1 if selected is None else selected
         finally:

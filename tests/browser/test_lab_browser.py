@@ -306,6 +306,8 @@ def test_first_tutorial_cell_by_cell_in_jupyterlab(server, browser, shots):
 
     broken = code_cell("set_memory").locator(".sl-wb.sl-live")
     expect(broken.locator(".sl-stepno")).to_contain_text("step 5 of 7")
+    expect(broken.locator('.sl-tab[data-view="steps"]')).to_have_text("Steps (7)")  # later steps: label, then list
+    expect(_tab(broken, "steps").locator(".sl-step")).to_have_count(8)
     # running that cell again replaces the Fence steps: the Fence cell's picture keeps its step and says so (it
     # used to turn into a picture of step 4, with that step's analysis error, and say nothing)
     prompt = code_cell("set_memory").locator(".jp-InputPrompt")

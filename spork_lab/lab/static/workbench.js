@@ -7,9 +7,10 @@ function draw(model, root) {
   const state = model.get("state");
   const views = state.views || {};
   const current = model.get("view");
+  const labels = model.get("labels") || {};  // newer than state's (the step count after new steps)
   const tabs = (state.tabs || [])
     .map(([key, label]) =>
-      `<button class="sl-tab${key === current ? " sl-tab-active" : ""}" data-view="${key}">${label}</button>`)
+      `<button class="sl-tab${key === current ? " sl-tab-active" : ""}" data-view="${key}">${labels[key] || label}</button>`)
     .join("");
   root.innerHTML =
     (model.get("header") || views.header || "") +
@@ -48,12 +49,14 @@ function render({ model, el }) {
   model.on("change:state", redraw);
   model.on("change:view", redraw);
   model.on("change:header", redraw);
+  model.on("change:labels", redraw);
   redraw();
   return () => {
     root.removeEventListener("click", onClick);
     model.off("change:state", redraw);
     model.off("change:view", redraw);
     model.off("change:header", redraw);
+    model.off("change:labels", redraw);
   };
 }
 
