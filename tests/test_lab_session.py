@@ -292,6 +292,15 @@ def test_analysis_error_marks_its_lines_and_kernel_has_tiling():
     assert grid["cells"][37]["values"] == {"tid": 37} and grid["cells"][37]["threads"] == [[37, 38]]
 
 
+def test_an_error_on_a_line_the_code_view_does_not_show_keeps_its_place():
+    """Errors are renumbered as the Code view numbers lines; one about another file's line kept no place at all."""
+    from spork_lab.lab._results import Outcome
+
+    error = {"kind": "SyncError", "message": "bad", "file": "/elsewhere/other.py", "line": 999, "where": "other.py:999"}
+    outcome = Workbench(seq_reverse).result()._in_code_lines(Outcome("error", "?", error=error), "analysis failed")
+    assert outcome.message == "analysis failed: other.py:999: bad"
+
+
 def test_tiling_is_laid_out_by_the_cuda_threads_iterators():
     wb = tiled_gemm(staged=False)
     grid = wb.state["data"]["tiling"]

@@ -236,9 +236,11 @@ class StepResult:
         source = error.get("file") or self.proc._loopir_proc.srcinfo.filename  # a check's thread has no place
         message = self._printed_refs(error["message"].removeprefix("sync_check: "), source)
         lines = self._error_lines(error) if error.get("line") is not None else []
+        where = error.get("where")
         if lines:
-            written = f" (written at {error['where']})" if error.get("where") else ""
-            message = f"line {lines[0] + 1}: {message}{written}"
+            message = f"line {lines[0] + 1}: {message}" + (f" (written at {where})" if where else "")
+        elif where:  # a line the Code view does not show (another proc's): the place as the error gives it
+            message = f"{where}: {message}"
         return dataclasses.replace(outcome, message=f"{failed}: {message}")
 
     def _printed_refs(self, message: str, filename: Optional[str]) -> str:
