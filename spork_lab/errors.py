@@ -29,10 +29,10 @@ class SporkError(Exception):
         self.message = message
         self.filename = getattr(srcinfo, "filename", None)
         self.lineno = getattr(srcinfo, "lineno", None)
-        where = f"{_place(self.filename)}:{self.lineno}: " if self.filename else ""
+        self.place = f"{_place(self.filename)}:{self.lineno}" if self.filename else None  # `file.py:12`, `Cell In[3]:2`
         # Exception's own __init__, not super(): SporkSchedulingError is exo's SchedulingError too, whose
         # __init__ would prefix the message with the scheduling op it finds on the stack.
-        Exception.__init__(self, f"{where}{message}")
+        Exception.__init__(self, f"{self.place}: {message}" if self.place else message)
 
     def to_json(self) -> dict:
         return {

@@ -71,7 +71,8 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
     params = gpu.tensor_map_params if gpu is not None else ()
     n = trailing[1] if trailing else len(s.args)
     for param, arg in zip(s.f.args[:n], s.args[:n]):
-        is_map = isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and tensor_map_spec(arg.name) is not None
+        spec = tensor_map_spec(arg.name) if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) else None
+        is_map = spec is not None
         if str(param.name) in params and not is_map:
             raise TimelineError(
                 f"{name}'s {param.name} must be a window of a tensor map, `T = A[...] @ Sm90_tensorMap(swizzle, *box)` "
@@ -80,8 +81,7 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise TimelineError(
                 f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
                 s.srcinfo)
-        spec = tensor_map_spec(arg.name) if is_map else None
-        if spec is not None and gpu.tensor_map and (spec.swizzle, tuple(spec.box)) != gpu.tensor_map:
+        if is_map and gpu.tensor_map and (spec.swizzle, tuple(spec.box)) != gpu.tensor_map:
             swizzle, box = gpu.tensor_map  # the copy moves the map's box; the expect-tx bytes count the instr's
             tile = "a linear" if not swizzle else f"a {swizzle}-byte swizzled"
             raise MemoryMismatchError(

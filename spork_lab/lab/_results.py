@@ -43,13 +43,12 @@ def failure(what: str, e: SporkError) -> Outcome:
     """An error outcome: `what` failed, with the error's text; its `error` adds "where", the error's place with
     its file relative to the working directory (a notebook's folder) when that is near (`../examples/gemm.py:12`),
     so a stored notebook does not show where it was executed."""
-    text, error = str(e), e.to_json()
+    text, place = str(e), e.place
     if e.filename and os.path.isabs(e.filename):
         relative = os.path.relpath(e.filename)
         if not relative.startswith(os.path.join(os.pardir, os.pardir)):
-            text = text.replace(e.filename, relative, 1)
-    error["where"] = text[: -len(e.message) - 2] if e.filename and text.endswith(e.message) else None
-    return Outcome("error", f"{what}: {text}", error=error)
+            text, place = text.replace(e.filename, relative, 1), place.replace(e.filename, relative, 1)
+    return Outcome("error", f"{what}: {text}", error={**e.to_json(), "where": place})
 
 
 def analyse(p: Procedure) -> Outcome:

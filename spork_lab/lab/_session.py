@@ -576,7 +576,11 @@ class Workbench:
     def steps_view(self, step: int, history: Optional[list] = None) -> tuple[str, str, list]:
         """The Steps tab of a picture of `step`: its HTML, its label and the records drawn."""
         records = [s.to_json() for s in (self.steps if history is None else history)]
-        return _render.steps(self.initial.name(), records, step), f"Steps ({len(records)})", records
+        return _render.steps(self.initial.name(), records, step), self.steps_label(history), records
+
+    def steps_label(self, history: Optional[list] = None) -> str:
+        """The Steps tab's label: how many steps `history` (default: the session's) has."""
+        return f"Steps ({len(self.steps if history is None else history)})"
 
     @staticmethod
     def _timeline_note(r: StepResult) -> str:

@@ -79,7 +79,7 @@ class WorkbenchView(anywidget.AnyWidget):
         else:  # only the header and a label travel to every picture at each step; the Steps tab when opened
             self._history = list(live)
             self._steps_outdated = True
-            self.labels = {"steps": self._session.steps_view(self.step)[1]}
+            self.labels = {"steps": self._session.steps_label()}
         self.header = self._session.header(self.step, self._shown_error(), self._frozen())
 
     def _frozen(self):
