@@ -594,3 +594,38 @@ def scalar_in_cuda(n: size, a: f32, x: f32[n] @ CudaGmemLinear):
         for task in cuda_tasks(0, n):
             for t in cuda_threads(0, 32):
                 x[task] = a  # error here
+
+
+# launch arguments: what a device function uses from outside it must be a size, index, bool, whole CudaGmemLinear
+# tensor or tensor map (these passed sl.analyze and were refused only when compiled)
+@proc
+def smem_argument(x: f32[4] @ CudaSmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 1):
+                x[0] = 1.0  # error here
+
+
+@proc
+def gmem_scalar_in_cuda(n: size, a: f32 @ CudaGmemLinear, x: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            for t in cuda_threads(0, 1):
+                x[task] = a  # error here
+
+
+@proc
+def window_argument_in_cuda(x: [f32][4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 1):
+                x[0] = 1.0  # error here
+
+
+@proc
+def cpu_window_in_cuda(x: f32[8] @ CudaGmemLinear):
+    xw = x[0:4]
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 1):
+                xw[0] = 2.0  # error here

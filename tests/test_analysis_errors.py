@@ -102,6 +102,12 @@ CASES = [
     ("scalar_in_cuda", TimelineError, ["a @ DRAM is read on cuda_in_order_instr", "device code takes no scalar "
                                        "data yet: pass `a: f32` as a tensor of one element, `a: f32[1] @ "
                                        "CudaGmemLinear`, and use a[0]"]),
+    # launch arguments (were refused only by codegen, as "not yet supported")
+    ("smem_argument", MemoryMismatchError, ["`x[0] = 1.0` uses x", "as a launch argument",
+                                            "x is @ CudaSmemLinear, which exists only inside a device function"]),
+    ("gmem_scalar_in_cuda", MemoryMismatchError, ["a is one f32 value", "`a: f32[1] @ CudaGmemLinear`"]),
+    ("window_argument_in_cuda", MemoryMismatchError, ["x is a window: pass the whole tensor"]),
+    ("cpu_window_in_cuda", MemoryMismatchError, ["`xw[0] = 2.0` uses xw", "xw is a window"]),
 ]
 
 

@@ -18,7 +18,7 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info
-from ..core.ir import constant_remainder, constant_value, interval_width, walk_stmts
+from ..core.ir import constant_remainder, constant_value, free_syms, interval_width, walk_stmts
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -31,7 +31,9 @@ from .result import StmtInfo
 
 def run(ctx) -> None:
     """The `checks` pass (after `scopes`): raises at the first statement that breaks a rule."""
-    check_statements(ctx.proc, ctx.results["scopes"].stmts, ctx.analyze)
+    scopes = ctx.results["scopes"]
+    check_statements(ctx.proc, scopes.stmts, ctx.analyze)
+    _check_kernel_args(ctx.proc, scopes)
 
 
 def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callable) -> None:
@@ -107,6 +109,49 @@ def _shapes(proc_ir: LoopIR.proc) -> dict:
     shapes.update({s.name: s.type.shape() for s in walk_stmts(proc_ir.body)
                    if isinstance(s, LoopIR.Alloc) and s.type.is_tensor_or_window()})
     return shapes
+
+
+def _check_kernel_args(proc_ir: LoopIR.proc, scopes) -> None:
+    """A device function gets the data it uses from outside it as its kernel's launch arguments: sizes, indices,
+    bools, whole CudaGmemLinear tensors and tensor maps. (CPU memory is refused earlier, at its first access.)"""
+    outside = {a.name: (a.type, a.mem) for a in proc_ir.args}
+    for s, info in scopes.stmts:
+        if info.device_scope != "cpu":
+            continue
+        if isinstance(s, LoopIR.Alloc):
+            outside[s.name] = (s.type, s.mem)
+        elif isinstance(s, LoopIR.WindowStmt):
+            outside[s.name] = (s.rhs.type, outside.get(s.rhs.name, (None, None))[1])
+    for fn in scopes.device_functions:
+        for sym in free_syms([fn.block]):
+            typ, mem = outside.get(sym, (None, None))
+            if typ is None or (isinstance(mem, type) and issubclass(mem, BarrierMemory)):
+                continue
+            problem = _kernel_arg_problem(sym, typ, mem)
+            if problem is not None:
+                use = next(u for u in walk_stmts(fn.block.body)
+                           if not isinstance(u, (LoopIR.For, LoopIR.If)) and sym in free_syms([u]))
+                raise MemoryMismatchError(
+                    f"`{head_text(use)}` uses {sym}, which the device function gets from outside it, as a launch "
+                    f"argument; a launch passes sizes, indices, bools, whole CudaGmemLinear tensors and tensor "
+                    f"maps, and {problem}", use.srcinfo)
+
+
+def _kernel_arg_problem(sym, typ, mem) -> Optional[str]:
+    """Why `sym : typ @ mem` cannot be a kernel's launch argument, or None where it can."""
+    if tensor_map_spec(sym) is not None or typ in (T.size, T.index, T.stride, T.bool):
+        return None
+    if not typ.is_tensor_or_window():
+        return (f"{sym} is one {typ} value: pass it as a tensor of one element, `{sym}: {typ}[1] @ CudaGmemLinear`, "
+                f"and read {sym}[0]")
+    if typ.is_win():
+        return f"{sym} is a window: pass the whole tensor and index it in the device function"
+    if isinstance(mem, type) and issubclass(mem, CudaMemory) and mem.device_allocated:
+        return (f"{sym} is @ {mem.name()}, which exists only inside a device function: allocate {sym} inside "
+                f"the cuda_tasks loop, or make it @ CudaGmemLinear")
+    if not (isinstance(mem, type) and issubclass(mem, CudaMemory)):
+        return f"{sym} is @ {mem.name() if mem else 'DRAM'}, CPU memory: give device code CudaGmemLinear data"
+    return None
 
 
 # -- collectives --------------------------------------------------------------

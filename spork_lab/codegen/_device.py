@@ -27,7 +27,7 @@ from ..analysis import Analysis
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, multicast_dst, template_call_of
-from ..core.ir import constant_value, walk_stmts
+from ..core.ir import constant_value, expr_vars, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -103,12 +103,8 @@ def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list
         elif a.type.is_tensor_or_window() and not a.type.is_win() and a.mem is CudaGmemLinear:
             const = "" if a.name in written else "const "
             params.append(f"{const}{a.type.basetype().ctype()} *{nm}")
-        else:
-            raise CodegenError(
-                f"not yet supported: CUDA code using {a.name} : {a.type} @ {a.mem.name() if a.mem else 'DRAM'}; "
-                "device functions take sizes, indices, whole CudaGmemLinear tensors and tensor maps",
-                df.block.srcinfo,
-            )
+        else:  # sl.analyze refuses every other argument (analysis.checks._check_kernel_args)
+            raise CodegenError(f"internal: {a.name} : {a.type} cannot be a kernel argument", df.block.srcinfo)
     return params
 
 
@@ -262,19 +258,6 @@ def _encode_lines(a, comp) -> list:
     ]
 
 
-def _free_syms(e, out: set) -> set:
-    if isinstance(e, LoopIR.Read):
-        out.add(e.name)
-        for i in e.idx:
-            _free_syms(i, out)
-    elif isinstance(e, LoopIR.BinOp):
-        _free_syms(e.lhs, out)
-        _free_syms(e.rhs, out)
-    elif isinstance(e, LoopIR.USub):
-        _free_syms(e.arg, out)
-    return out
-
-
 class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
@@ -415,7 +398,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         task_syms = {t.iter for t in tasks}
         counts = []
         for t in tasks:
-            if (_free_syms(t.lo, set()) | _free_syms(t.hi, set())) & task_syms:
+            if (expr_vars(t.lo) | expr_vars(t.hi)) & task_syms:
                 raise CodegenError("not yet supported: cuda_tasks bounds that depend on other task iterators", t.srcinfo)
             lo, hi = self.comp_e(t.lo), self.comp_e(t.hi)
             counts.append(hi if lo == "0" else f"({hi}) - ({lo})")

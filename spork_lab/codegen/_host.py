@@ -23,7 +23,7 @@ from exo.core.prelude import Sym
 from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
 from ..core.dtypes import is_bf16
-from ..core.ir import numeric_reads
+from ..core.ir import free_syms, numeric_reads, type_syms
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..core.tensor_maps import tensor_map_spec
@@ -61,74 +61,6 @@ def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
         raise CodegenError(f"`{head_text(s)}` computes with bf16 values in CPU code: the host C holds a bf16 as a "
                            "2-byte struct it can copy but not convert or compute with; do it in a device function, "
                            "or give the CPU code f32 data", s.srcinfo)
-
-
-def expr_syms(e, out: list) -> None:
-    """Append every Sym an expression mentions, in order."""
-    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr, LoopIR.StrideExpr)):
-        out.append(e.name)
-    if isinstance(e, LoopIR.Read):
-        for i in e.idx:
-            expr_syms(i, out)
-    elif isinstance(e, LoopIR.WindowExpr):
-        for w in e.idx:
-            for x in (w.lo, w.hi) if isinstance(w, LoopIR.Interval) else (w.pt,):
-                expr_syms(x, out)
-    elif isinstance(e, LoopIR.BinOp):
-        expr_syms(e.lhs, out)
-        expr_syms(e.rhs, out)
-    elif isinstance(e, LoopIR.USub):
-        expr_syms(e.arg, out)
-    elif isinstance(e, LoopIR.Extern):
-        for a in e.args:
-            expr_syms(a, out)
-
-
-def _type_syms(typ, out: list) -> None:
-    if isinstance(typ, T.Window):
-        typ = typ.as_tensor
-    if isinstance(typ, T.Tensor):
-        for h in typ.hi:
-            expr_syms(h, out)
-
-
-def free_syms(stmts) -> list:
-    """Syms used by `stmts` and bound outside them, in order of first use."""
-    used, bound = [], set()
-
-    def walk(ss):
-        for s in ss:
-            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-                used.append(s.name)
-                for i in s.idx:
-                    expr_syms(i, used)
-                expr_syms(s.rhs, used)
-            elif isinstance(s, LoopIR.For):
-                expr_syms(s.lo, used)
-                expr_syms(s.hi, used)
-                bound.add(s.iter)
-                walk(s.body)
-            elif isinstance(s, LoopIR.If):
-                expr_syms(s.cond, used)
-                walk(s.body)
-                walk(s.orelse)
-            elif isinstance(s, LoopIR.Alloc):
-                bound.add(s.name)
-                _type_syms(s.type, used)
-            elif isinstance(s, LoopIR.WindowStmt):
-                bound.add(s.name)
-                expr_syms(s.rhs, used)
-            elif isinstance(s, LoopIR.Call):
-                for a in s.args:
-                    expr_syms(a, used)
-
-    walk(stmts)
-    seen, out = set(), []
-    for sym in used:
-        if sym not in bound and sym not in seen:
-            seen.add(sym)
-            out.append(sym)
-    return out
 
 
 def _launch_arg(a: LoopIR.fnarg) -> str:
@@ -234,7 +166,7 @@ class HostRewriter:
     def _launch(self, block: LoopIR.For, env: dict) -> LoopIR.Call:
         syms = free_syms([block])
         for sym in list(syms):
-            _type_syms(env[sym][0], syms)
+            type_syms(env[sym][0], syms)
         arg_order = {a.name: k for k, a in enumerate(self._proc.args)}
         syms = sorted(dict.fromkeys(syms), key=lambda x: arg_order.get(x, len(arg_order)))
         args = []

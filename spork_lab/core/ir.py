@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 from exo.API import Procedure
 from exo.API_cursors import StmtCursor
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import LoopIR, T
 
 
 def walk_stmts(stmts: list) -> Iterator:
@@ -122,6 +122,75 @@ def expr_vars(e) -> set:
     if isinstance(e, LoopIR.USub):
         return expr_vars(e.arg)
     return set()
+
+
+def expr_syms(e, out: list) -> None:
+    """Append every Sym an expression mentions, in order."""
+    if isinstance(e, (LoopIR.Read, LoopIR.WindowExpr, LoopIR.StrideExpr)):
+        out.append(e.name)
+    if isinstance(e, LoopIR.Read):
+        for i in e.idx:
+            expr_syms(i, out)
+    elif isinstance(e, LoopIR.WindowExpr):
+        for w in e.idx:
+            for x in (w.lo, w.hi) if isinstance(w, LoopIR.Interval) else (w.pt,):
+                expr_syms(x, out)
+    elif isinstance(e, LoopIR.BinOp):
+        expr_syms(e.lhs, out)
+        expr_syms(e.rhs, out)
+    elif isinstance(e, LoopIR.USub):
+        expr_syms(e.arg, out)
+    elif isinstance(e, LoopIR.Extern):
+        for a in e.args:
+            expr_syms(a, out)
+
+
+def type_syms(typ, out: list) -> None:
+    """Append the Syms a tensor or window type's sizes mention."""
+    if isinstance(typ, T.Window):
+        typ = typ.as_tensor
+    if isinstance(typ, T.Tensor):
+        for h in typ.hi:
+            expr_syms(h, out)
+
+
+def free_syms(stmts) -> list:
+    """Syms used by `stmts` and bound outside them, in order of first use."""
+    used, bound = [], set()
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+                used.append(s.name)
+                for i in s.idx:
+                    expr_syms(i, used)
+                expr_syms(s.rhs, used)
+            elif isinstance(s, LoopIR.For):
+                expr_syms(s.lo, used)
+                expr_syms(s.hi, used)
+                bound.add(s.iter)
+                walk(s.body)
+            elif isinstance(s, LoopIR.If):
+                expr_syms(s.cond, used)
+                walk(s.body)
+                walk(s.orelse)
+            elif isinstance(s, LoopIR.Alloc):
+                bound.add(s.name)
+                type_syms(s.type, used)
+            elif isinstance(s, LoopIR.WindowStmt):
+                bound.add(s.name)
+                expr_syms(s.rhs, used)
+            elif isinstance(s, LoopIR.Call):
+                for a in s.args:
+                    expr_syms(a, used)
+
+    walk(stmts)
+    seen, out = set(), []
+    for sym in used:
+        if sym not in bound and sym not in seen:
+            seen.add(sym)
+            out.append(sym)
+    return out
 
 
 def expr_key(e) -> object:
