@@ -433,6 +433,9 @@ wb3""",
      "Here the consumer stops releasing the slots after four iterations. The producer's `ReverseAwait` then waits "
      "for a release that never comes: on the GPU the kernel hangs. The workbench opens on the **Barrier "
      "timeline**, at that event (red): it waits for reverse arrive #3 of `bar[0]`, and only two happened. "
+     "The consumer's next Await then waits for an arrive the hung producer never makes (dashed red). The check "
+     "runs on as if nothing had hung; what it sees past that point is greyed in the timeline, and its cards come "
+     "folded under the deadlock's: on the GPU those threads never get there, so fix the deadlock first. "
      "The fix releases the slot in every iteration; the timeline then pairs each producer's reverse await with "
      "the consumer's release two iterations earlier (the ring has two slots).",
      RING_MISSING_RELEASE + """

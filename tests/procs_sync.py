@@ -145,19 +145,23 @@ def ring_copy_deadlock(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ Cuda
             Fence(cuda_in_order, cuda_in_order)
 
 
-# The consumer skips its last release (ring_copy with `if it < n / 32 - 1:` around its ReverseArrive). The
-# producer's first ReverseAwait (lag 1) passes, so its n / 32 awaits pair with releases 0 .. n / 32 - 2, all sent;
-# but the generated scope end drains the skipped phase (release n / 32 - 1) so that the next task starts even, and
-# that phase never completes: a deadlock on the GPU.
-def _last_release_skipped(p: Procedure) -> Procedure:
+def _release_only_if(p: Procedure, cond: str, name: str) -> Procedure:
+    """p with `if cond:` around its ReverseArrive."""
     lines = str(p).splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("ReverseArrive"))
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    lines[at : at + 1] = [f"{indent}if it < n / 32 - 1:", f"    {lines[at]}"]
-    return rename(parse_source("\n".join(lines)), "ring_copy_last_release_skipped")
+    lines[at : at + 1] = [f"{indent}if {cond}:", f"    {lines[at]}"]
+    return rename(parse_source("\n".join(lines)), name)
 
 
-ring_copy_last_release_skipped = _last_release_skipped(ring_copy)
+# The consumer skips its last release. The producer's first ReverseAwait (lag 1) passes, so its n / 32 awaits pair
+# with releases 0 .. n / 32 - 2, all sent; but the generated scope end drains the skipped phase (release n / 32 - 1)
+# so that the next task starts even, and that phase never completes: a deadlock on the GPU.
+ring_copy_last_release_skipped = _release_only_if(ring_copy, "it < n / 32 - 1", "ring_copy_last_release_skipped")
+
+# The consumer releases only the first two slots: the producer's ReverseAwait of iteration 3 waits forever, and so
+# does the consumer's Await of the arrive the producer would make next.
+ring_copy_releases_stop = _release_only_if(ring_copy, "it < 2", "ring_copy_releases_stop")
 
 
 # ---- warp-level reduction, fenced per warp ----

@@ -328,8 +328,33 @@ def test_a_race_across_barriers_points_at_their_pairing_first():
     # a card's lines select its statement in Code; the CUDA tab says that this code is not sound
     assert f'<div class="sl-hazard-where" data-set="selected:{war["stmts"][-1]}" data-goto="code"' in v.state["views"]["hazards"]
     note = Workbench(ring_missing_release, sizes={"n": 256}).result().cuda()[1]
-    assert note.endswith(f"the sync check found {len(v.data['hazards'])} hazard(s) at n=256: on the GPU this code can "
-                         "race or hang, and compiles all the same")
+    assert note.endswith("the sync check found 1 hazard(s) at n=256 (and 3 more past the deadlock, which the GPU never "
+                         "reaches): on the GPU this code can race or hang, and compiles all the same")
+
+
+def test_what_runs_past_the_deadlock_is_folded_and_greyed():
+    """Of the four hazards, three are what the hung producer (and the consumer it leaves waiting) would do next:
+    their cards come folded after the deadlock's, the Code tab marks only the deadlock, and the timeline greys the
+    events past the hang and dashes the consumer's Await that waits for the producer's next arrive."""
+    v = Workbench(ring_missing_release, sizes={"n": 256}).view()
+    cards = v.data["hazards"]
+    assert [c["after_hang"] for c in cards] == [False, True, True, True] and cards[0]["kind"] == "DEADLOCK"
+    assert dict(v.state["tabs"])["hazards"] == "Hazards (1)"
+    assert v.data["check"]["message"] == ("1 hazard(s) at n=256 (and 3 more past the deadlock, which the GPU never "
+                                          "reaches)")
+    html = v.state["views"]["hazards"]
+    folded = html[html.index('<details class="sl-after-hang">'):]
+    assert html.count('class="sl-hazard"') == 4 and folded.count('class="sl-hazard"') == 3
+    assert "3 more after the deadlock" in folded and "WAR hazard" in folded
+    marked = {m["label"] for line in v.data["lines"] for m in line["marks"]}
+    assert marked == {"DEADLOCK"}
+    (bar,) = v.data["timelines"]
+    waiting = [e for e in bar["events"] if e["state"] == "hang"]
+    assert [(e["kind"], e["iters"]["it"]) for e in waiting] == [("Await", 6)]
+    after = [e for e in bar["events"] if e["after_hang"]]
+    assert after and {e["iters"]["it"] for e in after} == {6, 7} and all(e["state"] != "bad" for e in after)
+    timeline = v.state["views"]["timeline"]
+    assert timeline.count("sl-ev-after") == len(after) and "which threads that already hang never make" in timeline
 
 
 def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():

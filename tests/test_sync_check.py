@@ -122,6 +122,51 @@ def test_ring_whose_last_release_is_never_sent_deadlocks_at_the_scope_end(engine
     assert h.kind == "DEADLOCK" and "4 ReverseAwait(s) but only 3 ReverseArrive(s)" in h.message
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_what_runs_past_a_deadlock_is_marked_as_never_reached(engine):
+    """The consumer releases only two slots, so the producer's ReverseAwait of iteration 3 waits forever. The run
+    goes on as if it had not: what it finds past that point in the hung threads is marked (hazards: `after_hang`,
+    the DEADLOCK; barrier events: `hang`), and the consumer's Await of the arrive the hung producer never makes
+    hangs too."""
+    report = sync_check(P.ring_copy_releases_stop, n=256, engine=engine)
+    root, *after = report.hazards
+    assert root.kind == "DEADLOCK" and "wait forever" in root.message and root.after_hang is None
+    assert root.access.iters["it"] == 3 and root.access.threads == ((0, 32),)
+    assert {h.kind for h in after} == {"DEADLOCK", "WAR"} and all(h.after_hang == 0 for h in after)
+    hang = {(e.kind, e.iters["it"]): e.hang for e in report.barrier_timeline}
+    assert [hang[k, 2] for k in ("ReverseAwait", "Arrive", "Await")] == [None, None, None]
+    assert [hang[k, 3] for k in ("ReverseAwait", "Arrive", "Await")] == ["here", "after", "here"]
+    assert {hang[k, it] for k in ("ReverseAwait", "Arrive", "Await") for it in range(4, 8)} == {"after"}
+    assert str(report).startswith("sync_check(ring_copy_releases_stop, {'n': 256}): 4 hazard(s), 3 of them after a "
+                                  "deadlock")
+    assert report.to_json()["hazards"][1]["after_hang"] == 0 and not report.ok
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_a_hazard_whose_earlier_access_is_past_the_hang_never_happens(engine):
+    """The consumer's Await comes first and waits forever at it = 0, so its release never comes and the producer
+    hangs at its ReverseAwait of it = 1. The producer's write at it = 0 has a WAR with the consumer's read at it = 0,
+    a read the consumer never gets to: marked, like everything else past the hang."""
+    report = sync_check(P.ring_copy_deadlock, n=128, engine=engine)
+    root, war, *rest = report.hazards
+    assert root.access.threads == ((32, 64),) and root.after_hang is None
+    assert war.kind == "WAR" and war.access.iters["it"] == 0 and war.other.threads == ((32, 33),)
+    assert war.after_hang == 0 and all(h.after_hang == 0 for h in rest) and {h.kind for h in rest} >= {"COUNT"}
+    hang = [(e.kind, e.iters["it"], e.hang) for e in report.barrier_timeline]
+    assert hang[:4] == [("Await", 0, "here"), ("ReverseArrive", 0, "after"), ("ReverseAwait", 0, None),
+                        ("Arrive", 0, None)]
+    assert ("ReverseAwait", 1, "here") in hang
+
+
+def test_without_a_wait_that_never_ends_every_hazard_is_real():
+    """A ring slot reused too early or a drain at the scope end that never completes is a DEADLOCK too, but no
+    thread is left waiting in the loop: nothing is marked."""
+    for name in ("ring_copy_no_reverse", "ring_copy_last_release_skipped", "ring_copy_lag3"):
+        report = sync_check(getattr(P, name), n=128)
+        assert report.hazards and all(h.after_hang is None for h in report.hazards), name
+        assert all(e.hang is None for e in report.barrier_timeline), name
+
+
 def _place(p, i: int) -> int:
     """The index of p's sync statement number i in its block."""
     return sync_cursors(p)[i]._impl._path[-1][1]

@@ -263,7 +263,7 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
         kind, buffer = fields["kind"], fields.get("buffer")
         later = _Side(fields["access"], view, analysis)
         earlier = _Side(fields.get("other"), view, analysis) if fields.get("other") else None
-        key = (kind, buffer, earlier.stmt if earlier else None, later.stmt)
+        key = (kind, buffer, earlier.stmt if earlier else None, later.stmt, fields["after_hang"] is not None)
         same = next((c for c in cards if c["key"] == key), None)
         if same is not None:
             same["count"] += 1
@@ -275,6 +275,7 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
             "index": fields.get("index"),
             "message": _printed_lines(fields["message"], [s for s in (earlier, later) if s is not None]),
             "count": 1,
+            "after_hang": fields["after_hang"] is not None,  # its threads already hang at a DEADLOCK
             "stmts": [s.stmt for s in (earlier, later) if s is not None],
             "stmt_lines": [s.line for s in (earlier, later) if s is not None],  # 1-based first printed lines
             "lines": [n for s in (earlier, later) if s is not None for n in s.lines],
@@ -305,21 +306,31 @@ def _select(card: dict) -> str:
 
 
 def render(note: str, cards: list[dict]) -> str:
-    """One card per hazard: kind, buffer and element, the two-column witness and the hint."""
+    """One card per hazard: kind, buffer and element, the two-column witness and the hint; the cards of what
+    threads that already hang would do next come last, folded."""
     parts = [f'<div class="sl-note">{escape(note)}</div>']
-    for card in cards:
-        where = f" on {card['buffer']}[{', '.join(map(str, card['index'] or []))}]" if card["buffer"] else ""
-        count = f" (and {card['count'] - 1} more instance(s) of this pair)" if card["count"] > 1 else ""
-        lines = " and ".join(f"line {n}" for n in card["stmt_lines"] if n) or "?"
-        header = "<tr><th></th><th>earlier access</th><th>later access</th></tr>" if len(card["stmts"]) > 1 else ""
-        rows = "".join(
-            f"<tr><th>{escape(field)}</th><td>{escape(a)}</td><td>{escape(b)}</td></tr>" for field, a, b in card["witness"]
-        )
-        parts.append(
-            f'<div class="sl-hazard" data-lines="{" ".join(str(n + 1) for n in card["lines"])}">'
-            f'<div class="sl-hazard-kind">{escape(card["kind"])} hazard{escape(where)}{escape(count)}</div>'
-            f'<div class="sl-hazard-where"{_select(card)}>{escape(lines)}: {escape(card["message"])}</div>'
-            f'<table class="sl-witness">{header}{rows}</table>'
-            f'<div class="sl-hint"><b>to fix:</b> {escape(card["hint"])}</div></div>'
-        )
+    parts += [_card(card) for card in cards if not card["after_hang"]]
+    after = [_card(card) for card in cards if card["after_hang"]]
+    if after:
+        parts.append(f'<details class="sl-after-hang"><summary>{len(after)} more after the deadlock: what the threads '
+                     "it hangs would do next if they did not hang (on the GPU they never get there; fix the deadlock "
+                     f"first)</summary>{''.join(after)}</details>")
     return "".join(parts)
+
+
+def _card(card: dict) -> str:
+    """One hazard's card."""
+    where = f" on {card['buffer']}[{', '.join(map(str, card['index'] or []))}]" if card["buffer"] else ""
+    count = f" (and {card['count'] - 1} more instance(s) of this pair)" if card["count"] > 1 else ""
+    lines = " and ".join(f"line {n}" for n in card["stmt_lines"] if n) or "?"
+    header = "<tr><th></th><th>earlier access</th><th>later access</th></tr>" if len(card["stmts"]) > 1 else ""
+    rows = "".join(
+        f"<tr><th>{escape(field)}</th><td>{escape(a)}</td><td>{escape(b)}</td></tr>" for field, a, b in card["witness"]
+    )
+    return (
+        f'<div class="sl-hazard" data-lines="{" ".join(str(n + 1) for n in card["lines"])}">'
+        f'<div class="sl-hazard-kind">{escape(card["kind"])} hazard{escape(where)}{escape(count)}</div>'
+        f'<div class="sl-hazard-where"{_select(card)}>{escape(lines)}: {escape(card["message"])}</div>'
+        f'<table class="sl-witness">{header}{rows}</table>'
+        f'<div class="sl-hint"><b>to fix:</b> {escape(card["hint"])}</div></div>'
+    )

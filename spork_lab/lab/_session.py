@@ -192,7 +192,9 @@ class StepResult:
         """The sync check; with hazards, its message counts them as the Hazards tab's cards do."""
         checked = self._in_code_lines(self._checked, "sync check failed")
         if checked.state == "ok" and not checked.value.ok:
-            return dataclasses.replace(checked, message=f"{len(self.hazards)} {checked.message}")
+            after = sum(card["after_hang"] for card in self.hazards)
+            more = f" (and {after} more past the deadlock, which the GPU never reaches)" if after else ""
+            return dataclasses.replace(checked, message=f"{len(self.hazards) - after} {checked.message}{more}")
         return checked
 
     @property
@@ -222,6 +224,8 @@ class StepResult:
                 for n in self._error_lines(outcome.error):
                     marks.setdefault(n, []).append({"kind": "error", "label": "error", "text": outcome.error["message"]})
         for card in self.hazards:
+            if card["after_hang"]:  # not something to fix: its threads hang before it
+                continue
             for n in sorted(set(card["lines"])):
                 marks.setdefault(n, []).append({"kind": "hazard", "label": card["kind"],
                                                 "text": f"{card['kind']} hazard: {card['message']}"})
@@ -536,7 +540,7 @@ class Workbench:
             "steps": steps_html,
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
-        labels = {"steps": steps_label, "hazards": f"Hazards ({len(r.hazards)})"}
+        labels = {"steps": steps_label, "hazards": f"Hazards ({sum(not c['after_hang'] for c in r.hazards)})"}
         bad = next((b for b in r.timelines if b["bad"] is not None), None)
         return {
             "views": views,
@@ -551,7 +555,8 @@ class Workbench:
                 "selection": None if index is None else (list(r.view.paths[index]), type(r.view.stmts[index]).__name__),
                 "tiling": grid,
                 "steps": steps,
-                "hazards": [{k: c[k] for k in ("kind", "buffer", "message", "stmts", "lines", "count", "hint", "witness", "texts")}
+                "hazards": [{k: c[k] for k in ("kind", "buffer", "message", "stmts", "lines", "count", "hint", "witness", "texts",
+                                               "after_hang")}
                             for c in r.hazards],
                 "timelines": [{"name": b["name"], "bad": b["bad"], "lanes": b["lanes"], "events": b["events"],
                                "page": pages.get(b["name"], _timeline.first_page(b))} for b in r.timelines],

@@ -37,9 +37,10 @@ def _role(kind: str) -> str:
 def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[dict]:
     """Per barrier: {"name", "info", "lanes": [{"queue", "role", "label"}], "events": [...], "bad": first bad
     event or None, "truncated"}; each event {"lane", "kind", "queue", "position", "index", "slot", "parity",
-    "iters", "threads", "stmt", "line", "pairs": event number of its arrive or None, "state"}."""
+    "iters", "threads", "stmt", "line", "pairs": event number of its arrive or None, "state" (ok, pass, bad: the
+    pairing fails, hang: waits for an arrive that hung threads never make), "after_hang": its threads hung before}."""
     cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
-    failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT")]
+    failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT") and h.after_hang is None]
     out: dict[str, dict] = {}
     # queue -> event numbers of its arrives since the queue (re)started; a queue is the checker's: a barrier
     # position's forward or reverse queue, of its own per owner (a multicast's source CTA, a commit group's threads)
@@ -73,6 +74,10 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
         if any(h.access.stmt and h.access.stmt.path == tuple(ev["stmt"]["path"] or ()) and h.access.iters == ev["iters"]
                for h in failures):
             state = "bad"
+        if ev["hang"] == "here" and state != "bad":
+            state = "hang"  # its arrive is one that threads which already hang never make
+        elif ev["hang"] == "after" and state == "bad":
+            state = "ok"  # past the deadlock: not where the pairing fails
         if state == "bad" and b["bad"] is None:
             b["bad"] = n
         b["events"].append({
@@ -80,6 +85,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             "index": ev["index"], "slot": ev["slot"], "parity": ev["parity"], "iters": ev["iters"],
             "threads": threads, "stmt": stmt, "line": view.lines_of_stmt(stmt)[0] + 1 if stmt is not None else None,
             "text": view.stmt_text(stmt) if stmt is not None else ev["stmt"]["text"], "pairs": pairs, "state": state,
+            "after_hang": ev["hang"] == "after",
         })
     for b in out.values():
         order = {("forward", "arrive"): 0, ("forward", "await"): 1, ("reverse", "arrive"): 2, ("reverse", "await"): 3}
@@ -107,8 +113,13 @@ def _event_title(b: dict, ev: dict) -> str:
         what = "passes: no arrive to wait for yet"
     elif ev["state"] == "bad" and ev["pairs"] is None:
         what = f"waits for arrive #{ev['index']}, which has not happened: the GPU would wait forever"
+    elif ev["state"] == "hang":
+        what = (f"waits for arrive #{ev['index']}, which threads that already hang never make: the GPU would wait "
+                "here forever")
     else:
         what = f"waits for arrive #{ev['index']}{ring}"
+    if ev["after_hang"]:
+        what += " (past the deadlock: on the GPU these threads never get here)"
     line = f"line {ev['line']}: " if ev["line"] else ""
     return f"{ev['kind']} {b['name']}{pos} ({ev['queue']}) by {_range_text(ev['threads']) or 'the CPU'}; {where}: {what}. {line}{ev['text']}"
 
@@ -159,6 +170,8 @@ def render(b: dict, page: int) -> str:
             continue
         x1, y1 = centre(n)
         colour = "#0969da" if ev["queue"] == "forward" else "#8250df"
+        if ev["after_hang"]:
+            colour = "#d0d7de"
         if ev["pairs"] >= lo:
             x0, y0 = centre(ev["pairs"])
             svg.append(f'<path d="M{x0 + 11},{y0} C{(x0 + x1) / 2},{y0} {(x0 + x1) / 2},{y1} {x1 - 11},{y1}" '
@@ -176,15 +189,21 @@ def render(b: dict, page: int) -> str:
             dash = ' stroke-dasharray="2 2"'
         if ev["state"] == "bad":
             stroke, fill, sw = "#cf222e", "#ffebe9", 2.5
+        elif ev["state"] == "hang":
+            stroke, fill, sw, dash = "#cf222e", "#ffffff", 2, ' stroke-dasharray="4 2"'
+        if ev["after_hang"]:
+            stroke, fill, sw, dash = "#d0d7de", "#ffffff", 1, ' stroke-dasharray="2 2"'
+
         label = f"{'A' if arrive else 'W'}{ev['index'] if ev['index'] > 0 else '–'}"
         sub = f"s{ev['slot']}p{ev['parity']}" if ev["slot"] is not None else (f"[{','.join(map(str, ev['position']))}]" if ev["position"] else "")
         attrs = f' data-set="selected:{ev["stmt"]}" data-goto="code"' if ev["stmt"] is not None else ""
-        bad = " sl-ev-bad" if ev["state"] == "bad" else ""
+        bad = " sl-ev-bad" if ev["state"] == "bad" else " sl-ev-after" if ev["after_hang"] else ""
+        ink = "#8c959f" if ev["after_hang"] else "#24292f"
         svg.append(
             f'<g class="sl-ev{bad}" data-event="{n}"{attrs}><title>{escape(_event_title(b, ev))}</title>'
             f'<rect x="{x - 12}" y="{y - 13}" width="24" height="26" rx="4" fill="{fill}" stroke="{stroke}" '
             f'stroke-width="{sw}"{dash}/>'
-            f'<text x="{x}" y="{y - 1}" font-size="10" text-anchor="middle" font-weight="600" fill="#24292f">{label}</text>'
+            f'<text x="{x}" y="{y - 1}" font-size="10" text-anchor="middle" font-weight="600" fill="{ink}">{label}</text>'
             f'<text x="{x}" y="{y + 9}" font-size="7.5" text-anchor="middle" fill="#57606a">{escape(sub)}</text></g>'
         )
     svg.append("</svg>")
@@ -202,6 +221,8 @@ def timeline_view(note: str, barriers: list[dict], pages: dict) -> str:
     legend = ('<div class="sl-note">A<i>k</i>: arrive number <i>k</i> of its queue; W<i>k</i>: await pairing with arrive '
               '<i>k</i> (line to it; a dashed line from the left: its arrive is on an earlier page); s/p: ring slot and phase '
               'parity; a dashed box: an await with nothing to wait for yet; '
-              'red: where the pairing fails. Click an event to select its statement.</div>')
+              'red: where the pairing fails (dashed red: an await left waiting by threads that hang); grey: past '
+              'the deadlock, what hung threads would do next (on the GPU they never get there). '
+              'Click an event to select its statement.</div>')
     body = "".join(render(b, pages.get(b["name"], first_page(b))) for b in barriers)
     return f'<div class="sl-timeline">{legend}{body}</div>'

@@ -525,6 +525,7 @@ static void fill_acc(Machine *M, Acc *a, int site, int mask, int64_t task, const
     int niv = site >= 0 ? M->T->sites[site].niv : 0;
     memcpy(a->iv, iv, sizeof(int64_t) * niv);
     memset(a->iv + niv, 0, sizeof(int64_t) * (SC_MAXIV - niv));
+    a->seq = M->evtotal;
 }
 
 /* A new hazard row, or NULL if (kind, name, statement) was reported already (or the run is full). */
@@ -553,6 +554,7 @@ static HazardRow *hazard(Machine *M, int kind, int64_t name, int site) {
     h->slot = -1;
     h->ordinal = h->element = -1;
     h->queue = -1;
+    h->events_before = M->evtotal;
     return h;
 }
 

@@ -119,6 +119,7 @@ typedef struct {
     int32_t site, mask;
     int64_t task;
     int64_t iv[SC_MAXIV];
+    int64_t seq; /* barrier events made before it */
 } Acc;
 
 typedef struct {
@@ -129,6 +130,7 @@ typedef struct {
     Acc acc, other;
     int32_t queue, nparams;
     int64_t params[5];
+    int64_t events_before; /* barrier events made when the hazard was found */
 } HazardRow;
 
 typedef struct {

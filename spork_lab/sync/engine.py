@@ -137,14 +137,15 @@ def _build(name: str, source: str, link: list, opt: str = "-O2") -> Path:
 
 class _Acc(ctypes.Structure):
     _fields_ = [("site", ctypes.c_int32), ("mask", ctypes.c_int32), ("task", ctypes.c_int64),
-                ("iv", ctypes.c_int64 * MAXIV)]
+                ("iv", ctypes.c_int64 * MAXIV), ("seq", ctypes.c_int64)]
 
 
 class _HazardRow(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("slot", ctypes.c_int32), ("ordinal", ctypes.c_int64),
                 ("element", ctypes.c_int64), ("ndim", ctypes.c_int32), ("has_other", ctypes.c_int32),
                 ("index", ctypes.c_int64 * MAXDIM), ("acc", _Acc), ("other", _Acc), ("queue", ctypes.c_int32),
-                ("nparams", ctypes.c_int32), ("params", ctypes.c_int64 * 5)]
+                ("nparams", ctypes.c_int32), ("params", ctypes.c_int64 * 5),
+                ("events_before", ctypes.c_int64)]
 
 
 class _EventRow(ctypes.Structure):
@@ -186,13 +187,13 @@ def runtime() -> tuple:
 
 def _acc(program: P.Program, a: _Acc) -> P.RawAccess:
     niv = len(program.sites[a.site].loops) if a.site >= 0 else 0
-    return P.RawAccess(a.site, a.mask, a.task, tuple(a.iv[:niv]))
+    return P.RawAccess(a.site, a.mask, a.task, tuple(a.iv[:niv]), a.seq)
 
 
 # The rows as plain numbers (struct formats matching _machine.h), read in bulk: faster than ctypes fields.
-_ACC = f"iiq{MAXIV}q"
+_ACC = f"iiq{MAXIV}qq"
 _EVENT = struct.Struct(f"<iiqqq{_ACC}")
-_HAZARD = struct.Struct(f"<iiqqii{MAXDIM}q{_ACC}{_ACC}ii5q")
+_HAZARD = struct.Struct(f"<iiqqii{MAXDIM}q{_ACC}{_ACC}ii5qq")
 assert _EVENT.size == ctypes.sizeof(_EventRow) and _HAZARD.size == ctypes.sizeof(_HazardRow)
 
 
@@ -203,7 +204,7 @@ def _rows(layout: struct.Struct, pointer, count: int):
 def _unpack_acc(program: P.Program, fields) -> P.RawAccess:
     site, mask, task = fields[0], fields[1], fields[2]
     niv = len(program.sites[site].loops) if site >= 0 else 0
-    return P.RawAccess(site, mask, task, tuple(fields[3 : 3 + niv]))
+    return P.RawAccess(site, mask, task, tuple(fields[3 : 3 + niv]), fields[3 + MAXIV])
 
 
 class Compiled:
@@ -253,16 +254,17 @@ class Compiled:
                 e = lib.sc_error(m)[0]
                 error = (e.code, _acc(self.program, e.acc) if e.has_acc else None, e.queue)
             hazards = []
-            acc_words = 3 + MAXIV
+            acc_words = 4 + MAXIV
             for row in _rows(_HAZARD, lib.sc_hazards(m), lib.sc_n_hazards(m)):
                 kind, slot, ordinal, element, ndim, has_other = row[:6]
                 at = 6 + MAXDIM
                 acc, other = row[at : at + acc_words], row[at + acc_words : at + 2 * acc_words]
                 queue, nparams = row[at + 2 * acc_words : at + 2 * acc_words + 2]
-                params = row[at + 2 * acc_words + 2 :]
+                params, events_before = row[at + 2 * acc_words + 2 : -1], row[-1]
                 hazards.append(
                     P.RawHazard(kind, slot, ordinal, element, tuple(row[6 : 6 + ndim]), _unpack_acc(self.program, acc),
-                                _unpack_acc(self.program, other) if has_other else None, queue, tuple(params[:nparams]))
+                                _unpack_acc(self.program, other) if has_other else None, queue, tuple(params[:nparams]),
+                                events_before)
                 )
             events = [
                 P.RawEvent(row[0], row[2], row[3], row[4], _unpack_acc(self.program, row[5:]))

@@ -401,6 +401,7 @@ class RawAccess(NamedTuple):
     mask: int
     task: int
     iv: tuple
+    seq: int  # barrier events (arrives and awaits) the run had made before it: where it falls among them
 
 
 class RawHazard(NamedTuple):
@@ -413,6 +414,7 @@ class RawHazard(NamedTuple):
     other: Optional[RawAccess]  # the conflicting earlier access, when the run watched this element
     queue: int  # barrier hazards: the queue, else -1
     params: tuple  # numbers the message needs (see sync/report.py)
+    events_before: int  # barrier events (arrives and awaits) the run had made when it found the hazard
 
 
 class RawEvent(NamedTuple):

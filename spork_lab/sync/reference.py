@@ -256,8 +256,9 @@ class _Run:
 
     def access(self, site: int, mask: int) -> P.RawAccess:
         if site < 0:
-            return P.RawAccess(site, mask, self.task, ())
-        return P.RawAccess(site, mask, self.task if mask else -1, tuple(self.V[v] for _, v in self.p.sites[site].loops))
+            return P.RawAccess(site, mask, self.task, (), self.events_total)
+        return P.RawAccess(site, mask, self.task if mask else -1, tuple(self.V[v] for _, v in self.p.sites[site].loops),
+                           self.events_total)
 
     def intern(self, va, vs, pending, glob: bool) -> _Record:
         key = (va, vs, pending, glob)
@@ -367,11 +368,12 @@ class _Run:
             elif which == "r":
                 other = next((a for r, a in h[1].items() if _find(r) is rec), None)
         acc = acc or self.access(site, mask)
-        self.hazards.append(P.RawHazard(kind, buf.slot, buf.ordinal, e, buf.index_of(e), acc, other, -1, ()))
+        self.hazards.append(P.RawHazard(kind, buf.slot, buf.ordinal, e, buf.index_of(e), acc, other, -1, (),
+                                        self.events_total))
 
     def sync_hazard(self, kind: int, site: int, acc: P.RawAccess, other, queue: int, params: tuple) -> None:
         if self.new_hazard(kind, -1, site):
-            self.hazards.append(P.RawHazard(kind, -1, -1, -1, (), acc, other, queue, params))
+            self.hazards.append(P.RawHazard(kind, -1, -1, -1, (), acc, other, queue, params, self.events_total))
 
     # ---- allocations and scopes ----
 
@@ -395,7 +397,7 @@ class _Run:
                 if mask < 0:
                     continue  # a shard no statement uses
                 owner = self.threads(mask) if buf.task == self.task else ()
-                acc = P.RawAccess(op.site, mask, buf.task, iv)
+                acc = P.RawAccess(op.site, mask, buf.task, iv, self.events_total)
                 recs = ([("w", buf.w[e])] if buf.w[e] is not None else []) + [("r", r) for r in reversed(buf.r[e])]
                 for which, rec in recs:
                     rec = _find(rec)

@@ -44,6 +44,7 @@ class Hazard:
     access: Access  # the access (or sync statement) where the hazard is detected
     other: Optional[Access]  # the conflicting earlier access, if any
     message: str
+    after_hang: Optional[int] = None  # its threads already hang at this DEADLOCK (an index into the hazards): see _hangs
 
     def __str__(self) -> str:
         where = f"{self.buffer}[{', '.join(map(str, self.index))}]" if self.buffer is not None else ""
@@ -60,6 +61,7 @@ class Hazard:
             "access": self.access.to_json(),
             "other": self.other.to_json() if self.other else None,
             "message": self.message,
+            "after_hang": self.after_hang,
         }
 
 
@@ -78,6 +80,7 @@ class BarrierEvent:
     slot: Optional[int]  # mbarriers: ring slot of that arrive
     parity: Optional[int]  # mbarriers: phase parity of that arrive
     owner: int = -1  # a queue of its own per CTA of a multicast or per group of threads (a commit group): whose
+    hang: Optional[str] = None  # "here": its threads hang at this await; "after": they hung before (see _hangs)
 
     def to_json(self) -> dict:
         return {
@@ -92,6 +95,7 @@ class BarrierEvent:
             "slot": self.slot,
             "parity": self.parity,
             "owner": self.owner,
+            "hang": self.hang,
         }
 
 
@@ -121,9 +125,16 @@ class SyncReport:
         note = f" [{self.engine} engine: {self.engine_note}]" if self.engine_note else ""
         if self.ok:
             return f"sync_check({self.proc}, {self.sizes}): ok{note}"
-        return f"sync_check({self.proc}, {self.sizes}): {len(self.hazards)} hazard(s){note}\n" + "\n".join(
-            str(h) for h in self.hazards
-        )
+        real = [h for h in self.hazards if h.after_hang is None]
+        after = [h for h in self.hazards if h.after_hang is not None]
+        text = f"sync_check({self.proc}, {self.sizes}): {len(self.hazards)} hazard(s)"
+        if after:
+            text += f", {len(after)} of them after a deadlock"
+        text += f"{note}\n" + "\n".join(str(h) for h in real)
+        if after:
+            text += ("\nafter the deadlock (what the threads it hangs would do next: on the GPU they never get there; "
+                     "fix the deadlock first):\n" + "\n".join(str(h) for h in after))
+        return text
 
     def to_json(self) -> dict:
         return {
@@ -144,11 +155,13 @@ def build_report(program: P.Program, sizes: dict, barriers: dict, run: P.RawRun,
     """The SyncReport of a run (raises the SyncError of a run that stopped on an error)."""
     if run.error is not None:
         raise run_error(program, *run.error)
+    hazards, events = [_hazard(program, h) for h in run.hazards], _events(program, run.events)
+    _hangs(program, run, hazards, events)
     return SyncReport(
         proc=program.proc,
         sizes=dict(sizes),
-        hazards=[_hazard(program, h) for h in run.hazards],
-        barrier_timeline=_events(program, run.events),
+        hazards=hazards,
+        barrier_timeline=events,
         barriers={i.name: i.to_json() for i in barriers.values()},
         truncated=run.truncated,
         timeline_truncated=run.events_total > len(run.events),
@@ -265,6 +278,69 @@ def _events(program: P.Program, events: list) -> list:
                          None if e.parity < 0 else e.parity, q.source)
         )
     return out
+
+
+def _waits_forever(h: P.RawHazard) -> bool:
+    return h.kind == P.DEADLOCK and h.params[0] == 1
+
+
+def _at_scope_end(h: P.RawHazard) -> bool:
+    """Found at the end of a barrier's scope, which every thread of the task passes."""
+    return h.kind == P.COUNT or (h.kind == P.DEADLOCK and h.params[0] == 3)
+
+
+def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list) -> None:
+    """Mark what the run did past the point where the GPU would hang (the check runs on as if it had not).
+
+    An Await that pairs with an arrive the run has not made (a DEADLOCK: it waits forever) hangs its threads
+    there; an arrive by hung threads never happens, so an Await that pairs with it hangs its threads too. A
+    hazard whose access (or earlier access) its threads make after they hung gets `after_hang`: the DEADLOCK
+    at the start of the chain. Each barrier event gets `hang`: "here" at the Await where its threads hang,
+    "after" past it. Times are counts of barrier events (RawAccess.seq); a task's threads are numbered apart
+    from every other task's."""
+    hung: list = []  # (threads, the index of the event where they hang, the DEADLOCK's index in hazards)
+    gone: dict = {}  # (queue, arrive number) -> the DEADLOCK: arrives that hung threads never make
+    settled = 0  # hazards done (the run found them in order: their events_before never decrease)
+
+    def root_of(threads: tuple, seq: int) -> Optional[int]:
+        """The DEADLOCK that hangs one of `threads` before barrier event `seq`, if any."""
+        return next((r for ts, at, r in hung if at < seq and ss.intersect_threads(ts, threads)), None)
+
+    def settle(upto: int) -> None:
+        """The hazards found before barrier event `upto`."""
+        nonlocal settled
+        while settled < len(hazards) and run.hazards[settled].events_before <= upto:
+            i, raw = settled, run.hazards[settled]
+            settled += 1
+            if _at_scope_end(raw):  # every thread of the task passes the end of the scope, when it is found
+                last = raw.events_before - 1
+                task = run.events[last].access.task if 0 <= last < len(run.events) else -1
+                size = program.sites[raw.access.site].task_threads
+                root = root_of(((task * size, (task + 1) * size),), raw.events_before) if task >= 0 else None
+            else:
+                roots = [root_of(program.threads(a.mask, a.task, a.site), a.seq) for a in (raw.access, raw.other)
+                         if a is not None]  # either access made past the hang: the hazard is
+                root = next((r for r in roots if r is not None), None)
+            if root is not None:
+                hazards[i].after_hang = root
+            elif _waits_forever(raw):
+                a = raw.access  # the Await, whose event is number a.seq
+                hung.append((program.threads(a.mask, a.task, a.site), a.seq, i))
+                if a.seq < len(events):
+                    events[a.seq].hang = "here"
+
+    for j, (raw, event) in enumerate(zip(run.events, events)):
+        settle(j)
+        root = root_of(event.threads, j)
+        kind = program.sites[raw.access.site].sync_kind
+        if root is not None:
+            event.hang = "after"
+            if kind.endswith("Arrive"):
+                gone[raw.queue, raw.index] = root
+        elif kind.endswith("Await") and (raw.queue, raw.index) in gone:
+            event.hang = "here"
+            hung.append((event.threads, j, gone[raw.queue, raw.index]))
+    settle(run.events_total + 1)
 
 
 _ERRORS = {

@@ -258,7 +258,16 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     expect(timeline.locator(".sl-ev-bad").first).to_have_attribute("data-event", str(BAD_EVENT))
     expect(timeline.locator(".sl-tl-bad")).to_contain_text("ReverseAwait bar[0] (reverse)")
     expect(timeline.locator(".sl-tl-bad")).to_contain_text("it=6")
+    expect(timeline.locator(".sl-ev-after").first).to_be_visible()  # past the hang: greyed
     cells.nth(3).screenshot(path=str(shots / f"{front_end}_06_timeline_deadlock.png"))
+    # what the hung threads would do next: folded under the deadlock's card, opened by a click
+    after = _tab(ring, "hazards").locator("details.sl-after-hang")
+    expect(after.locator("summary")).to_contain_text("3 more after the deadlock")
+    expect(after.locator(".sl-hazard").first).to_be_hidden()
+    after.locator("summary").click()
+    expect(after.locator(".sl-hazard").first).to_be_visible()
+    cells.nth(3).screenshot(path=str(shots / f"{front_end}_06b_after_the_deadlock.png"))
+    _tab(ring, "timeline")
     timeline.locator(f'.sl-ev[data-event="{BAD_EVENT}"]').click()
     expect(ring.locator(".sl-view-code .sl-selected")).to_contain_text("ReverseAwait(bar[it % 2], cuda_in_order, ~1)")
     # step browsing: the first picture can still show any step (here the only one)
