@@ -298,6 +298,8 @@ def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list) -> No
     at the start of the chain. Each barrier event gets `hang`: "here" at the Await where its threads hang,
     "after" past it. Times are counts of barrier events (RawAccess.seq); a task's threads are numbered apart
     from every other task's."""
+    if not any(_waits_forever(h) for h in run.hazards):
+        return
     hung: list = []  # (threads, the index of the event where they hang, the DEADLOCK's index in hazards)
     gone: dict = {}  # (queue, arrive number) -> the DEADLOCK: arrives that hung threads never make
     settled = 0  # hazards done (the run found them in order: their events_before never decrease)
