@@ -357,6 +357,22 @@ def test_what_runs_past_the_deadlock_is_folded_and_greyed():
     assert timeline.count("sl-ev-after") == len(after) and "which threads that already hang never make" in timeline
 
 
+def test_an_await_before_its_arrive_points_at_the_arrive_not_at_a_hang():
+    """The consumer's block comes first: its first Await pairs with the producer's arrive later in the same
+    iteration. The timeline says so, naming that arrive's event, instead of a GPU that waits forever."""
+    from procs_sync import ring_copy_deadlock
+
+    v = Workbench(ring_copy_deadlock, sizes={"n": 128}).view()
+    (bar,) = v.data["timelines"]
+    bad = bar["events"][bar["bad"]]
+    arrive = bar["events"][bad["later"]]
+    assert (bad["kind"], bad["index"], arrive["kind"], arrive["index"]) == ("Await", 1, "Arrive", 1)
+    assert bad["later"] > bar["bad"] and arrive["iters"] == bad["iters"]
+    note = v.state["views"]["timeline"].split('class="sl-tl-bad">')[1]
+    assert f"waits for arrive #1, which the program makes only later (event {bad['later'] + 1})" in note
+    assert "the GPU would wait forever" not in note
+
+
 def test_clicking_an_event_selects_its_statement_and_pages_move_the_window():
     v = Workbench(ring_missing_release, sizes={"n": 1024}).view()
     (bar,) = v.data["timelines"]

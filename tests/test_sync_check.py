@@ -143,25 +143,24 @@ def test_what_runs_past_a_deadlock_is_marked_as_never_reached(engine):
 
 
 @pytest.mark.parametrize("engine", ["compiled", "python"])
-def test_a_hazard_whose_earlier_access_is_past_the_hang_never_happens(engine):
-    """The consumer's Await comes first and waits forever at it = 0, so its release never comes and the producer
-    hangs at its ReverseAwait of it = 1. The producer's write at it = 0 has a WAR with the consumer's read at it = 0,
-    a read the consumer never gets to: marked, like everything else past the hang."""
+def test_an_await_written_before_its_arrive_is_a_wrong_order_not_a_hang(engine):
+    """The consumer's block comes first: its Await pairs with the arrive the producer makes later in the same
+    iteration. The program's own order waits forever there; on the GPU the producer warp would arrive. The
+    message says which arrive and where, and nothing is marked as past a hang."""
     report = sync_check(P.ring_copy_deadlock, n=128, engine=engine)
-    root, war, *rest = report.hazards
-    assert root.access.threads == ((32, 64),) and root.after_hang is None
-    assert war.kind == "WAR" and war.access.iters["it"] == 0 and war.other.threads == ((32, 33),)
-    assert war.after_hang == 0 and all(h.after_hang == 0 for h in rest) and {h.kind for h in rest} >= {"COUNT"}
-    hang = [(e.kind, e.iters["it"], e.hang) for e in report.barrier_timeline]
-    assert hang[:4] == [("Await", 0, "here"), ("ReverseArrive", 0, "after"), ("ReverseAwait", 0, None),
-                        ("Arrive", 0, None)]
-    assert ("ReverseAwait", 1, "here") in hang
+    root = report.hazards[0]
+    arrive = line_of(P.ring_copy_deadlock, "buf[it % 2, t] = src[it * 32 + t]") + 1  # the producer's Arrive
+    assert root.kind == "DEADLOCK" and root.access.threads == ((32, 64),)
+    assert f"pairs with arrive #1, which the program makes only after it (line {arrive}, task=0, it=0)" in root.message
+    assert "put the code that arrives before the code that awaits" in root.message
+    assert all(h.after_hang is None for h in report.hazards)
+    assert all(e.hang is None for e in report.barrier_timeline)
 
 
 def test_without_a_wait_that_never_ends_every_hazard_is_real():
     """A ring slot reused too early or a drain at the scope end that never completes is a DEADLOCK too, but no
     thread is left waiting in the loop: nothing is marked."""
-    for name in ("ring_copy_no_reverse", "ring_copy_last_release_skipped", "ring_copy_lag3"):
+    for name in ("ring_copy_no_reverse", "ring_copy_last_release_skipped", "ring_copy_lag3", "ring_copy_deadlock"):
         report = sync_check(getattr(P, name), n=128)
         assert report.hazards and all(h.after_hang is None for h in report.hazards), name
         assert all(e.hang is None for e in report.barrier_timeline), name

@@ -38,13 +38,15 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
     """Per barrier: {"name", "info", "lanes": [{"queue", "role", "label"}], "events": [...], "bad": first bad
     event or None, "truncated"}; each event {"lane", "kind", "queue", "position", "index", "slot", "parity",
     "iters", "threads", "stmt", "line", "pairs": event number of its arrive or None, "state" (ok, pass, bad: the
-    pairing fails, hang: waits for an arrive that hung threads never make), "after_hang": its threads hung before}."""
+    pairing fails, hang: waits for an arrive that hung threads never make), "after_hang": its threads hung before,
+    "later": for an await whose arrive comes only after it in program order, that arrive's event number}."""
     cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
     failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT") and h.after_hang is None]
     out: dict[str, dict] = {}
     # queue -> event numbers of its arrives since the queue (re)started; a queue is the checker's: a barrier
     # position's forward or reverse queue, of its own per owner (a multicast's source CTA, a commit group's threads)
     arrives: dict[tuple, list[int]] = {}
+    waiting: dict[tuple, list[dict]] = {}  # (queue, arrive number) -> the awaits waiting for it, not yet made
     for e in report.barrier_timeline:
         ev = e.to_json()
         b = out.setdefault(ev["barrier"], {"name": ev["barrier"], "info": report.barriers.get(ev["barrier"], {}),
@@ -58,13 +60,17 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
         lane = {"queue": ev["queue"], "role": _role(ev["kind"]), "label": who}
         if lane not in b["lanes"]:
             b["lanes"].append(lane)
-        queue = arrives.setdefault((ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"]), [])
+        key = (ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"])
+        queue = arrives.setdefault(key, [])
         n = len(b["events"])
         pairs, state = None, "ok"
         if lane["role"] == "arrive":
             if len(queue) >= ev["index"]:
                 queue.clear()  # the barrier's scope started again (next task): numbering restarts
+                waiting = {k: v for k, v in waiting.items() if k[0] != key}
             queue.append(n)
+            for early in waiting.pop((key, ev["index"]), []):
+                early["later"] = n
         elif ev["index"] <= 0:
             state = "pass"  # a ring's first awaits: no arrive to wait for yet
         elif ev["index"] <= len(queue):
@@ -80,13 +86,16 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             state = "ok"  # past the deadlock: not where the pairing fails
         if state == "bad" and b["bad"] is None:
             b["bad"] = n
-        b["events"].append({
+        event = {
             "lane": b["lanes"].index(lane), "kind": ev["kind"], "queue": ev["queue"], "position": ev["position"],
             "index": ev["index"], "slot": ev["slot"], "parity": ev["parity"], "iters": ev["iters"],
             "threads": threads, "stmt": stmt, "line": view.lines_of_stmt(stmt)[0] + 1 if stmt is not None else None,
             "text": view.stmt_text(stmt) if stmt is not None else ev["stmt"]["text"], "pairs": pairs, "state": state,
-            "after_hang": ev["hang"] == "after",
-        })
+            "after_hang": ev["hang"] == "after", "later": None,
+        }
+        if state == "bad" and pairs is None and lane["role"] == "await":
+            waiting.setdefault((key, ev["index"]), []).append(event)
+        b["events"].append(event)
     for b in out.values():
         order = {("forward", "arrive"): 0, ("forward", "await"): 1, ("reverse", "arrive"): 2, ("reverse", "await"): 3}
         ranked = sorted(range(len(b["lanes"])), key=lambda i: (order[(b["lanes"][i]["queue"], b["lanes"][i]["role"])], i))
@@ -111,6 +120,9 @@ def _event_title(b: dict, ev: dict) -> str:
         what = f"arrive #{ev['index']}{ring}"
     elif ev["state"] == "pass":
         what = "passes: no arrive to wait for yet"
+    elif ev["state"] == "bad" and ev["pairs"] is None and ev["later"] is not None:
+        what = (f"waits for arrive #{ev['index']}, which the program makes only later (event {ev['later'] + 1}): in "
+                "its own order, the one sync_check runs, it would wait forever")
     elif ev["state"] == "bad" and ev["pairs"] is None:
         what = f"waits for arrive #{ev['index']}, which has not happened: the GPU would wait forever"
     elif ev["state"] == "hang":

@@ -155,8 +155,10 @@ def build_report(program: P.Program, sizes: dict, barriers: dict, run: P.RawRun,
     """The SyncReport of a run (raises the SyncError of a run that stopped on an error)."""
     if run.error is not None:
         raise run_error(program, *run.error)
-    hazards, events = [_hazard(program, h) for h in run.hazards], _events(program, run.events)
-    _hangs(program, run, hazards, events)
+    later = _later_arrives(program, run)
+    hazards = [_hazard(program, h, later.get(i)) for i, h in enumerate(run.hazards)]
+    events = _events(program, run.events)
+    _hangs(program, run, hazards, events, later)
     return SyncReport(
         proc=program.proc,
         sizes=dict(sizes),
@@ -184,7 +186,8 @@ def _queue_text(q: P.Queue) -> str:
     return f"{q.barrier}{list(q.position) if q.position else ''}{source}"
 
 
-def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
+def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = None) -> Hazard:
+    """`later`: for an Await that waits for a future arrive, that arrive where the run makes it later."""
     kind = HAZARD_KINDS[h.kind]
     acc = _access(program, h.access)
     other = None if h.other is None else _access(program, h.other)
@@ -252,6 +255,14 @@ def _hazard(program: P.Program, h: P.RawHazard) -> Hazard:
                    f"{q.kind_prefix}Arrive(s): its end waits for the phases its first {lag} {q.kind_prefix}Await(s) "
                    f"skipped (so that the next task starts even), and arrive #{arrived + 1} never comes: the GPU "
                    "would wait forever")
+    elif later is not None:
+        _, k, arrived = h.params
+        arrive = _access(program, later.access)
+        where = ", ".join(f"{name}={v}" for name, v in arrive.iters.items())
+        message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, which the program makes only "
+                   f"after it (line {arrive.stmt.line}, {where}): sync_check runs the program in its own order, where "
+                   "this Await would wait forever (on the GPU, where warps run at once, it may not); put the code that "
+                   "arrives before the code that awaits, e.g. the producer's block first")
     else:
         _, k, arrived = h.params
         message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
@@ -289,16 +300,29 @@ def _at_scope_end(h: P.RawHazard) -> bool:
     return h.kind == P.COUNT or (h.kind == P.DEADLOCK and h.params[0] == 3)
 
 
-def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list) -> None:
+def _later_arrives(program: P.Program, run: P.RawRun) -> dict:
+    """Hazard index -> the arrive event an Await that waits forever pairs with, where the run makes it later in
+    the same task (the program's order is wrong; the GPU need not hang)."""
+    found = {}
+    for i, h in enumerate(run.hazards):
+        if _waits_forever(h):
+            k = h.params[1]
+            found[i] = next((e for e in run.events[h.access.seq + 1:]
+                             if (e.queue, e.index, e.access.task) == (h.queue, k, h.access.task)
+                             and program.sites[e.access.site].sync_kind.endswith("Arrive")), None)
+    return {i: e for i, e in found.items() if e is not None}
+
+
+def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list, later: dict) -> None:
     """Mark what the run did past the point where the GPU would hang (the check runs on as if it had not).
 
-    An Await that pairs with an arrive the run has not made (a DEADLOCK: it waits forever) hangs its threads
-    there; an arrive by hung threads never happens, so an Await that pairs with it hangs its threads too. A
-    hazard whose access (or earlier access) its threads make after they hung gets `after_hang`: the DEADLOCK
-    at the start of the chain. Each barrier event gets `hang`: "here" at the Await where its threads hang,
+    An Await that pairs with an arrive the run never makes (a DEADLOCK: it waits forever; one whose arrive the
+    run makes later is a wrong order, `later`) hangs its threads there; an arrive by hung threads never happens,
+    so an Await that pairs with it hangs its threads too. A hazard whose access its threads make after they hung
+    (or found at a scope end of their task) gets `after_hang`: the DEADLOCK at the start of the chain. Each barrier event gets `hang`: "here" at the Await where its threads hang,
     "after" past it. Times are counts of barrier events (RawAccess.seq); a task's threads are numbered apart
     from every other task's."""
-    if not any(_waits_forever(h) for h in run.hazards):
+    if not any(_waits_forever(h) and i not in later for i, h in enumerate(run.hazards)):
         return
     hung: list = []  # (threads, the index of the event where they hang, the DEADLOCK's index in hazards)
     gone: dict = {}  # (queue, arrive number) -> the DEADLOCK: arrives that hung threads never make
@@ -320,12 +344,11 @@ def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list) -> No
                 size = program.sites[raw.access.site].task_threads
                 root = root_of(((task * size, (task + 1) * size),), raw.events_before) if task >= 0 else None
             else:
-                roots = [root_of(program.threads(a.mask, a.task, a.site), a.seq) for a in (raw.access, raw.other)
-                         if a is not None]  # either access made past the hang: the hazard is
-                root = next((r for r in roots if r is not None), None)
+                a = raw.access  # made past its threads' hang, it never happens
+                root = root_of(program.threads(a.mask, a.task, a.site), a.seq)
             if root is not None:
                 hazards[i].after_hang = root
-            elif _waits_forever(raw):
+            elif _waits_forever(raw) and i not in later:
                 a = raw.access  # the Await, whose event is number a.seq
                 hung.append((program.threads(a.mask, a.task, a.site), a.seq, i))
                 if a.seq < len(events):
