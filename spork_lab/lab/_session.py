@@ -192,9 +192,9 @@ class StepResult:
         """The sync check; with hazards, its message counts them as the Hazards tab's cards do."""
         checked = self._in_code_lines(self._checked, "sync check failed")
         if checked.state == "ok" and not checked.value.ok:
-            after = sum(card["after_hang"] for card in self.hazards)
+            after = len(self.hazards) - self.hazards_to_fix
             more = f" (and {after} more past the deadlock, which the GPU never reaches)" if after else ""
-            return dataclasses.replace(checked, message=f"{len(self.hazards) - after} {checked.message}{more}")
+            return dataclasses.replace(checked, message=f"{self.hazards_to_fix} {checked.message}{more}")
         return checked
 
     @property
@@ -208,6 +208,11 @@ class StepResult:
         if report is None:
             return []
         return _hazards.hazard_cards(report, self.view, analysis, self.proc, self.session_name)
+
+    @property
+    def hazards_to_fix(self) -> int:
+        """The hazard cards but those past a deadlock (what hung threads would do next): the count shown."""
+        return sum(not card["after_hang"] for card in self.hazards)
 
     @cached_property
     def timelines(self) -> list[dict]:
@@ -540,7 +545,7 @@ class Workbench:
             "steps": steps_html,
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
-        labels = {"steps": steps_label, "hazards": f"Hazards ({sum(not c['after_hang'] for c in r.hazards)})"}
+        labels = {"steps": steps_label, "hazards": f"Hazards ({r.hazards_to_fix})"}
         bad = next((b for b in r.timelines if b["bad"] is not None), None)
         return {
             "views": views,

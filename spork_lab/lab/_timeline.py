@@ -46,7 +46,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
     # queue -> event numbers of its arrives since the queue (re)started; a queue is the checker's: a barrier
     # position's forward or reverse queue, of its own per owner (a multicast's source CTA, a commit group's threads)
     arrives: dict[tuple, list[int]] = {}
-    waiting: dict[tuple, list[dict]] = {}  # (queue, arrive number) -> the awaits waiting for it, not yet made
+    where: list[int] = []  # per report event, its number in its barrier's events
     for e in report.barrier_timeline:
         ev = e.to_json()
         b = out.setdefault(ev["barrier"], {"name": ev["barrier"], "info": report.barriers.get(ev["barrier"], {}),
@@ -60,17 +60,14 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
         lane = {"queue": ev["queue"], "role": _role(ev["kind"]), "label": who}
         if lane not in b["lanes"]:
             b["lanes"].append(lane)
-        key = (ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"])
-        queue = arrives.setdefault(key, [])
+        queue = arrives.setdefault((ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"]), [])
         n = len(b["events"])
+        where.append(n)
         pairs, state = None, "ok"
         if lane["role"] == "arrive":
             if len(queue) >= ev["index"]:
                 queue.clear()  # the barrier's scope started again (next task): numbering restarts
-                waiting = {k: v for k, v in waiting.items() if k[0] != key}
             queue.append(n)
-            for early in waiting.pop((key, ev["index"]), []):
-                early["later"] = n
         elif ev["index"] <= 0:
             state = "pass"  # a ring's first awaits: no arrive to wait for yet
         elif ev["index"] <= len(queue):
@@ -86,17 +83,17 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             state = "ok"  # past the deadlock: not where the pairing fails
         if state == "bad" and b["bad"] is None:
             b["bad"] = n
-        event = {
+        b["events"].append({
             "lane": b["lanes"].index(lane), "kind": ev["kind"], "queue": ev["queue"], "position": ev["position"],
             "index": ev["index"], "slot": ev["slot"], "parity": ev["parity"], "iters": ev["iters"],
             "threads": threads, "stmt": stmt, "line": view.lines_of_stmt(stmt)[0] + 1 if stmt is not None else None,
             "text": view.stmt_text(stmt) if stmt is not None else ev["stmt"]["text"], "pairs": pairs, "state": state,
-            "after_hang": ev["hang"] == "after", "later": None,
-        }
-        if state == "bad" and pairs is None and lane["role"] == "await":
-            waiting.setdefault((key, ev["index"]), []).append(event)
-        b["events"].append(event)
+            "after_hang": ev["hang"] == "after", "later": ev["later"],  # the report's event number, for now
+        })
     for b in out.values():
+        for ev in b["events"]:
+            if ev["later"] is not None:
+                ev["later"] = where[ev["later"]]  # its arrive is on the same barrier
         order = {("forward", "arrive"): 0, ("forward", "await"): 1, ("reverse", "arrive"): 2, ("reverse", "await"): 3}
         ranked = sorted(range(len(b["lanes"])), key=lambda i: (order[(b["lanes"][i]["queue"], b["lanes"][i]["role"])], i))
         new_of = {old: new for new, old in enumerate(ranked)}

@@ -44,7 +44,7 @@ class Hazard:
     access: Access  # the access (or sync statement) where the hazard is detected
     other: Optional[Access]  # the conflicting earlier access, if any
     message: str
-    after_hang: Optional[int] = None  # its threads already hang at this DEADLOCK (an index into the hazards): see _hangs
+    after_hang: Optional[int] = None  # its threads already hang at this DEADLOCK (index into hazards; see _hangs)
 
     def __str__(self) -> str:
         where = f"{self.buffer}[{', '.join(map(str, self.index))}]" if self.buffer is not None else ""
@@ -81,6 +81,7 @@ class BarrierEvent:
     parity: Optional[int]  # mbarriers: phase parity of that arrive
     owner: int = -1  # a queue of its own per CTA of a multicast or per group of threads (a commit group): whose
     hang: Optional[str] = None  # "here": its threads hang at this await; "after": they hung before (see _hangs)
+    later: Optional[int] = None  # an await whose arrive the run makes only after it: that arrive's event number
 
     def to_json(self) -> dict:
         return {
@@ -96,6 +97,7 @@ class BarrierEvent:
             "parity": self.parity,
             "owner": self.owner,
             "hang": self.hang,
+            "later": self.later,
         }
 
 
@@ -155,10 +157,10 @@ def build_report(program: P.Program, sizes: dict, barriers: dict, run: P.RawRun,
     """The SyncReport of a run (raises the SyncError of a run that stopped on an error)."""
     if run.error is not None:
         raise run_error(program, *run.error)
-    later = _later_arrives(program, run)
-    hazards = [_hazard(program, h, later.get(i)) for i, h in enumerate(run.hazards)]
     events = _events(program, run.events)
-    _hangs(program, run, hazards, events, later)
+    _mark_later_arrives(program, run, events)
+    hazards = [_hazard(program, h, _later_arrive(run, events, h)) for h in run.hazards]
+    _hangs(program, run, hazards, events)
     return SyncReport(
         proc=program.proc,
         sizes=dict(sizes),
@@ -300,29 +302,42 @@ def _at_scope_end(h: P.RawHazard) -> bool:
     return h.kind == P.COUNT or (h.kind == P.DEADLOCK and h.params[0] == 3)
 
 
-def _later_arrives(program: P.Program, run: P.RawRun) -> dict:
-    """Hazard index -> the arrive event an Await that waits forever pairs with, where the run makes it later in
-    the same task (the program's order is wrong; the GPU need not hang)."""
-    found = {}
-    for i, h in enumerate(run.hazards):
-        if _waits_forever(h):
-            k = h.params[1]
-            found[i] = next((e for e in run.events[h.access.seq + 1:]
-                             if (e.queue, e.index, e.access.task) == (h.queue, k, h.access.task)
-                             and program.sites[e.access.site].sync_kind.endswith("Arrive")), None)
-    return {i: e for i, e in found.items() if e is not None}
+def _mark_later_arrives(program: P.Program, run: P.RawRun, events: list) -> None:
+    """Give each Await whose arrive the run makes only after it, in the same task and scope of its barrier,
+    that arrive's event number (`later`): the program's order is wrong there, and on the GPU it need not hang."""
+    made: dict = {}  # (queue, task) -> arrives made in the barrier's current scope
+    waiting: dict = {}  # (queue, task, arrive number) -> the Awaits made before that arrive
+    for j, (raw, event) in enumerate(zip(run.events, events)):
+        queue = (raw.queue, raw.access.task)
+        if program.sites[raw.access.site].sync_kind.endswith("Arrive"):
+            if raw.index <= made.get(queue, 0):  # the scope started again: its numbering too
+                waiting = {k: v for k, v in waiting.items() if k[:2] != queue}
+            made[queue] = raw.index
+            for early in waiting.pop((*queue, raw.index), ()):
+                early.later = j
+        elif raw.index > made.get(queue, 0):
+            waiting.setdefault((*queue, raw.index), []).append(event)
 
 
-def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list, later: dict) -> None:
+def _later_arrive(run: P.RawRun, events: list, h: P.RawHazard) -> Optional[P.RawEvent]:
+    """The arrive that an Await which waits forever pairs with, where the run makes it later (else None)."""
+    at = h.access.seq  # the Await's own event
+    if not _waits_forever(h) or at >= len(events) or events[at].later is None:
+        return None
+    return run.events[events[at].later]
+
+
+def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list) -> None:
     """Mark what the run did past the point where the GPU would hang (the check runs on as if it had not).
 
     An Await that pairs with an arrive the run never makes (a DEADLOCK: it waits forever; one whose arrive the
-    run makes later is a wrong order, `later`) hangs its threads there; an arrive by hung threads never happens,
-    so an Await that pairs with it hangs its threads too. A hazard whose access its threads make after they hung
-    (or found at a scope end of their task) gets `after_hang`: the DEADLOCK at the start of the chain. Each barrier event gets `hang`: "here" at the Await where its threads hang,
-    "after" past it. Times are counts of barrier events (RawAccess.seq); a task's threads are numbered apart
-    from every other task's."""
-    if not any(_waits_forever(h) and i not in later for i, h in enumerate(run.hazards)):
+    run makes later, `BarrierEvent.later`, is a wrong order) hangs its threads there; an arrive by hung threads
+    never happens, so an Await that pairs with it hangs its threads too. A hazard whose access its threads make
+    after they hung (or found at a scope end of their task) gets `after_hang`: the DEADLOCK at the start of the
+    chain. Each barrier event gets `hang`: "here" at the Await where its threads hang, "after" past it. Times
+    are counts of barrier events (RawAccess.seq); a task's threads are numbered apart from every other task's."""
+    roots = {i for i, h in enumerate(run.hazards) if _waits_forever(h) and _later_arrive(run, events, h) is None}
+    if not roots:
         return
     hung: list = []  # (threads, the index of the event where they hang, the DEADLOCK's index in hazards)
     gone: dict = {}  # (queue, arrive number) -> the DEADLOCK: arrives that hung threads never make
@@ -348,7 +363,7 @@ def _hangs(program: P.Program, run: P.RawRun, hazards: list, events: list, later
                 root = root_of(program.threads(a.mask, a.task, a.site), a.seq)
             if root is not None:
                 hazards[i].after_hang = root
-            elif _waits_forever(raw) and i not in later:
+            elif i in roots:
                 a = raw.access  # the Await, whose event is number a.seq
                 hung.append((program.threads(a.mask, a.task, a.site), a.seq, i))
                 if a.seq < len(events):
