@@ -142,6 +142,11 @@ class SyncError(SporkError):
     """Misuse of barriers and synchronization statements."""
 
 
+class SizesError(SyncError):
+    """Sizes `sync_check` cannot run at (one missing, not positive, against an assertion, too many elements): the
+    call is wrong, not the program, so the workbench says "not checked" rather than "failed"."""
+
+
 class CodegenError(SporkError):
     """A proc that passes the analyses cannot be lowered to CUDA."""
 

@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 import procs_cluster_tma as P
 import pytest
-from sequential import assert_gpu_matches_cpu
+from gpu_vs_cpu import assert_gpu_matches_cpu
 
 import spork_lab as sl
 from spork_lab.codegen import compile_procs_to_strings

@@ -213,7 +213,7 @@ def fused(n: size, x: f32[n, 32] @ CudaGmemLinear, z: f32[n, 32] @ CudaGmemLinea
 def test_floating_point_rounds_as_the_cpu_does_without_contraction():
     """docs/language.md: nvcc fuses a * b + c (one rounding, the sequential C two); -fmad=false does not."""
     cupy = pytest.importorskip("cupy")
-    from sequential import run_cpu
+    from spork_lab import run_cpu
 
     p = sl.parse_source(FUSED)
     rng = np.random.default_rng()

@@ -27,7 +27,7 @@ from procs_lanes import (
     whole_warps_copy,
     written_through_gmem_alias,
 )
-from sequential import assert_gpu_matches_cpu
+from gpu_vs_cpu import assert_gpu_matches_cpu
 
 import spork_lab as sl
 

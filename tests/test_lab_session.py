@@ -109,8 +109,9 @@ def test_sizes_the_check_refuses_are_said_without_a_place_from_the_checks_thread
     from reverse_tiles import reverse_tiles
 
     wb = Workbench(reverse_tiles, sizes={"n": 100})
+    assert wb.check.state == "unavailable"  # the sizes are wrong, not the program: no red "failed"
     message = wb.check.message
-    assert message.startswith("sync check failed: the sizes {'n': 100} violate the assertion "
+    assert message.startswith("not checked: the sizes {'n': 100} violate the assertion "
                               "`n % 256 == 0` of reverse_tiles (line "), message
     line = next(n + 1 for n, line in enumerate(wb.state["data"]["lines"]) if line["text"].strip().startswith("assert"))
     assert f"(line {line}): choose sizes" in message  # the line as the Code view numbers it, not the file's
@@ -393,17 +394,20 @@ def test_missing_sizes_say_not_checked(monkeypatch):
 
 def test_sizes_that_are_not_the_procs_are_refused_when_the_workbench_is_made():
     """A misspelt size was dropped, and the check said "give sizes for n"; sizes=1024 was dict()'s TypeError."""
+    line = __import__("inspect").currentframe().f_lineno + 2
     with pytest.raises(SyncError, match="Workbench\\(sizes=...\\): warp_halves has no size 'N'; its sizes are n") as e:
         Workbench(warp_halves, sizes={"N": 1024})
-    assert (e.value.filename, e.value.lineno) == (__file__, warp_halves._loopir_proc.srcinfo.lineno)
+    assert (e.value.filename, e.value.lineno) == (__file__, line)  # the call that is wrong, not the proc
     with pytest.raises(TypeError, match=r"takes a dict of the proc's sizes, e.g. sizes=\{'n': 1024\}, not 1024"):
         Workbench(warp_halves, sizes=1024)
 
 
-def test_a_size_that_is_not_an_int_is_the_checks_error():
-    """Was int()'s ValueError from the checker's thread."""
-    check = Workbench(warp_halves, sizes={"n": "big"}).check
-    assert check.error["kind"] == "SyncError" and "n='big', but n is size: give an int" in check.error["message"]
+def test_a_size_that_is_not_an_int_is_refused_when_the_workbench_is_made():
+    """Was int()'s ValueError from the checker's thread, then the check's error."""
+    for value in ("big", 1024.0, True):
+        with pytest.raises(TypeError, match=f"Workbench\\(sizes=...\\): n={value!r}, but a size is an int") as e:
+            Workbench(warp_halves, sizes={"n": value})
+        assert isinstance(e.value, SporkError) and e.value.filename == __file__
 
 
 def test_misused_session_calls_say_what_to_write():

@@ -35,7 +35,7 @@ from procs_pipeline import (
     ws_tiles,
 )
 from procs_sync import line_of
-from sequential import run_cpu
+from spork_lab import run_cpu
 
 import spork_lab as sl
 from spork_lab.core.ir import walk_stmts

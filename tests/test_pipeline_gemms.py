@@ -26,7 +26,7 @@ import re
 import numpy as np
 import pytest
 from conftest import runnable_examples
-from sequential import run_cpu
+from spork_lab import run_cpu
 
 import spork_lab as sl
 from spork_lab.core.sync_stmts import sync_spec_of

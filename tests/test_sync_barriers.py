@@ -174,7 +174,7 @@ def test_commit_groups_on_one_queue_are_the_same_threads():
 def test_the_gpu_runs_the_next_task_after_the_fence():
     cupy = pytest.importorskip("cupy")
     import numpy as np
-    from sequential import assert_gpu_matches_cpu
+    from gpu_vs_cpu import assert_gpu_matches_cpu
 
     n = 64 * cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]  # many tasks per CTA
     rng = np.random.default_rng()  # fresh inputs every run
@@ -205,7 +205,7 @@ def test_a_barrier_index_may_read_any_user_name():
 def test_the_gpu_awaits_the_barrier_the_user_indexed():
     pytest.importorskip("cupy")
     import numpy as np
-    from sequential import assert_gpu_matches_cpu
+    from gpu_vs_cpu import assert_gpu_matches_cpu
 
     n = 300
     rng = np.random.default_rng()

@@ -131,7 +131,7 @@ def test_the_gpu_computes_the_two_shape_program_as_written():
     sync_check passes, on the GPU against run_cpu; small integers, exact in tf32 and in f32 sums."""
     pytest.importorskip("cupy")
     import numpy as np
-    from sequential import assert_gpu_matches_cpu
+    from gpu_vs_cpu import assert_gpu_matches_cpu
 
     rng = np.random.default_rng()  # fresh inputs every run
     A = rng.integers(-4, 5, size=(64, 8)).astype(np.float32)

@@ -51,13 +51,18 @@ def device_function_owner(name: str) -> Optional[str]:
     return generated.group(1) if generated else None
 
 
-def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
-    """Host C holds a bf16 as a 2-byte struct (exo 1.0 has no bfloat16): it copies one, but a statement that
-    converts or computes with one failed in gcc; said at the statement instead."""
+def computes_with_bf16(s: LoopIR.stmt) -> bool:
+    """Whether an assignment converts or computes with bf16 values. Host C holds a bf16 as a 2-byte struct (exo
+    1.0 has no bfloat16): it copies one, but such a statement fails in gcc."""
     copy = isinstance(s, LoopIR.Assign) and isinstance(s.rhs, LoopIR.Read) and is_bf16(s.rhs.type) == is_bf16(s.type)
     reads: list = []
     numeric_reads(s.rhs, reads)
-    if not copy and (is_bf16(s.type) or any(is_bf16(r.type) for r in reads)):
+    return not copy and (is_bf16(s.type) or any(is_bf16(r.type) for r in reads))
+
+
+def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
+    """Said at the statement instead of by gcc (see computes_with_bf16)."""
+    if computes_with_bf16(s):
         raise CodegenError(f"`{head_text(s)}` computes with bf16 values in CPU code: the host C holds a bf16 as a "
                            "2-byte struct it can copy but not convert or compute with; do it in a device function, "
                            "or give the CPU code f32 data", s.srcinfo)

@@ -73,10 +73,17 @@ def code(view: CodeView, marks: dict[int, list[dict]], selected: Optional[int], 
         rows.append(
             f'<div class="{" ".join(classes)}"{attr} data-line="{n + 1}" title="{escape(title)}">'
             f'<span class="sl-gutter">{n + 1}</span><span class="sl-marks">{badge}</span>'
-            f'<span class="sl-src">{view.highlighted[n] or "&nbsp;"}</span></div>'
+            f'<span class="sl-src" style="{_hanging(line.text)}">{view.highlighted[n] or "&nbsp;"}</span></div>'
         )
     rows.append("</div>")
     return "".join(rows)
+
+
+def _hanging(text: str) -> str:
+    """A long line wraps, its continuation indented past the line's own indentation (no horizontal scrollbar at the
+    bottom of a tall box)."""
+    indent = len(text) - len(text.lstrip(" ")) + 4
+    return f"padding-left: {indent}ch; text-indent: -{indent}ch"
 
 
 def steps(initial_name: str, records: list[dict], shown: int) -> str:

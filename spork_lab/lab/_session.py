@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import importlib
 import linecache
+import numbers
 import re
 import warnings
 import weakref
@@ -33,7 +34,7 @@ from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import CudaThreads, WithBlock
-from ..errors import SporkError, SporkIndexError, SporkSchedulingError, SporkTypeError, SyncError
+from ..errors import SizesError, SporkError, SporkIndexError, SporkSchedulingError, SporkTypeError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
@@ -190,6 +191,8 @@ class StepResult:
     @cached_property
     def check(self) -> Outcome:
         """The sync check; with hazards, its message counts them as the Hazards tab's cards do."""
+        if self._checked.error and self._checked.error["kind"] == "SizesError":  # the sizes are wrong, not the proc
+            return dataclasses.replace(self._in_code_lines(self._checked, "not checked"), state="unavailable", error=None)
         checked = self._in_code_lines(self._checked, "sync check failed")
         if checked.state == "ok" and not checked.value.ok:
             after = len(self.hazards) - self.hazards_to_fix
@@ -331,8 +334,11 @@ class Workbench:
         names = [str(a.name) for a in proc._loopir_proc.args if not a.type.is_numeric()]
         unknown = sorted(set(sizes or {}) - set(names))
         if unknown:
-            raise SyncError(f"Workbench(sizes=...): {proc.name()} has no size {', '.join(map(repr, unknown))}; its "
-                            f"sizes are {', '.join(names) or '(none)'}", proc._loopir_proc.srcinfo)
+            raise SizesError(f"Workbench(sizes=...): {proc.name()} has no size {', '.join(map(repr, unknown))}; its "
+                             f"sizes are {', '.join(names) or '(none)'}", user_frame())
+        for name, value in (sizes or {}).items():
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise SporkTypeError(f"Workbench(sizes=...): {name}={value!r}, but a size is an int", user_frame())
         self.initial = proc
         self.sizes = dict(sizes or {})
         self.steps: list[Step] = []

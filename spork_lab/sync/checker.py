@@ -26,7 +26,7 @@ from exo.core.LoopIR import LoopIR, T
 
 from ..analysis import analyze
 from ..core.cache import ProcCache
-from ..errors import SporkError, SporkTypeError, SyncError, user_facing, user_frame
+from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .engine import Compiled, Unsupported
 from .lower import index_expr, lower
@@ -137,30 +137,30 @@ def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
     names = [str(a.name) for a in ir.args if not a.type.is_numeric()]
     unknown = sorted(set(sizes) - set(names))
     if unknown:
-        raise SyncError(f"sync_check: {ir.name} has no size {', '.join(map(repr, unknown))}; its sizes are "
+        raise SizesError(f"sync_check: {ir.name} has no size {', '.join(map(repr, unknown))}; its sizes are "
                         f"{', '.join(names) or '(none)'}", call)
     for a in ir.args:
         if not a.type.is_numeric():
             name = str(a.name)
             if name not in sizes:
-                raise SyncError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", call)
+                raise SizesError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", call)
             env[a.name] = P.Var(len(values))
             if not _is_int(sizes[name]):
-                raise SyncError(f"sync_check: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", call)
+                raise SizesError(f"sync_check: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", call)
             values.append(int(sizes[name]))
             if values[-1] < 1 and isinstance(a.type, T.Size):
-                raise SyncError(f"sync_check: {name}={values[-1]}, but a size is positive", call)
+                raise SizesError(f"sync_check: {name}={values[-1]}, but a size is positive", call)
 
     def value(e) -> int:
         return eval(f"lambda V: {expr_source(index_expr(e, env))}")(values)  # noqa: S307
 
     for pred in ir.preds:
         if not value(pred):
-            raise SyncError(f"sync_check: the sizes {sizes} violate the assertion `{pred}` of {ir.name} (line "
+            raise SizesError(f"sync_check: the sizes {sizes} violate the assertion `{pred}` of {ir.name} (line "
                             f"{pred.srcinfo.lineno}): choose sizes it holds for", call)
     elements = sum(math.prod(value(d) for d in a.type.shape()) for a in ir.args if a.type.is_tensor_or_window())
     if elements > max_elements:
-        raise SyncError(
+        raise SizesError(
             f"sync_check: at {sizes} the arguments hold {elements} elements, more than max_elements={max_elements}; "
             "the machine tracks every element, and hazards show at small sizes: use smaller ones (or raise "
             "max_elements, at a few hundred bytes per element)",

@@ -1,0 +1,184 @@
+"""A proc's sequential meaning, run on the CPU: what `sync_check` promises the GPU computes.
+
+`sequential(p)` is p with every GPU annotation erased: loops `seq`, `with`
+blocks 1-iteration loops, instrs inlined to their semantics bodies, sync
+statements and barriers dropped, memories DRAM. `run_cpu(p, ...)` builds that
+plain exo proc with gcc through exo's C generator (cached by a hash of the C
+and the compiler) and calls it on copies of NumPy arrays, so a kernel's numbers
+can be checked on a machine without a GPU, and a GPU run against them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from exo.API import Procedure
+from exo.core.LoopIR import LoopIR, LoopIR_Rewrite
+from exo.core.memory import DRAM
+
+from ..codegen import compile_procs_to_strings
+from ..codegen._host import computes_with_bf16
+from ..core.cache import ProcCache
+from ..core.ir import walk_stmts
+from ..core.memories import CudaMemory
+from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
+from ..lang.printer import head_text
+from ..errors import ArgumentError, BuildError, CodegenError, SporkTypeError, user_facing, user_frame
+from ..scheduling import inline, inline_window
+from ._args import check_args, proc_spec
+
+_SEQUENTIAL = ProcCache()  # proc -> its sequential proc
+_BUILT = ProcCache()  # sequential proc -> (its C function, int_fast32_t's ctypes type)
+
+
+def _first(p: Procedure, kind: type):
+    """The first statement of `kind` (calls: not sync statements), or None."""
+
+    def walk(cursors):
+        for c in cursors:
+            node = c._impl._node
+            if isinstance(node, kind) and sync_spec_of(node) is None:
+                return c
+            if isinstance(node, (LoopIR.For, LoopIR.If)):
+                found = walk(c.body()) or (walk(c.orelse()) if isinstance(node, LoopIR.If) and node.orelse else None)
+                if found is not None:
+                    return found
+        return None
+
+    return walk(p.body())
+
+
+def _device_memory(mem) -> bool:
+    return isinstance(mem, type) and issubclass(mem, CudaMemory)
+
+
+class _Erase(LoopIR_Rewrite):
+    """Loops `seq`, memories DRAM, sync statements and barriers gone."""
+
+    def __init__(self, barriers: set):
+        self.barriers = barriers  # an inlined TMA load's write of its trailing barrier goes with the barrier
+
+    def map_s(self, s):
+        if sync_spec_of(s) is not None or is_barrier_alloc(s):
+            return []
+        if isinstance(s, LoopIR.Assign) and s.name in self.barriers:
+            return []
+        if isinstance(s, LoopIR.Alloc) and _device_memory(s.mem):
+            return [s.update(mem=DRAM)]
+        if isinstance(s, LoopIR.For):
+            body = self.map_stmts(s.body)
+            body = s.body if body is None else body
+            return [s.update(loop_mode=LoopIR.Seq(), body=body or [LoopIR.Pass(s.srcinfo)])]
+        if isinstance(s, LoopIR.If):
+            body, orelse = self.map_stmts(s.body), self.map_stmts(s.orelse)
+            body = s.body if body is None else body
+            orelse = s.orelse if orelse is None else orelse
+            return [s.update(body=body or [LoopIR.Pass(s.srcinfo)], orelse=orelse)]
+        return super().map_s(s)
+
+
+def _erase(p: Procedure) -> Procedure:
+    while (call := _first(p, LoopIR.Call)) is not None:
+        p = inline(p, call)
+    while (window := _first(p, LoopIR.WindowStmt)) is not None:
+        p = inline_window(p, window)
+    ir = p._loopir_proc
+    args = [a.update(mem=DRAM) if _device_memory(a.mem) else a for a in ir.args]
+    barriers = {s.name for s in walk_stmts(ir.body) if is_barrier_alloc(s)}
+    body = _Erase(barriers).map_stmts(ir.body) or ir.body
+    return Procedure(ir.update(args=args, body=body))
+
+
+@user_facing
+def sequential(p: Procedure) -> Procedure:
+    """p's sequential meaning as a plain exo proc that runs on the CPU (see the module docstring)."""
+    if not isinstance(p, Procedure):
+        raise SporkTypeError(f"sequential takes a proc (made with @proc or a scheduling op), not {type(p).__name__}",
+                             user_frame())
+    return _SEQUENTIAL.get(p._loopir_proc, lambda _: _erase(p))
+
+
+def _library(c: str, h: str, name: str) -> Path:
+    """gcc's shared library of the sequential program's C (with a probe of int_fast32_t's width), cached by the
+    sources and the compiler's version."""
+    from . import CACHE_DIR
+
+    cc = os.environ.get("CC") or "gcc"
+    if not shutil.which(cc):
+        raise BuildError("run_cpu builds the sequential program with gcc, and no gcc was found: install gcc "
+                         "(e.g. apt-get install gcc) or set CC")
+    c += f"\nint {name}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}\n"
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256("\0".join([c, h, name, version]).encode()).hexdigest()[:24]
+    lib = CACHE_DIR / "cpu" / key / f"lib{name}.so"
+    if lib.exists():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=lib.parent))  # renamed into place when done (see build_library)
+    (work / f"{name}.c").write_text(c)
+    (work / f"{name}.h").write_text(h)
+    cmd = [cc, "-O1", "-shared", "-fPIC", "-o", lib.name, f"{name}.c"]
+    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise BuildError(f"{cc} failed on the sequential program ({' '.join(cmd)}) in {work}:\n{res.stderr}")
+    os.replace(work / lib.name, lib)
+    return lib
+
+
+def _load(seq: Procedure) -> tuple:
+    """(the C function, the ctypes type of int_fast32_t) of a sequential proc, built and loaded."""
+    for s in walk_stmts(seq._loopir_proc.body):
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)) and computes_with_bf16(s):
+            raise CodegenError(f"run_cpu: `{head_text(s)}` computes with bf16 values, and the host C that runs a proc "
+                               "on the CPU has no bf16 arithmetic (it holds a bf16 as a 2-byte struct): check the "
+                               "kernel's f16 or f32 version on the CPU", s.srcinfo)
+    name = seq.name()
+    c, h, _, _ = compile_procs_to_strings([seq], name)
+    lib = ctypes.CDLL(str(_library(c, h, name)))
+    fn = getattr(lib, name)
+    fn.restype = None
+    return fn, {4: ctypes.c_int32, 8: ctypes.c_int64}[getattr(lib, f"{name}_sizeof_int_fast32")()]
+
+
+@user_facing
+def run_cpu(p: Procedure, *args, **kwargs) -> dict:
+    """Run p's sequential meaning on the CPU: sizes as ints, tensors as NumPy arrays (also for CudaGmemLinear
+    parameters), in p's argument order or by name. The arrays passed are not changed: returns a dict from each
+    tensor parameter's name to its array after the call."""
+    seq = sequential(p)
+    spec = proc_spec(seq._loopir_proc)
+    names = [a.name for a in spec.args]
+    where = f"run_cpu({p.name()})"
+    if len(args) > len(names):
+        raise ArgumentError(f"{where} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}", user_frame())
+    given = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise ArgumentError(f"{where}: {p.name()} has no parameter {name!r}; its parameters are {', '.join(names)}",
+                                user_frame())
+        if name in given:
+            raise ArgumentError(f"{where}: {name} is given twice (in order and by name)", user_frame())
+        given[name] = value
+    missing = [name for name in names if name not in given]
+    if missing:
+        raise ArgumentError(f"{where} needs {', '.join(missing)}: run_cpu(p, {', '.join(f'{n}=...' for n in names)})",
+                            user_frame())
+    on_gpu = [name for name in names if hasattr(given[name], "__cuda_array_interface__")]
+    if on_gpu:
+        raise ArgumentError(f"{where} runs on the CPU: pass NumPy arrays ({', '.join(on_gpu)}: a GPU array, copy it "
+                            "with .get())", user_frame())
+    values = [given[name].copy() if isinstance(given[name], np.ndarray) else given[name] for name in names]
+    try:
+        raw = check_args(spec, values, None)
+    except (TypeError, ValueError) as e:  # said at the user's call, without our frames
+        raise ArgumentError(str(e).replace(f"{seq.name()}()", where, 1), user_frame()) from None
+    fn, int_type = _BUILT.get(seq._loopir_proc, lambda _: _load(seq))
+    fn(None, *(int_type(v) if a.kind in ("int", "bool") else ctypes.c_void_p(v) for a, v in zip(spec.args, raw)))
+    return {a.name: v for a, v in zip(spec.args, values) if isinstance(v, np.ndarray)}

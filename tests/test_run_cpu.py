@@ -1,0 +1,110 @@
+"""sl.run_cpu and sl.sequential: a proc's sequential meaning on the CPU, without a GPU."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+from spork_lab.scheduling import divide_loop, set_loop_mode, wrap_with_context
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import dist_gemm  # noqa: E402
+
+
+@proc
+def add(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    for i in seq(0, n):
+        y[i] += x[i]
+
+
+@proc
+def widen(n: size, x: bf16[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    for i in seq(0, n):
+        y[i] = x[i]
+
+
+def gpu_add():
+    """The README's first kernel."""
+    p = divide_loop(add, "i", 128, ["task", "tid"], perfect=True)
+    p = set_loop_mode(p, "task", cuda_tasks)
+    p = set_loop_mode(p, "tid", cuda_threads)
+    return wrap_with_context(p, p.find_loop("task"), CudaDeviceFunction(blockDim=128))
+
+
+def test_the_readme_kernel_adds_and_leaves_its_arguments_alone():
+    rng = np.random.default_rng()
+    x, y = rng.random(1024, dtype=np.float32), rng.random(1024, dtype=np.float32)
+    before = y.copy()
+    p = gpu_add()
+    out = sl.run_cpu(p, 1024, x, y=y)  # in order, then by name
+    np.testing.assert_array_equal(out["y"], before + x)
+    np.testing.assert_array_equal(out["x"], x)
+    np.testing.assert_array_equal(y, before)  # the caller's arrays are copied, not written
+    np.testing.assert_array_equal(sl.run_cpu(p, n=1024, x=x, y=y)["y"], before + x)  # built once, called again
+
+
+def test_sequential_is_a_plain_cpu_proc():
+    text = str(sl.sequential(gpu_add()))
+    assert "seq(0, 128)" in text and "DRAM" in text
+    for gpu in ("cuda_threads", "cuda_tasks", "CudaDeviceFunction", "CudaGmemLinear"):
+        assert gpu not in text, text
+
+
+@pytest.mark.parametrize("p", dist_gemm.PROCS, ids=lambda p: p.name())
+def test_distributed_memory_gemms_compute_the_product(p):
+    """The seed's GEMMs (register tile, mma at CTA scope: instrs inlined to their semantics) against float64,
+    at a non-square shape; entries exact in tf32, so the sums are exact."""
+    args = dist_gemm.make_args(np.random.default_rng(), shape=(128, 256, 48))
+    np.testing.assert_array_equal(sl.run_cpu(p, **args)["C"], dist_gemm.reference(**args)["C"])
+
+
+def test_wrong_arguments_are_said_at_the_call():
+    x, y = np.zeros(256, np.float32), np.zeros(256, np.float32)
+    p = gpu_add()
+    cases = [
+        (lambda: sl.run_cpu(p, 200, x, y), "run_cpu(add): assertion `n % 128 == 0` does not hold for n=200"),
+        (lambda: sl.run_cpu(p, 256, x.astype(np.float64), y), "x must have dtype float32, got float64"),
+        (lambda: sl.run_cpu(p, 256, x[:128], y), "x must have shape (256,), got (128,)"),
+        (lambda: sl.run_cpu(p, n=256, x=x), "run_cpu(add) needs y: run_cpu(p, n=..., x=..., y=...)"),
+        (lambda: sl.run_cpu(p, n=256, x=x, y=y, z=x), "add has no parameter 'z'; its parameters are n, x, y"),
+        (lambda: sl.run_cpu(p, 256, x, y, n=256), "n is given twice"),
+        (lambda: sl.run_cpu(p, 256, x, y, y), "takes 3 arguments (n, x, y), got 4"),
+        (lambda: sl.run_cpu(p, 256, _OnGpu(), y), "runs on the CPU: pass NumPy arrays (x: a GPU array"),
+    ]
+    for call, text in cases:
+        line = inspect.getsourcelines(call)[1]
+        with pytest.raises(sl.ArgumentError) as e:
+            call()
+        assert text in e.value.message, e.value.message
+        assert (e.value.filename, e.value.lineno) == (__file__, line)
+
+
+class _OnGpu:
+    __cuda_array_interface__ = {"shape": (256,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+def test_bf16_arithmetic_is_refused_at_its_statement():
+    with pytest.raises(sl.CodegenError, match=r"run_cpu: `y\[i\] = x\[i\]` computes with bf16 values") as e:
+        sl.run_cpu(widen, 4, np.zeros(4, np.uint16), np.zeros(4, np.float32))
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.strip() == "y[i] = x[i]")
+    assert (e.value.filename, e.value.lineno) == (__file__, line)
+
+
+def test_no_compiler_is_a_build_error(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/gcc")
+    p = gpu_add()  # a new proc: nothing built for it yet
+    with pytest.raises(sl.BuildError, match="no gcc was found"):
+        sl.run_cpu(p, 128, np.zeros(128, np.float32), np.zeros(128, np.float32))
+
+
+def test_not_a_proc_is_a_type_error():
+    with pytest.raises(sl.SporkTypeError, match="sequential takes a proc"):
+        sl.sequential(add.name())
