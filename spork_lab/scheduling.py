@@ -19,6 +19,7 @@ from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the p
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
+from .core.ir import constant_value as _constant_value
 from .core.loop_modes import CudaThreads as _CudaThreads
 from .core.loop_modes import WithBlock as _WithBlock
 from .core.sync_stmts import BarrierMemory as _BarrierMemory
@@ -40,6 +41,7 @@ class _UserFacingOp(_AtomicSchedulingOp):
             _check_not_a_barrier(given)
         self._check_loops_not_blocks(given)
         fused = _fused_thread_loop(given) if self.__name__ == "mult_loops" else None
+        divided = _thread_loop_mode(given) if self.__name__ == "divide_loop" else None
         try:
             result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -53,6 +55,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
         else:
             if self.__name__ in _MOVES_OUT:
                 self._check_nest(given, result)
+            if divided is not None:
+                return _keep_threads(result, given["new_iters"][0], divided)
             return _make_thread_loop(result, given["new_iter_name"], *fused) if fused else result
         proc = given.get("proc")
         raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
@@ -114,8 +118,31 @@ def _fused_thread_loop(given: dict):
     return outer.hi.val * inner.hi.val, inner.loop_mode
 
 
+def _thread_loop_mode(given: dict):
+    """The mode of the loop divide_loop divides, if it is a cuda_threads loop."""
+    try:
+        node = _ForCursorA()(given["loop_cursor"], given)._impl._node
+    except Exception:  # noqa: BLE001 -- no such loop: exo's own call says so
+        return None
+    return node.loop_mode if isinstance(node.loop_mode, _CudaThreads) else None
+
+
+def _keep_threads(proc: _Procedure, outer_name: str, mode) -> _Procedure:
+    """divide_loop of a cuda_threads loop: exo gives both loops its mode, so each outer iteration was one `unit`
+    where its inner loop needs `inner bound` of them. The outer loop's unit becomes the inner loop's threads, so
+    every iteration stays on the threads it had (as mult_loops joins them back), and its bound a constant (exo
+    leaves `(128 + 47) / 48`)."""
+    outer = proc.find_loop(outer_name)._impl._node
+    inner = outer.body[0] if len(outer.body) == 1 and isinstance(outer.body[0], _LoopIR.For) else None
+    count = _constant_value(outer.hi)
+    if inner is None or not isinstance(inner.hi, _LoopIR.Const) or inner.loop_mode != mode or count is None:
+        return proc
+    return _make_thread_loop(proc, outer_name, count, _CudaThreads(inner.hi.val * mode.unit))
+
+
 def _make_thread_loop(proc: _Procedure, name: str, count: int, mode) -> _Procedure:
-    """The product loop `name` of mult_loops with a constant bound and the inner loop's mode."""
+    """Loop `name` with the constant bound `count` and the cuda_threads `mode` (mult_loops' product loop,
+    divide_loop's outer loop)."""
     loop = proc.find_loop(name)._impl
     bound = _LoopIR.Const(count, _T.index, loop._node.hi.srcinfo)
     ir, fwd = loop._child_node("hi")._replace(bound)

@@ -640,3 +640,12 @@ def await_indexed_by_k(n: size, x: f32[n, 4, 32] @ CudaGmemLinear, y: f32[n, 4, 
                     for t in cuda_threads(0, 32):
                         y[task, k, t] = s[k, t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# Both tasks add into y[0]: no Fence orders threads of different tasks.
+@proc
+def tasks_share_an_element(x: f32[2, 32] @ CudaGmemLinear, y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 2):
+            for t in cuda_threads(0, 32):
+                y[t] += x[task, t]

@@ -95,6 +95,19 @@ def test_seed_000_ten_by_four_threads_do_not_fit_a_warp():
     with pytest.raises(CollectiveError, match=r"10 x 4 = 40 threads > 32"):
         warp.tile("i", 10, 4 * cuda_thread)
     assert warp.tile("i", 8, 4 * cuda_thread).threads({"w": 1, "i": 7}) == [(60, 64)]
+    assert "blockDim" not in _refusal(lambda: warp.tile("i", 10, 4 * cuda_thread))  # a warp: blockDim is not it
+
+
+def _refusal(tile) -> str:
+    with pytest.raises(CollectiveError) as e:
+        tile()
+    return e.value.message
+
+
+def test_a_loop_wider_than_the_cta_names_its_blockdim():
+    message = _refusal(lambda: CollTiling.top(128).tile("w", 8, cuda_warp))
+    assert message.endswith("8 x 32 = 256 threads > 128 threads in the enclosing collective (the whole CTA, "
+                            "blockDim=128: give the CudaDeviceFunction a larger blockDim, or the loop fewer iterations)")
 
 
 def test_seed_001_one_warp_from_each_cta():

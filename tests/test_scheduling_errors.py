@@ -427,3 +427,20 @@ def test_mult_loops_of_thread_loops_makes_the_loop_of_their_threads():
                  "mult_loops: `for w in cuda_threads(0, 4, unit=cuda_warp):` and `for half in cuda_threads(0, 16):`: "
                  "the outer loop's unit is not the inner loop's threads (16 x cuda_thread)")
     _raises_here(lambda: mult_loops(copy_by_warps, copy_by_warps.find_loop("w #2"), "t"), "are not both cuda_threads loops")
+
+
+def test_divide_loop_of_a_thread_loop_keeps_each_iteration_on_its_threads():
+    """exo gave both loops the divided loop's mode, `for a in cuda_threads(0, 4): for b in cuda_threads(0, 32)`,
+    which the analysis refused at the original loop's line, naming the inner loop (audit H, E2). The outer unit is
+    now the inner loop's threads; mult_loops joins the two back."""
+    fused = mult_loops(copy_by_warps, "w lane", "t")
+    divided = divide_loop(fused, "t", 32, ["w", "lane"], perfect=True)
+    text = str(divided)
+    assert "for w in cuda_threads(0, 4, unit=cuda_warp):\n                for lane in cuda_threads(0, 32):" in text, text
+    sl.sync_check(divided, n=2)
+    assert "for t in cuda_threads(0, 128):" in str(mult_loops(divided, "w lane", "t"))
+    guarded = divide_loop(fused, "t", 48, ["a", "b"])  # not exact: ceil(128 / 48) = 3 outer iterations, guarded
+    assert "for a in cuda_threads(0, 3, unit=48 * cuda_thread):" in str(guarded), str(guarded)
+    with pytest.raises(sl.CollectiveError, match=r"needs 3 x 48 = 144 threads > 128 threads in the enclosing "
+                       r"collective \(the whole CTA, blockDim=128: give the CudaDeviceFunction a larger blockDim"):
+        sl.analyze(guarded)

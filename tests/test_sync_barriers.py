@@ -18,7 +18,7 @@ from spork_lab.sync.checker import sync_check
         (P.err_missing_await, "Arrive(Sm80_cp_async, 1) >> cg", "never awaited"),
         (P.err_missing_arrive, "Await(bar, cuda_in_order, ~0)", "no Arrive to pair with"),
         (P.err_mixed_tls, "Arrive(Sm80_cp_async, 1) >> bar", "mixed sync-tls"),
-        (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "commit groups order"),
+        (P.err_commit_group_in_order, "Arrive(cuda_in_order, 1) >> cg", "so its first sync-tl names them: `Arrive\\(Sm80_cp_async, 1\\) >> cg`"),
         (P.err_mbarrier_wait_group, "Await(bar, cuda_in_order, 0)", "takes N = ~lag, not 0: write ~0"),
         (P.err_commit_group_units, "Await(cg, cuda_in_order, 0)", "same collective unit"),
         # an Await count of the wrong form for its barrier kind (docs/language.md states each kind's rule)
@@ -114,6 +114,9 @@ def test_a_producer_running_phases_ahead_of_the_consumer_is_reported():
         h = report.hazards[0]
         assert h.kind == "DEADLOCK" and "Arrive #2 on bar reuses ring slot 0 (depth 1)" in h.message
         assert "not ordered after the Await of arrive #1" in h.message
+        assert h.message.endswith("give the ring more slots, or make the arriving threads wait until the slot is free "
+                                  "(a reverse queue: the awaiting threads ReverseArrive when done with the slot, the "
+                                  "arriving ones ReverseAwait before they refill it)")
         assert h.access.stmt.line == line_of(P.mbar_phase_overrun, "Arrive(cuda_in_order, 1) >> bar")
         assert h.access.threads == ((0, 32),) and h.access.iters["it"] == 1
         assert h.other.stmt.line == line_of(P.mbar_phase_overrun, "Await(bar, cuda_in_order, ~0)")

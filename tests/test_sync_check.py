@@ -59,6 +59,40 @@ def test_persistent_tile_reuse_is_war():
     assert h.other.stmt.line == line_of(P.reverse_tiles_shared_tile, "y[it * 256 + tid] = tile[255 - tid]") and h.other.iters["it"] == 0
 
 
+def test_a_printed_hazard_says_which_fence_orders_its_accesses():
+    """A script's user saw the hazard but not the fix (the workbench's cards had it): the Fence's sync-tls come from
+    the two accesses' instr-tls (a cp.async before a read: Sm80_cp_async, where a cuda_in_order Fence or Await
+    leaves the copy unordered), and where it goes: between them, at the end of the loop around both, or before the
+    end of the buffer's scope."""
+    line = lambda p, text: line_of(p, text)  # noqa: E731
+    cases = [
+        (P.reverse_tiles_no_fence1, "RAW", ("cuda_in_order", "cuda_in_order"),
+         f"between line {line(P.reverse_tiles, 'tile[tid] = x[task * 256 + tid]')} and line "
+         f"{line(P.reverse_tiles, 'y[task * 256 + tid] = tile[255 - tid]')}"),
+        (P.reverse_tiles_shared_tile, "WAR", ("cuda_in_order", "cuda_in_order"),
+         f"after line {line(P.reverse_tiles_shared_tile, 'y[it * 256 + tid] = tile[255 - tid]')}, at the end of the "
+         f"loop body around both (before its next iteration reaches line "
+         f"{line(P.reverse_tiles_shared_tile, 'tile[tid] = x[it * 256 + tid]')})"),
+        (P.reverse_tiles_no_fence2, "FREE", ("cuda_in_order", "cuda_in_order"),
+         f"before the end of tile's scope (it is allocated at line {line(P.reverse_tiles, 'tile: f32[256] @ CudaSmemLinear')})"),
+        (P.cp_async_cross_thread, "RAW", ("Sm80_cp_async", "cuda_in_order"),
+         f"between line {line(P.cp_async_cross_thread, 'Sm80_cp_async_f32(buf[t : t + 1]')} and line "
+         f"{line(P.cp_async_cross_thread, 'dst[t] = buf[127 - t]')}"),
+    ]
+    for p, kind, fence, where in cases:
+        report = sync_check(p, n=512 if p is not P.cp_async_cross_thread else 128)
+        h = only(report, kind)
+        assert h.fence == fence, (p.name(), h.fence)
+        assert h.fix == f"a Fence({fence[0]}, {fence[1]}) run by the threads of both accesses, {where}", h.fix
+        assert f"  to fix: {h.fix}" in str(report) and h.to_json()["fence"] == list(fence)
+
+
+def test_tasks_that_share_an_element_are_told_no_fence_orders_them():
+    h = sync_check(P.tasks_share_an_element).hazards[0]
+    assert h.fence is None and h.fix.startswith("different tasks touch the same element of y: tasks are ordered only "
+                                                "by the end of the device function"), str(h)
+
+
 def test_tasks_are_distinct_collectives():
     # 2 tasks: thread 0 of task 1 has id 256 (task offset); the hazard is reported in every task's first.
     report = sync_check(P.reverse_tiles_no_fence1, n=512)
@@ -373,3 +407,11 @@ def test_a_window_misaligned_at_the_checked_sizes_is_an_error(p, owner, statemen
     with pytest.raises(SyncError, match="misaligned") as e:
         sync_check(p, **sizes)
     assert e.value.lineno == line_of(owner or p, statement)
+
+
+def test_a_statement_written_over_several_lines_is_printed_as_cut():
+    """Its first line's open call ran on into the report's `threads [...]`, which read as an argument."""
+    from spork_lab.analysis.result import StmtRef
+
+    assert str(StmtRef("k.py", 3, "Sm80_cp_async_f32(buf[(it + 1) % 2, 4 * t:4 * t + 4],")).endswith("4 * t + 4], ...")
+    assert str(StmtRef("k.py", 4, "dst[t] = buf[127 - t]")) == "k.py:4: dst[t] = buf[127 - t]"

@@ -59,7 +59,10 @@ class StmtRef:
         return StmtRef(info.filename, info.lineno, text, path)
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.text}"
+        text = self.text
+        if text.count("(") + text.count("[") > text.count(")") + text.count("]"):
+            text += " ..."  # its first line of several: what follows in a report is not part of it
+        return f"{self.file}:{self.line}: {text}"
 
     @property
     def filename(self) -> str:

@@ -244,9 +244,9 @@ class ScopeWalker:
             )
         try:
             tiling = scope.tiling.tile(s.iter.name(), s.hi.val, mode.unit)
-        except CollectiveError as e:
-            here = coll_unit_text(scope.tiling)
-            raise CollectiveError(f"{e.message} (the enclosing collective is {here})", s.srcinfo) from None
+        except CollectiveError as e:  # the whole CTA's is named by the message (its blockDim)
+            here = "" if scope.tiling.thread_count == scope.tiling.blockDim else f" (the enclosing collective is {coll_unit_text(scope.tiling)})"
+            raise CollectiveError(f"{e.message}{here}", s.srcinfo) from None
         except ValueError as e:
             raise CollectiveError(f"{what}: {e}", s.srcinfo) from None
         self.block(s.body, replace(scope.add_iter(s, "cuda_threads"), tiling=tiling), path)

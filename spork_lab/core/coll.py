@@ -547,9 +547,11 @@ class CollTiling:
         unit_threads = unit.substitute(self.blockDim, self.clusterDim).thread_count
         parent = self.thread_count
         if unit_threads is not None and count * unit_threads > parent:
+            whole = (f" (the whole CTA, blockDim={parent}: give the CudaDeviceFunction a larger blockDim, or the "
+                     "loop fewer iterations)" if parent == self.blockDim else "")
             raise CollectiveError(
                 f"{loop} needs {count} x {unit_threads} = {count * unit_threads} threads > {parent} threads "
-                f"in the enclosing collective"
+                f"in the enclosing collective{whole}"
             )
         tiling, ctype = domain_completion(self, unit)
         tiled = []

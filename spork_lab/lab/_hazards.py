@@ -84,10 +84,6 @@ def _common_loop(a: _Side, b: _Side, view: CodeView) -> Optional[str]:
     return None
 
 
-def _loop_kind(side: _Side, name: str) -> str:
-    return next((it.kind for it in side.info.iters if it.name == name), "seq") if side.info else "seq"
-
-
 _SCOPE_WORDS = {"cuda_thread": "thread", "cuda_warp": "warp", "cuda_warpgroup": "warpgroup", "cuda_cta_in_cluster": "CTA"}
 
 
@@ -141,10 +137,6 @@ def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, aft
     cursor = _cursor_at(proc, side[:depth])  # the child of the common block that holds this access
     gap = cursor.after() if after_earlier else cursor.before()
     return scope, cursor_source(gap, var)
-
-
-def _sync_tl(side: _Side, default: str = "cuda_in_order") -> str:
-    return side.info.instr_tl.sync_tl_name if side.info is not None else default
 
 
 def _between(view: CodeView, first: Optional[int], second: Optional[int]) -> list[int]:
@@ -216,20 +208,20 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
 
 
 def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: CodeView, analysis, proc,
-          scope_end: Optional[tuple], session: str) -> str:
-    """Plain words (and the workbench call) for the synchronization that would order the two accesses."""
-    carried = _common_loop(earlier, later, view)
-    if carried is not None and _loop_kind(earlier, carried) == "cuda_tasks":
-        return (f"different tasks ({carried}={earlier.iters[carried]} and {carried}={later.iters[carried]}) touch the "
-                f"same element of {buffer}: tasks are ordered only by the end of the device function; give each task "
-                f"its own elements, or split the work into two device functions")
+          scope_end: Optional[tuple], session: str, fence: Optional[list], fix: str) -> str:
+    """The report's Fence (`fence`, its sync-tls; or `fix`, why none orders them), placed in the printed proc,
+    with the workbench call that inserts it."""
+    if fence is None:
+        return fix
+    first, second = fence
     if earlier.stmt is None or later.stmt is None:
-        return f"a Fence({_sync_tl(earlier)}, {_sync_tl(later)}) between the two accesses"
+        return f"a Fence({first}, {second}) between the two accesses"
+    carried = _common_loop(earlier, later, view)
     in_order = carried is None and earlier.line is not None and later.line is not None and earlier.line < later.line
     after_earlier = kind == "FREE" or not in_order
     scope, gap = _placement(view, analysis, proc, earlier, later, after_earlier, scope_end, f"{session}.proc")
-    fence = f"a {scope}-scope Fence({_sync_tl(earlier)}, {_sync_tl(later)})"
-    call = f"{session}.apply(insert_fence, {gap}, {_sync_tl(earlier)}, {_sync_tl(later)})"
+    fence_text = f"a {scope}-scope Fence({first}, {second})"
+    call = f"{session}.apply(insert_fence, {gap}, {first}, {second})"
     if scope_end is not None:
         end = view.lines_of_stmt(_subtree(view, scope_end)[-1])[-1] + 1
         where = f"at the end of {buffer}'s scope, after line {end}"
@@ -243,8 +235,8 @@ def _hint(kind: str, earlier: _Side, later: _Side, buffer: Optional[str], view: 
         lines = ", ".join(str(view.lines_of_stmt(i)[0] + 1) for i in barriers)
         return (f"the barrier statements between them (line{'s' * (len(barriers) > 1)} {lines}) do not order these "
                 "accesses: check their pairing in the Barrier timeline (an Arrive or ReverseArrive missing in some "
-                f"iterations, or an Await's lag); or add {fence} {where}: {call}")
-    return f"{fence} {where}: {call}"
+                f"iterations, or an Await's lag); or add {fence_text} {where}: {call}")
+    return f"{fence_text} {where}: {call}"
 
 
 def _printed_lines(message: str, sides: list) -> str:
@@ -293,7 +285,8 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
         if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:
-            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc, scope_end, session)
+            card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc, scope_end, session,
+                                 fields["fence"], fields["fix"])
         card["texts"] = [s.text(view) for s in (earlier, later) if s is not None]
         cards.append(card)
     return cards

@@ -185,7 +185,10 @@ class CudaCommitGroup(BarrierMemory):
         first = arrives[0].spec.first_tl
         if first.name not in cls.FLAVOURS:
             raise _use_error(
-                arrives[0], f"commit groups order {', '.join(cls.FLAVOURS)} accesses, not {first}; use a CudaMbarrier"
+                arrives[0], f"an Arrive on a commit group commits the arriving threads' asynchronous copies, so its "
+                f"first sync-tl names them: `Arrive(Sm80_cp_async, 1) >> {name}` after cp.async copies (wgmma_async "
+                f"after wgmma, tma_to_gmem_async after TMA stores), not {first}; to order {first} accesses, use a "
+                "Fence or a CudaMbarrier"
             )
         flavour, instr_tl, scope = cls.FLAVOURS[first.name]
         if positions != 1:

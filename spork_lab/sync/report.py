@@ -45,12 +45,16 @@ class Hazard:
     other: Optional[Access]  # the conflicting earlier access, if any
     message: str
     after_hang: Optional[int] = None  # its threads already hang at this DEADLOCK (index into hazards; see _hangs)
+    fence: Optional[tuple] = None  # data hazards: the sync-tls (first, second) of a Fence that orders the two
+    fix: str = ""  # data hazards: what would order them, in words (see _fix)
 
     def __str__(self) -> str:
         where = f"{self.buffer}[{', '.join(map(str, self.index))}]" if self.buffer is not None else ""
         s = f"{self.kind} {where}: {self.message}\n  at {self.access.stmt} threads {ss.thread_text(self.access.threads)} {self.access.iters}"
         if self.other is not None:
             s += f"\n  after {self.other.stmt} threads {ss.thread_text(self.other.threads)} {self.other.iters}"
+        if self.fix:
+            s += f"\n  to fix: {self.fix}"
         return s
 
     def to_json(self) -> dict:
@@ -62,6 +66,8 @@ class Hazard:
             "other": self.other.to_json() if self.other else None,
             "message": self.message,
             "after_hang": self.after_hang,
+            "fence": list(self.fence) if self.fence else None,
+            "fix": self.fix,
         }
 
 
@@ -208,7 +214,7 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
             if program.slots[h.slot].global_memory:  # set only in programs with remote arrives (lower.py)
                 message += (f" ({name} is global memory: a remote `Arrive(...) >> bar[:]` does not order it for the "
                             "other CTAs of the cluster, a Fence by the whole cluster does)")
-        return Hazard(kind, name, h.index, acc, other, message)
+        return Hazard(kind, name, h.index, acc, other, message, None, *_fix(program, h, acc, other, name))
     q = program.queues[h.queue]
     if h.kind == P.COUNT:
         unawaited, slack = h.params
@@ -222,13 +228,14 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
     elif h.params[0] == 0:
         _, n, slot, depth, reuse = h.params
         message = (f"arrive #{n} on {q.barrier} reuses ring slot {slot} (depth {depth}) before arrive #{reuse} "
-                   f"was awaited: more {q.kind_prefix}Await lag than the ring allows")
+                   f"was awaited: more {q.kind_prefix}Await lag than the ring allows{_slot_free_hint(q)}")
     elif h.params[0] == 2:
         _, n, slot, depth, reuse = h.params
         message = (f"{q.kind_prefix}Arrive #{n} on {_queue_text(q)} reuses ring slot {slot} (depth {depth}), but its "
                    f"threads are not ordered after the {q.kind_prefix}Await of arrive #{reuse} (line {other.stmt.line}) "
                    "by any chain of program order, Fences and arrive -> await pairs: it can complete a phase before "
-                   f"that {q.kind_prefix}Await waited on it (on the GPU the parity wait then hangs or pairs with a later phase)")
+                   f"that {q.kind_prefix}Await waited on it (on the GPU the parity wait then hangs or pairs with a later "
+                   f"phase){_slot_free_hint(q)}")
     elif h.params[0] == 4:
         _, n, slot, depth, _ = h.params
         message = (f"{q.kind_prefix}Arrive #{n} on {_queue_text(q)} reuses ring slot {slot} (depth {depth}) from the "
@@ -270,6 +277,44 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
         message = (f"{q.kind_prefix}Await on {_queue_text(q)} pairs with arrive #{k}, but only {arrived} arrive(s) "
                    f"happened before it: the GPU would wait forever")
     return Hazard(kind, None, None, acc, other, message)
+
+
+def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access], name: str) -> tuple:
+    """(the sync-tls of a Fence that orders a data hazard's two accesses, where it goes, in words); (None, why no
+    Fence can) for accesses by different tasks."""
+    if other is None:  # not named (the second run watched other elements)
+        return None, ""
+    size = program.sites[h.access.site].task_threads
+    tasks = [{t // size for lo, hi in side.threads for t in range(lo // size * size, hi, size)} for side in (acc, other)]
+    if h.kind != P.FREE and tasks[0].isdisjoint(tasks[1]):
+        return None, (f"different tasks touch the same element of {name}: tasks are ordered only by the end of the "
+                      "device function; give each task its own elements, or split the work into two device functions")
+    fence = (program.sites[h.other.site].instr_tl.sync_tl_name, program.sites[h.access.site].instr_tl.sync_tl_name)
+    if h.kind == P.FREE:
+        where = f"before the end of {name}'s scope (it is allocated at line {acc.stmt.line})"
+    elif _in_order(other.stmt, acc.stmt):
+        where = f"between line {other.stmt.line} and line {acc.stmt.line}"
+    else:
+        where = (f"after line {other.stmt.line}, at the end of the loop body around both (before its next iteration "
+                 f"reaches line {acc.stmt.line})")
+    return fence, f"a Fence({fence[0]}, {fence[1]}) run by the threads of both accesses, {where}"
+
+
+def _in_order(first: Optional[StmtRef], second: Optional[StmtRef]) -> bool:
+    """Whether statement `first` comes before `second` in the proc (else they meet across loop iterations)."""
+    if first is None or second is None or first.path is None or second.path is None:
+        return first is not None and second is not None and first.line < second.line
+    key = lambda path: tuple(float("inf") if step == "else" else step for step in path)  # noqa: E731
+    return key(first.path) < key(second.path)
+
+
+def _slot_free_hint(q: P.Queue) -> str:
+    """How a forward ring stops refilling a slot its consumers still use."""
+    if q.reverse:
+        return ""
+    return ("; give the ring more slots, or make the arriving threads wait until the slot is free (a reverse queue: "
+            "the awaiting threads ReverseArrive when done with the slot, the arriving ones ReverseAwait before they "
+            "refill it)")
 
 
 def _events(program: P.Program, events: list) -> list:
