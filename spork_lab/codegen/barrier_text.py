@@ -74,7 +74,7 @@ def prelude_lines() -> list:
         '  asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(spork_smem_addr(bar)), "r"(count) : "memory");',
         "}",
         "__device__ __forceinline__ void spork_mbar_arrive(unsigned long long *bar) {",
-        "  unsigned long long state;",
+        "  [[maybe_unused]] unsigned long long state;",
         '  asm volatile("mbarrier.arrive.shared.b64 %0, [%1];" : "=l"(state) : "r"(spork_smem_addr(bar)) : "memory");',
         "}",
         "__device__ __forceinline__ void spork_mbar_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {",
@@ -188,7 +188,8 @@ class MbarrierText(BarrierText):
             _CLUSTER_SYNC if info.cluster_dim > 1 else "__syncthreads();",
         ]
         # Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position.
-        lines += [f"unsigned {info.name}_{d}{c}[{info.positions}] = {{0}};" for d, _, _ in arrays for c in ("a", "w", "b")]
+        lines += [f"[[maybe_unused]] unsigned {info.name}_{d}{c}[{info.positions}] = {{0}};"  # a role uses some
+                  for d, _, _ in arrays for c in ("a", "w", "b")]
         return lines
 
     def scope_begin_lines(self, info: BarrierInfo) -> list:
