@@ -87,6 +87,20 @@ def test_wrong_arguments_are_said_at_the_call():
         assert (e.value.filename, e.value.lineno) == (__file__, line)
 
 
+def test_sizes_too_large_for_the_cpu_are_refused_before_the_call():
+    """A C call cannot be interrupted: a GPU-sized GEMM would have held a notebook's kernel for hours."""
+    x = np.zeros(1024, np.float32)
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(sl.ArgumentError) as e:
+        sl.run_cpu(gpu_add(), 1024, x, x.copy(), max_ops=1000)
+    assert e.value.message.startswith("run_cpu(add): at n=1024 the sequential program makes about 1.0e+03 "
+                                      "assignments, more than max_ops=1e+03"), e.value.message
+    assert (e.value.filename, e.value.lineno) == (__file__, line)
+    args = dist_gemm.make_args(np.random.default_rng(), n=2048)  # 2048^3 multiply-adds: above the default
+    with pytest.raises(sl.ArgumentError, match="about 8.6e\\+09 assignments, more than max_ops=4e\\+09"):
+        sl.run_cpu(dist_gemm.PROCS[0], **args)
+
+
 class _OnGpu:
     __cuda_array_interface__ = {"shape": (256,), "typestr": "<f4", "data": (0, False), "version": 3}
 
