@@ -147,9 +147,9 @@ def two_phase(x: f32[4, 64] @ CudaGmemLinear, y: f32[4, 2] @ CudaGmemLinear):
 
 def test_exo_ops_keep_annotations():
     p = _gpu_vec_add()
-    p = divide_loop(p, "tid", 32, ["w", "lane"], perfect=True)  # both halves keep the mode
-    assert _modes(p)[2:] == [CudaThreads(cuda_thread)] * 2
-    p = set_loop_mode(set_loop_mode(p, "w", cuda_threads(unit=cuda_warp)), "lane", "seq")
+    p = divide_loop(p, "tid", 32, ["w", "lane"], perfect=True)  # each iteration stays on its thread: w over warps
+    assert _modes(p)[2:] == [CudaThreads(cuda_warp), CudaThreads(cuda_thread)]
+    p = set_loop_mode(p, "lane", "seq")
     p = reorder_loops(p, "w lane")  # a seq loop may go outside a thread loop (a lane loop outside w is refused)
     assert _modes(p)[2:] == [LoopIR.Seq(), CudaThreads(cuda_warp)]
     p = simplify(p)
