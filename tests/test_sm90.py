@@ -137,8 +137,9 @@ def split_warpgroup(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ C
 """
     cu = _cu(sl.parse_source(src))
     before = cu[: cu.index("// warps named 'load'")]
-    assert re.findall(r"if \(threadIdx.x / 128 >= (\d) && threadIdx.x / 128 < (\d)\) asm volatile\(\"setmaxnreg\.(\w+)\.sync"
-                      r"\.aligned\.u32 (\d+);", before) == [("0", "1", "dec", "40")]
+    # warpgroup 0: no `>= 0` test (threadIdx.x is unsigned, and nvcc warns of a pointless comparison)
+    assert re.findall(r"if \((?:threadIdx.x / 128 >= (\d) && )?threadIdx.x / 128 < (\d)\) asm volatile\(\"setmaxnreg\."
+                      r"(\w+)\.sync\.aligned\.u32 (\d+);", before) == [("", "1", "dec", "40")]
     math = cu[cu.index("// warps named 'math'") :]
     assert cu.count("setmaxnreg.") == 2 and 'asm volatile("setmaxnreg.dec.sync.aligned.u32 232;");' in math
 
