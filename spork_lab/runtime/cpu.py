@@ -132,6 +132,7 @@ def _library(c: str, h: str, name: str) -> Path:
     if res.returncode != 0:
         raise BuildError(f"{cc} failed on the sequential program ({' '.join(cmd)}) in {work}:\n{res.stderr}")
     os.replace(work / lib.name, lib)
+    shutil.rmtree(work)  # its sources: the cache keeps only the library
     return lib
 
 
