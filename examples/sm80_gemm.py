@@ -116,7 +116,8 @@ def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, 
                 C[i, j] += A[i, k] * {b_elem}
 """
     # statements point at the lines of the text above (hazards and errors name this file)
-    first_line = inspect.getsourcelines(naive)[1] + 3
+    lines, start = inspect.getsourcelines(naive)
+    first_line = start + next(n for n, line in enumerate(lines) if line.startswith("def {"))
     return sl.parse_source(src.strip("\n"), filename=__file__, first_line=first_line)
 
 

@@ -400,7 +400,8 @@ def {cfg.name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B: {t}[
             for k in seq(0, K):
                 C[i, j] += A[i, k] * B[j, k]
 """
-    first_line = inspect.getsourcelines(naive)[1] + 3  # statements point at the lines of the text above
+    lines, start = inspect.getsourcelines(naive)
+    first_line = start + next(n for n, line in enumerate(lines) if line.startswith("def {"))  # statements point at the lines of the text above
     return sl.parse_source(src.strip("\n"), filename=__file__, first_line=first_line)
 
 
