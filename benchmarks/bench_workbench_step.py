@@ -128,7 +128,7 @@ def by_opt_level(wb: sl.Workbench) -> dict:
     -O0, calling the runtime's sc_done) and with gcc -O1 and -O2 (an empty cache each), and one check's runs
     with each build."""
     program = checker.program_of(wb.proc._loopir_proc)
-    values = checker._size_values(wb.proc._loopir_proc, wb.sizes)
+    values = checker.size_values(wb.proc._loopir_proc, wb.sizes)
     out = {"c_lines": c_source(program).count("\n") + 1}
     cache = os.environ["SPORK_LAB_CACHE"]
     try:

@@ -28,7 +28,8 @@ SMALL = {"vec_add": 1 << 14, "reverse_tiles": 256 * 64, "block_reduce": 256 * 64
          "sync_ring": 1024, "cp_async_double_buffer": 1 << 14, "mbarrier_ring_tasks": 256 * 64,
          "event_two_stage": 1 << 14, "sm80_mma_gemm": 128, "index_arithmetic": 64, "dist_gemm": 128,
          "dist_cluster_smem": 256 * 4, "sm80_gemm": 256, "sm90_tma_wgmma": 256, "sm90_rmem_a": 256, "sm90_gemm": 512,
-         "sm90_tma_store": 256, "sm90_persistent_store": 16, "stepwise_gemm": 128, "pipelined_tiles": 1024 * 16}  # fmt: skip
+         "sm90_tma_store": 256, "sm90_persistent_store": 16, "stepwise_gemm": 128, "pipelined_tiles": 1024 * 16,
+         "smem_transpose": 64}  # fmt: skip
 TOOLS = ["racecheck", "synccheck"]
 
 

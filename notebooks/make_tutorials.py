@@ -234,6 +234,19 @@ def sm80_part() -> list:
             "shards of the distributed accumulator `D`: one `D[wm, wn, ...]` per warp."),
         new_code_cell('wb80.select("Sm80_mma_f16(_)")'),
         new_markdown_cell(
+            "### What `pad_rows` bought: bank conflicts\n\nStep 7 padded each row of `A_s` and `B_s` by 16 bytes. "
+            "`sl.bank_conflicts` runs the kernel at small sizes access by access and groups the accesses of shared "
+            "memory into the requests each warp makes (an `ldmatrix` makes one per 8 × 8 matrix): a request takes "
+            "as many wavefronts as the most words it touches in one of the 32 banks. With the padding every "
+            "fragment load takes one wavefront per matrix; the same schedule without step 7 takes eight, since the "
+            "8 rows of a matrix, 128 bytes apart, fall in the same 4 banks. (On an H200, Nsight Compute measures "
+            "the same counts: `benchmarks/results/bank_conflicts_ncu.md`.) The workbench's **Banks** tab shows this count "
+            "for the step it shows, at its sizes."),
+        new_code_cell("from sm80_gemm import STEPS, schedule\n\n"
+                      "print(sl.bank_conflicts(wb80.proc, M=128, N=256, K=192))\n"
+                      "no_padding = schedule(naive(cfg), cfg, steps=[s for s in STEPS if s is not pad_rows])\n"
+                      "print(sl.bank_conflicts(no_padding, M=128, N=256, K=192))"),
+        new_markdown_cell(
             "The kernel for the benchmark at the end: the proc of the last step."),
         new_code_cell("sm80_gemm_f16 = wb80.proc"),
     ]

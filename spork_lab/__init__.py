@@ -36,6 +36,7 @@ _dtypes.install()
 _LAZY = {
     "analyze": "spork_lab.analysis",
     "sync_check": "spork_lab.sync.checker",
+    "bank_conflicts": "spork_lab.sync.banks",
     "compile_procs_to_strings": "spork_lab.codegen",
     "compile_procs": "spork_lab.codegen",
     "build": "spork_lab.runtime",

@@ -30,10 +30,10 @@ _SIZE_CANDIDATES = (16, 32, 64, 128, 256, 512, 768, 1024)  # 768: three 256-colu
 
 def _sizes_allowed(p, sizes: dict) -> bool:
     from spork_lab.errors import SyncError
-    from spork_lab.sync.checker import _size_values
+    from spork_lab.sync.checker import size_values
 
     try:
-        _size_values(p._loopir_proc, sizes)
+        size_values(p._loopir_proc, sizes)
     except SyncError:
         return False
     return True

@@ -15,7 +15,7 @@ from spork_lab import proc
 from spork_lab.core.coll import CollTiling, cuda_thread
 from spork_lab.lab import Workbench, _doctor
 from spork_lab.lab._codeview import code_view, highlight, printed_text
-from spork_lab.lab._render import STATIC_DIR
+from spork_lab.lab._render import STATIC_DIR, static_page
 from spork_lab.lab._tiling import tiling_grid
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
@@ -84,7 +84,7 @@ def test_widget_loads_its_front_end_from_extension_dir():
     assert (STATIC_DIR / "workbench.js").is_file()
     v = wb.view()
     assert "export default" in str(v._esm) and ".sl-cg-cell" in str(v._css) and "data-set" in str(v._esm)
-    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "timeline", "hazards", "steps", "cuda"]
+    assert [key for key, _ in wb.state["tabs"]] == ["code", "tiling", "timeline", "hazards", "steps", "banks", "cuda"]
 
 
 def test_mimebundle_has_widget_and_static_picture():
@@ -416,6 +416,20 @@ def test_the_cuda_tab_is_generated_when_opened():
     v.view = "cuda"  # what clicking the tab does
     html = v.state["views"]["cuda"]
     assert "<details><summary>runtime prelude" in html and html.index("__global__") > html.index("</details>")
+
+
+def test_the_banks_tab_counts_bank_conflicts_when_opened():
+    from smem_transpose import transpose
+
+    v = Workbench(transpose, sizes={"M": 64, "N": 64}).view()
+    assert "counted when this tab is opened" in v.state["views"]["banks"]
+    v.view = "banks"
+    html = v.state["views"]["banks"]
+    assert "1 of 2 shared-memory accesses conflict" in html and "32.00x, at worst 32-way" in html
+    assert html.index("tile[lane, 8 * q + w]") < html.index("conflict-free")  # the conflicting access first
+    assert "sl-banks-summary\">" not in static_page(v.state)  # computed on demand: not in the stored picture
+    v.view = "code"
+    assert "Banks" in [label for _, label in v.state["tabs"]]
 
 
 def test_tiling_draws_the_shard_grid_of_a_distributed_allocation():

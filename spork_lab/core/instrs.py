@@ -38,6 +38,8 @@ class InstrInfo:
     #   and its first element is aligned so (128)
     wgmma_shape: tuple = ()  # wgmma: (M, N, K), its PTX shape; the next wgmma of the same shape on its accumulator
     #   needs no wgmma.fence, one of another shape does (PTX ISA, wgmma.fence)
+    smem_blocks: tuple = ()  # (parameter, block shape): a warp instr's shared-memory requests, one per block of its
+    #   window (ldmatrix: each 8 x 16-byte matrix); sl.bank_conflicts counts their banks
     target: str = ""  # the least target that runs it: "sm_80" (or newer); "sm_90a" (that target only: wgmma)
 
 

@@ -25,6 +25,8 @@ class CudaMemory(Memory):
     # False where the instrs' layout decides which lane holds which element (mma and wgmma fragments): scalar
     # code cannot name an element by its index there, and instrs take windows of whole, adjacent tiles
     scalar_access = True
+    # row-major shared memory of one CTA, each allocation 128-byte aligned: sl.bank_conflicts counts its banks
+    linear_smem = False
 
     @classmethod
     def alloc(cls, new_name, prim_type, shape, srcinfo):

@@ -18,6 +18,7 @@ from ._codeview import CodeView
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"  # the widget front end (no build step), shipped in the package
 CSS_PATH = STATIC_DIR / "workbench.css"
+ON_DEMAND = ("banks", "cuda")  # tabs computed when opened in a running notebook (each can take seconds)
 
 
 def _badge(outcome_state: str, message: str, bad: bool) -> str:
@@ -120,14 +121,38 @@ def cuda(text: Optional[str], note: str) -> str:
     return f'<div class="sl-note">{escape(note)}</div>{folded}<pre class="sl-cuda">{escape(kernels)}</pre>'
 
 
+def banks(report, note: str) -> str:
+    """The Banks tab: sl.bank_conflicts' count per statement (conflicting ones first), or why there is none."""
+    if report is None:
+        return f'<div class="sl-note">{escape(note)}</div>'
+    if not report.accesses and not report.not_modeled:
+        return f'<div class="sl-note">{escape(note)}</div><div class="sl-note">no shared-memory accesses to count</div>'
+    rows = []
+    for a in report.accesses:
+        cost = "conflict-free" if a.conflict_free else f"{a.ratio:.2f}x, at worst {a.worst_ways}-way"
+        many = f" ({a.statements} statements)" if a.statements > 1 else ""
+        worst = "" if a.conflict_free else f'<div class="sl-banks-worst">worst: {escape(a.worst)}</div>'
+        rows.append(
+            f'<tr class="{"sl-banks-ok" if a.conflict_free else "sl-banks-bad"}">'
+            f'<td><code>{escape(a.code)}</code>{escape(many)}{worst}</td><td>{a.kind} <code>{escape(a.buffer)}</code></td>'
+            f"<td>{a.requests}</td><td>{a.wavefronts}</td><td>{a.needed}</td><td>{escape(cost)}</td></tr>")
+    skipped = "".join(f'<div class="sl-note">not modeled: <code>{escape(s.text)}</code> ({escape(why)})</div>'
+                      for s, why in report.not_modeled)
+    summary = (f"{len(report.conflicts)} of {len(report.accesses)} shared-memory accesses conflict"
+               if report.accesses else "no modeled shared-memory accesses")
+    return (f'<div class="sl-note">{escape(note)}</div><div class="sl-banks-summary">{summary}</div>'
+            '<table class="sl-banks"><tr><th>statement</th><th>access</th><th>requests</th><th>wavefronts</th>'
+            f'<th>needed</th><th>cost</th></tr>{"".join(rows)}</table>{skipped}')
+
+
 def static_page(state: dict) -> str:
-    """Every view on one page (the picture a notebook keeps without a kernel), under headings; the CUDA tab,
-    generated on demand by the live widget, is left out."""
+    """Every view on one page (the picture a notebook keeps without a kernel), under headings; the tabs the
+    live widget computes on demand (CUDA, Banks) are left out."""
     views = state["views"]
     sections = "".join(
         f'<div class="sl-section"><div class="sl-section-title">{escape(label)}</div>{views[key]}</div>'
         for key, label in state["tabs"]
-        if key != "cuda"
+        if key not in ON_DEMAND
     )
     return standalone(f'<div class="sl-wb sl-static">{views["header"]}{_svg_as_images(sections)}</div>')
 

@@ -36,6 +36,7 @@ from ..core.blocks import CudaDeviceFunction
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..errors import SizesError, SporkError, SporkIndexError, SporkSchedulingError, SporkTypeError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
+from ..sync.banks import bank_conflicts
 from . import _hazards, _render, _timeline, _tiling
 from ._codeview import CodeView, code_view, printed_text
 from ._results import Check, Outcome, analyse
@@ -43,7 +44,7 @@ from ._source import value_source
 from ._widget import WorkbenchView
 
 TABS = (("code", "Code"), ("tiling", "Tiling"), ("timeline", "Barrier timeline"), ("hazards", "Hazards"),
-        ("steps", "Steps"), ("cuda", "CUDA"))  # fmt: skip
+        ("steps", "Steps"), ("banks", "Banks"), ("cuda", "CUDA"))  # fmt: skip
 SCRIPT_IMPORTS = (
     "from __future__ import annotations",
     "",
@@ -179,7 +180,9 @@ class StepResult:
         self._check = Check(proc, sizes, analysis)
         self.analysis: Outcome = self._in_code_lines(analysis, "analysis failed")
         self._progress = progress
+        self._sizes = sizes
         self._cuda: Optional[tuple] = None
+        self._banks: Optional[tuple] = None
 
     @cached_property
     def _checked(self) -> Outcome:
@@ -296,6 +299,23 @@ class StepResult:
                 except SporkError as e:
                     self._cuda = (None, f"code generation failed: {e}")
         return self._cuda
+
+    def banks(self) -> tuple:
+        """(sl.bank_conflicts' report at the workbench's sizes or None, a note), counted on first use."""
+        if self._banks is None:
+            if self.analysis.state != "ok":
+                self._banks = (None, "no count: " + self.analysis.message)
+            elif not self.analysis.value.device_functions:
+                self._banks = (None, "no count yet: the proc has no CudaDeviceFunction")
+            else:
+                try:
+                    report = bank_conflicts(self.proc, **self._sizes)
+                    call = ", ".join([self.proc.name(), *(f"{k}={v}" for k, v in self._sizes.items())])
+                    self._banks = (report, f"sl.bank_conflicts({call}): the wavefronts of each warp's "
+                                           "shared-memory requests, per statement")
+                except SporkError as e:
+                    self._banks = (None, f"no count: {e.message}")
+        return self._banks
 
     def default_selection(self) -> Optional[tuple]:
         """The first of the most deeply tiled statements that are not loops or allocations (the interesting
@@ -527,10 +547,11 @@ class Workbench:
     # ---- pictures ----
 
     def render(self, step: int, selection: Optional[tuple] = None, level: str = "", pages: Optional[dict] = None,
-               cuda: bool = False, error: Optional[dict] = None, history: Optional[list] = None) -> dict:
+               opened: str = "", error: Optional[dict] = None, history: Optional[list] = None) -> dict:
         """The views of `step` as HTML plus their data, for a selection ((path, class) or None: the default),
         with the `error` of a step that failed there (a picture shows the error it was displayed with); `history`:
-        the steps of a picture whose step the session replaced (None: the session's own)."""
+        the steps of a picture whose step the session replaced (None: the session's own); `opened`: the tab
+        shown, which an ON_DEMAND tab needs to be computed."""
         r = self.result(step, history)  # its sync check runs in the background: what needs no check is drawn first
         index = r.index_of(selection) if selection is not None else r.index_of(self._selection)
         if index is None:
@@ -539,8 +560,12 @@ class Workbench:
         changed = _changed_lines(self.text(self._proc_in(history, step - 1)), self.text(r.proc)) if step else frozenset()
         steps_html, steps_label, steps = self.steps_view(step, history)
         pages = dict(pages or {})
-        cuda_text, cuda_note = r.cuda() if cuda else (None, "the generated CUDA appears here when this tab is opened "
-                                                            "in a running notebook (sl.compile_procs_to_strings)")
+        cuda_text, cuda_note = r.cuda() if opened == "cuda" else (
+            None, "the generated CUDA appears here when this tab is opened in a running notebook "
+                  "(sl.compile_procs_to_strings)")
+        banks, banks_note = r.banks() if opened == "banks" else (
+            None, "shared-memory bank conflicts are counted when this tab is opened in a running notebook "
+                  "(sl.bank_conflicts at the workbench's sizes)")
         r.view.highlighted  # noqa: B018 -- computed while the check runs; the header below waits for it
         views = {
             "header": self.header(step, error, history),
@@ -549,6 +574,7 @@ class Workbench:
             "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
             "hazards": _hazards.render(r.check.message, r.hazards),
             "steps": steps_html,
+            "banks": _render.banks(banks, banks_note),
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
         labels = {"steps": steps_label, "hazards": f"Hazards ({r.hazards_to_fix})"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from ._render import CSS_PATH, STATIC_DIR
+from ._render import CSS_PATH, ON_DEMAND, STATIC_DIR
 
 
 class WorkbenchView(anywidget.AnyWidget):
@@ -61,8 +61,8 @@ class WorkbenchView(anywidget.AnyWidget):
             barrier, _, page = new.rpartition(":")
             if page.lstrip("-").isdigit():
                 self._pages[barrier] = int(page)
-        elif name == "view" and new != "cuda" and not (new == "steps" and self._steps_outdated):
-            return  # switching tabs is the front end's business; CUDA is generated when opened, Steps drawn again
+        elif name == "view" and new not in ON_DEMAND and not (new == "steps" and self._steps_outdated):
+            return  # switching tabs is the front end's business; CUDA and Banks are made when opened, Steps drawn again
         self._redraw()
 
     _redrawing = False
@@ -92,7 +92,7 @@ class WorkbenchView(anywidget.AnyWidget):
     def _redraw(self) -> None:
         self._redrawing = True
         try:
-            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view == "cuda",
+            rendered = self._session.render(self.step, self._selection, self.level, self._pages, self.view,
                                             self._shown_error(), self._frozen())
             self.data = rendered["data"]
             self.state = {k: rendered[k] for k in ("views", "tabs", "first_view")}

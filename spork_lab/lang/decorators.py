@@ -48,25 +48,27 @@ def instr(
     cuda_includes: tuple = (),
     convergent: bool = False,
     aligned: tuple = (),
+    smem_blocks: tuple = (),
 ) -> Callable[[Callable], Procedure]:
     """Like exo's @instr, plus the instr-tl and collective unit the instruction needs (and, in `aligned`, the
-    (parameter, bytes) whose rows the hardware addresses aligned)."""
+    (parameter, bytes) whose rows the hardware addresses aligned; in `smem_blocks`, (parameter, block shape):
+    a warp instr's shared-memory requests, one per block of the parameter's window, for `sl.bank_conflicts`)."""
     if not isinstance(c_instr, str):
         raise SporkTypeError(f"@instr needs the instruction's C template as a string: @instr(\"...\"), not "
                              f"{c_instr!r}", user_frame())
 
     def decorate(func: Callable) -> Procedure:
         p = _parse(func, inspect.currentframe().f_back.f_locals, (c_instr, c_global))
-        _check_instr(p, c_instr, instr_tl, coll_unit, aligned)
+        _check_instr(p, c_instr, instr_tl, coll_unit, aligned, smem_blocks)
         register_instr(p.name(), InstrInfo(instr_tl, coll_unit, dict(usage_tls or {}), tuple(cuda_includes), convergent,
-                                           aligned=tuple(aligned)))
+                                           aligned=tuple(aligned), smem_blocks=tuple(smem_blocks)))
         return p
 
     return decorate
 
 
 @user_facing
-def _check_instr(p: Procedure, c_instr: str, instr_tl, coll_unit, aligned: tuple) -> None:
+def _check_instr(p: Procedure, c_instr: str, instr_tl, coll_unit, aligned: tuple, smem_blocks: tuple) -> None:
     """@instr's own arguments, checked at the definition: otherwise the analyses or the code generator would
     meet them as an AttributeError or a KeyError far from the user's line."""
     where = p._loopir_proc.srcinfo
@@ -81,10 +83,17 @@ def _check_instr(p: Procedure, c_instr: str, instr_tl, coll_unit, aligned: tuple
     if not isinstance(coll_unit, CollUnit):
         raise SporkSyntaxError(f"@instr(coll_unit=...) takes a collective unit such as cuda_thread, cuda_warp or "
                                f"4 * cuda_thread, got {coll_unit!r}", where)
-    unknown = [name for name, _ in aligned if name not in params]
-    if unknown:
-        raise SporkSyntaxError(f"@instr(aligned=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
-                               f"({', '.join(params)})", where)
+    for option, pairs in (("aligned", aligned), ("smem_blocks", smem_blocks)):
+        unknown = [name for name, _ in pairs if name not in params]
+        if unknown:
+            raise SporkSyntaxError(f"@instr({option}=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
+                                   f"({', '.join(params)})", where)
+    ranks = {str(a.name): len(a.type.shape()) for a in p._loopir_proc.args if a.type.is_tensor_or_window()}
+    for name, block in smem_blocks:
+        if not (isinstance(block, tuple) and len(block) == ranks.get(name)
+                and all(isinstance(b, int) and b > 0 for b in block)):
+            raise SporkSyntaxError(f"@instr(smem_blocks=...) gives {name} the block {block!r}; it takes a tuple of "
+                                   f"{ranks.get(name, 0)} positive ints, one per dimension of {name}", where)
     known = {f"{a}{suffix}" for a in params for suffix in ("", "_data", "_int")}
     try:
         fields = [re.match(r"[^.\[]*", f).group() for _, f, _, _ in string.Formatter().parse(c_instr) if f is not None]

@@ -160,6 +160,7 @@ _ROUND_A = " ".join(f"{{rmem_data}}[{i}] = sm80_tf32({{rmem_data}}[{i}]);" for i
     coll_unit=cuda_warp,
     cuda_includes=(_TF32_ROUND,),
     aligned=(("smem", 16),),  # ldmatrix rows
+    smem_blocks=(("smem", (8, 4)),),  # ldmatrix's four matrices of 8 x 4 words
 )
 def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
     for m in seq(0, 16):
@@ -171,6 +172,7 @@ def Sm80_mma_load_a_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 
     _load_tf32("rmem", "smem", ["sm80_t * sm80_ld + sm80_g", "(sm80_t + 4) * sm80_ld + sm80_g"]),
     coll_unit=cuda_warp,
     cuda_includes=(_TF32_ROUND,),
+    smem_blocks=(("smem", (4, 8)),),  # two loads per lane: k = t (then t + 4) of column n = g
 )
 def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8] @ CudaSmemLinear):
     for k in seq(0, 8):
@@ -186,6 +188,7 @@ def Sm80_mma_load_b_tf32(rmem: [f32][8, 8] @ Sm80_RmemMatrixB, smem: [f32][8, 8]
     _ldmatrix_f32(*_A_TF32_ROWS),
     coll_unit=cuda_warp,
     aligned=(("smem", 16),),  # ldmatrix rows
+    smem_blocks=(("smem", (8, 4)),),  # ldmatrix's four matrices of 8 x 4 words
 )
 def Sm80_mma_load_a_tf32_trunc(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32][16, 8] @ CudaSmemLinear):
     for m in seq(0, 16):
@@ -201,6 +204,7 @@ def Sm80_mma_load_a_tf32_trunc(rmem: [f32][16, 8] @ Sm80_RmemMatrixA, smem: [f32
     _ldmatrix_f32("sm80_l % 8u + 8u * (sm80_l / 16u)", "(sm80_l / 8u) % 2u * 4u"),
     coll_unit=cuda_warp,
     aligned=(("smem", 16),),  # ldmatrix rows
+    smem_blocks=(("smem", (8, 4)),),  # ldmatrix's four matrices of 8 x 4 words
 )
 def Sm80_mma_load_b_pair_nk_tf32_trunc(rmem: [f32][2, 8, 8] @ Sm80_RmemMatrixB, smem: [f32][16, 8] @ CudaSmemLinear):
     for j in seq(0, 2):
@@ -260,7 +264,8 @@ def _m16n8k16(dtype: str) -> tuple:
         p = parse_source(src, filename=__file__, func_globals=namespace, instr=(c_instr, ""))
         ldmatrix = "ldmatrix" in c_instr
         register_instr(name, InstrInfo(coll_unit=cuda_warp, convergent=convergent, target="sm_80",
-                                       aligned=(("smem", 16),) if ldmatrix else ()))
+                                       aligned=(("smem", 16),) if ldmatrix else (),
+                                       smem_blocks=(("smem", (8, 8)),) if ldmatrix else ()))  # 8 x 8 matrices
         procs.append(p)
     return tuple(procs)
 

@@ -85,6 +85,7 @@ class CudaSmemLinear(CudaMemory):
     """Shared memory of one CTA, constant shape, row-major."""
 
     native_unit = cuda_cta_in_cluster
+    linear_smem = True
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = _cuda_tls
     write_tls = _cuda_tls

@@ -96,7 +96,7 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
             raise SporkTypeError(f"sync_check({name}={limit!r}): give an int >= 0", call)
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
-    values = _size_values(ir, sizes, max_elements)
+    values = size_values(ir, sizes, max_elements)
     entry = _engines(ir)
     program, runner, note = entry[0], entry[1], ""
     if engine == "compiled":
@@ -128,40 +128,40 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS) -> tuple:
+def size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS, caller: str = "sync_check") -> tuple:
     """The size arguments' values in order, checked: every one given and positive, no other name given,
     every assertion true, and at most `max_elements` argument elements. Errors name the caller's line (the
-    user's sync_check call), and the proc's line where it helps."""
+    user's `caller` call: sync_check, bank_conflicts), and the proc's line where it helps."""
     call = user_frame()
     env, values = {}, []
     names = [str(a.name) for a in ir.args if not a.type.is_numeric()]
     unknown = sorted(set(sizes) - set(names))
     if unknown:
-        raise SizesError(f"sync_check: {ir.name} has no size {', '.join(map(repr, unknown))}; its sizes are "
+        raise SizesError(f"{caller}: {ir.name} has no size {', '.join(map(repr, unknown))}; its sizes are "
                         f"{', '.join(names) or '(none)'}", call)
     for a in ir.args:
         if not a.type.is_numeric():
             name = str(a.name)
             if name not in sizes:
-                raise SizesError(f"sync_check needs a value for {name}: sync_check(p, {name}=...)", call)
+                raise SizesError(f"{caller} needs a value for {name}: {caller}(p, {name}=...)", call)
             env[a.name] = P.Var(len(values))
             if not _is_int(sizes[name]):
-                raise SizesError(f"sync_check: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", call)
+                raise SizesError(f"{caller}: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", call)
             values.append(int(sizes[name]))
             if values[-1] < 1 and isinstance(a.type, T.Size):
-                raise SizesError(f"sync_check: {name}={values[-1]}, but a size is positive", call)
+                raise SizesError(f"{caller}: {name}={values[-1]}, but a size is positive", call)
 
     def value(e) -> int:
         return eval(f"lambda V: {expr_source(index_expr(e, env))}")(values)  # noqa: S307
 
     for pred in ir.preds:
         if not value(pred):
-            raise SizesError(f"sync_check: the sizes {sizes} violate the assertion `{pred}` of {ir.name} (line "
+            raise SizesError(f"{caller}: the sizes {sizes} violate the assertion `{pred}` of {ir.name} (line "
                             f"{pred.srcinfo.lineno}): choose sizes it holds for", call)
     elements = sum(math.prod(value(d) for d in a.type.shape()) for a in ir.args if a.type.is_tensor_or_window())
     if elements > max_elements:
         raise SizesError(
-            f"sync_check: at {sizes} the arguments hold {elements} elements, more than max_elements={max_elements}; "
+            f"{caller}: at {sizes} the arguments hold {elements} elements, more than max_elements={max_elements}; "
             "the machine tracks every element, and hazards show at small sizes: use smaller ones (or raise "
             "max_elements, at a few hundred bytes per element)",
             call,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
@@ -24,7 +25,7 @@ from exo.core.LoopIR import LoopIR
 from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
-from ..core.instrs import instr_info, multicast_dst
+from ..core.instrs import instr_info, multicast_dst, user_name
 from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import elem_bytes
@@ -94,6 +95,26 @@ def lower(proc_ir: LoopIR.proc) -> P.Program:
     return _Lowering(proc_ir).program()
 
 
+@dataclass(frozen=True)
+class BankLayout:
+    """What the bank-conflict count (sync/banks.py) needs beyond a Program: see `lower_for_banks`."""
+
+    request_vars: frozenset  # variables of the loops whose iterations are separate shared-memory requests
+    blocks: dict  # id(Access op) -> its element's block (an Expr) in a warp instr that declares `smem_blocks`
+    elem_bytes: tuple  # per slot: bytes per element
+    banked: tuple  # per slot: row-major shared memory of one CTA (`CudaMemory.linear_smem`)
+    shard_elems: tuple  # per slot: elements per shard of distributed shared memory (an Expr), else None
+    callees: dict  # statement index -> (the name of the instr a call statement calls, the call as printed)
+
+
+def lower_for_banks(proc_ir: LoopIR.proc) -> tuple:
+    """(Program, BankLayout) for counting shared-memory bank conflicts: every access in execution order, as
+    often as it runs (none of the reductions that keep the sync check's reports but change how often a
+    read runs), whole tiles element by element."""
+    lowering = _Lowering(proc_ir, for_banks=True)
+    return lowering.program(), lowering.bank_layout()
+
+
 def index_expr(e, env: dict) -> P.Expr:
     """An integer LoopIR expression as an `Expr`; env maps symbols to their `Expr`s (a window to its `_View`).
     The one translation of index arithmetic that both engines evaluate (a SyncError for anything else)."""
@@ -125,8 +146,9 @@ def index_expr(e, env: dict) -> P.Expr:
 
 
 class _Lowering:
-    def __init__(self, proc_ir: LoopIR.proc):
+    def __init__(self, proc_ir: LoopIR.proc, for_banks: bool = False):
         self.ir = proc_ir
+        self.for_banks = for_banks
         self.analysis = analyze(proc_ir)
         self.ops: list = []
         self.n_vars = 0
@@ -152,10 +174,14 @@ class _Lowering:
         # elsewhere records shared by global and shared memory elements keep syncs cheap.
         self.remote_arrives = any((spec := sync_spec_of(s)) is not None and spec.is_arrive and spec.window_shape
                                   for s in walk_stmts(proc_ir.body))
-        self.whole_tiles = self.tiles_accessed_whole(proc_ir)
+        self.whole_tiles = frozenset() if for_banks else self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
         self.shard_elems: list = []  # per slot: elements of one shard of distributed shared memory (an Expr), else None
         self.wgmma_shapes: dict = {}  # index of an Access of wgmma's register operands -> the wgmma's shape
+        self.request_vars: set = set()  # for_banks: see BankLayout
+        self.blocks: dict = {}
+        self.elem_bytes: list = []
+        self.callees: dict = {}  # for_banks: see BankLayout
 
     def program(self) -> P.Program:
         env: dict = {}
@@ -173,8 +199,11 @@ class _Lowering:
         for size, table in self.rank_tables.items():
             self.tables[table] = tuple(_rank(m, size) for m in self.masks)
         self.unorder_mixed_wgmma_shapes()
-        private = self.private_accesses()
-        ops = self.hoist_read_nests(_without(self.ops, private | self.dead_lets(private)))
+        if self.for_banks:
+            ops = self.bank_ops()
+        else:
+            private = self.private_accesses()
+            ops = self.hoist_read_nests(_without(self.ops, private | self.dead_lets(private)))
         return P.Program(
             proc=str(self.ir.name),
             ops=ops,
@@ -188,6 +217,21 @@ class _Lowering:
             stmts=tuple(self.stmts),
             max_threads=self.max_threads,
         )
+
+    def bank_ops(self) -> tuple:
+        """The ops the bank count runs: control flow, tasks, and the allocations and accesses of banked memory."""
+        banked = [getattr(mem, "linear_smem", False) for mem in self.mems]
+        drop = {k for k, op in enumerate(self.ops)
+                if not isinstance(op, (P.For, P.EndFor, P.If, P.Else, P.EndIf, P.Let, P.TaskBegin, P.Access, P.Alloc))
+                or (isinstance(op, (P.Access, P.Alloc)) and not banked[op.slot])}
+        used = set().union(*map(_variables, self.blocks.values()))
+        self.blocks = {id(self.ops[k]): block for k, block in self.blocks.items()}
+        return _without(self.ops, drop | self.dead_lets(drop, used))
+
+    def bank_layout(self) -> BankLayout:
+        return BankLayout(frozenset(self.request_vars), self.blocks, tuple(self.elem_bytes),
+                          tuple(getattr(mem, "linear_smem", False) for mem in self.mems), tuple(self.shard_elems),
+                          dict(self.callees))
 
     # ---- tables ----
 
@@ -204,6 +248,8 @@ class _Lowering:
         if stmt is None:
             stmt = self.stmt_ids[id(s)] = len(self.stmts)
             self.stmts.append(self.analysis.ref(s))
+            if self.for_banks and isinstance(s, LoopIR.Call):
+                self.callees[stmt] = (user_name(s.f.name), re.sub(r"\n\s*", " ", re.sub(r"\(\n\s*", "(", str(s))))
         key = (stmt, ctx.loops, ctx.instr_tl, ctx.task_threads)
         site = self.site_ids.get(key)
         if site is None:
@@ -314,6 +360,7 @@ class _Lowering:
                                  global_memory=self.remote_arrives and is_global_memory(decl.mem)))
         self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
+        self.elem_bytes.append(elem_bytes(decl.type.basetype()) if getattr(decl.mem, "linear_smem", False) else 0)
         strides, size = [], P.Const(1)
         for d in reversed(shape):
             strides.append(size)
@@ -425,12 +472,12 @@ class _Lowering:
                 private.update(indices)
         return private
 
-    def dead_lets(self, dropped: set) -> set:
-        """The Lets (window offsets, index parts) whose variable no op but the `dropped` ones reads, directly or
-        through other Lets: gcc would compile them and both engines run them for nothing (a Let that may stop
-        the run stays: `_may_fail`)."""
+    def dead_lets(self, dropped: set, used: frozenset = frozenset()) -> set:
+        """The Lets (window offsets, index parts) whose variable no op but the `dropped` ones reads (nor
+        `used` names), directly or through other Lets: gcc would compile them and both engines run them for
+        nothing (a Let that may stop the run stays: `_may_fail`)."""
         reads: dict = {}  # var -> the vars its Let reads
-        live: set = set()
+        live: set = set(used)
         for k, op in enumerate(self.ops):
             if k in dropped:
                 continue
@@ -462,6 +509,8 @@ class _Lowering:
             inner = replace(ctx, cuda=(), task_threads=ctx.tiling.thread_count)
         if ctx.in_instr is None:
             inner = replace(inner, loops=inner.loops + ((name, v),))
+            if not isinstance(mode, CudaThreads):
+                self.request_vars.add(v)
         start = self.emit(None)
         if task:
             self.emit(P.TaskBegin(ctx.tiling.thread_count))
@@ -470,7 +519,8 @@ class _Lowering:
             self.emit(P.TaskEnd())
         end = self.emit(P.EndFor(start))
         self.ops[start] = P.For(v, index_expr(s.lo, env), index_expr(s.hi, env), end)
-        self.hoist_reads(start, name, v)
+        if not self.for_banks:
+            self.hoist_reads(start, name, v)
 
     def hoist_reads(self, start: int, name: str, v: int) -> None:
         """Move the loop's leading reads that do not change with its iterations in front of it.
@@ -680,6 +730,8 @@ class _Lowering:
         view = env[sym]
         pair = self.pair(ctx, view)
         at = self.emit(None) if guard else None
+        if self.for_banks:
+            self.block_of(sym, idx, ctx, inner)
         self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
         if guard:
             self.ops[at] = P.If(_guard_expr(guard, inner), self.emit(P.EndIf()))
@@ -688,6 +740,20 @@ class _Lowering:
                 after(P.Var(v))
             end = self.emit(P.EndFor(start))
             self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
+
+    def block_of(self, sym, idx, ctx: _Ctx, env: dict) -> None:
+        """For the Access op about to be emitted, of parameter `sym` of the instr being lowered: the block of the
+        window its element falls in, where the instr declares its shared-memory requests (`smem_blocks`)."""
+        info = instr_info(ctx.in_instr)
+        blocks = dict(info.smem_blocks) if info is not None else {}
+        formal = next((a for a in ctx.in_instr.f.args if a.name == sym), None)
+        if formal is None or str(sym) not in blocks:
+            return
+        block, radix = P.Const(0), 1
+        for i, size, dim in reversed(list(zip(idx, blocks[str(sym)], formal.type.shape()))):
+            block = P.add(P.mul(P.Bin("/", index_expr(i, env), P.Const(size)), P.Const(radix)), block)
+            radix *= dim.val
+        self.blocks[len(self.ops)] = block
 
     def tiles_accessed_whole(self, proc_ir) -> frozenset:
         """Allocations every access of which is an instr touching whole trailing tiles (e.g. wgmma

@@ -26,7 +26,7 @@ values the report shows, the instr-tl, and the threads per task.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 from ..analysis.barriers import QueueRule
 from ..analysis.result import StmtRef
@@ -305,6 +305,44 @@ class Check:
     cond: Expr
     error: int
     site: int
+
+
+def execute(ops: tuple, V: list, ev: Callable, handlers: dict) -> None:
+    """Run `ops` on the variables `V`: loops, Lets and Ifs here (`ev` evaluates an Expr), every other op by
+    `handlers[type(op)](op)` (an op type it lacks is skipped). The one interpreter of control flow in Python."""
+    ends: list = []  # loop bounds (hi) of the enclosing For ops
+    pc, n = 0, len(ops)
+    while pc < n:
+        op = ops[pc]
+        kind = type(op)
+        if kind is For:
+            lo, hi = ev(op.lo), ev(op.hi)
+            if lo >= hi:
+                pc = op.end + 1
+                continue
+            V[op.var] = lo
+            ends.append(hi)
+        elif kind is EndFor:
+            var = ops[op.start].var
+            V[var] += 1
+            if V[var] < ends[-1]:
+                pc = op.start + 1
+                continue
+            ends.pop()
+        elif kind is Let:
+            V[op.var] = ev(op.value)
+        elif kind is If:
+            if not ev(op.cond):
+                pc = op.orelse + 1
+                continue
+        elif kind is Else:
+            pc = op.end + 1
+            continue
+        elif kind is not EndIf:
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(op)
+        pc += 1
 
 
 OPS = (Let, For, EndFor, If, Else, EndIf, TaskBegin, TaskEnd, DeviceBoundary, Alloc, Free, Access, Fence, Arrive,

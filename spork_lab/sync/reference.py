@@ -210,42 +210,8 @@ class _Run:
             raise _Stop(P.ERR_DIVISION, None) from None
 
     def ops(self) -> None:
-        ops, V = self.p.ops, self.V
-        ends: list = []  # loop bounds (hi) of the enclosing For ops
-        pc, n = 0, len(ops)
-        while pc < n:
-            op = ops[pc]
-            kind = type(op)
-            if kind is P.Access:
-                self.access_op(op)
-            elif kind is P.For:
-                lo, hi = self.ev(op.lo), self.ev(op.hi)
-                if lo >= hi:
-                    pc = op.end + 1
-                    continue
-                V[op.var] = lo
-                ends.append(hi)
-            elif kind is P.EndFor:
-                var = ops[op.start].var
-                V[var] += 1
-                if V[var] < ends[-1]:
-                    pc = op.start + 1
-                    continue
-                ends.pop()
-            elif kind is P.Let:
-                V[op.var] = self.ev(op.value)
-            elif kind is P.If:
-                if not self.ev(op.cond):
-                    pc = op.orelse + 1
-                    continue
-            elif kind is P.Else:
-                pc = op.end + 1
-                continue
-            elif kind is P.EndIf:
-                pass
-            else:
-                self.dispatch[kind](self, op)
-            pc += 1
+        handlers = {kind: fn.__get__(self) for kind, fn in self.dispatch.items()}
+        P.execute(self.p.ops, self.V, self.ev, handlers)
 
     # ---- helpers ----
 
@@ -666,6 +632,7 @@ class _Run:
         self.settle()
 
     dispatch = {
+        P.Access: access_op,
         P.Alloc: alloc,
         P.Free: free,
         P.TaskBegin: task_begin,

@@ -2,7 +2,7 @@
 
 One Jupyter server on 127.0.0.1 serves both front ends (JupyterLab at /lab, Notebook 7 at /notebooks). In each:
 a small notebook written here is run cell by cell and every workbench view is checked (Code, Tiling with a
-colour level clicked, Barrier timeline, Hazards, Steps, CUDA), a failing barrier check opens the timeline at the
+colour level clicked, Barrier timeline, Hazards, Steps, CUDA, Banks), a failing barrier check opens the timeline at the
 right event, a failed scheduling step is shown in the widget, and exo's bounds error is one line naming the cell; the first tutorial runs cell by cell in
 JupyterLab; the stored tutorials show their pictures before anything runs. No "Error displaying widget"
 anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
@@ -216,7 +216,7 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     # A workbench with a hazard opens on the Hazards view.
     _run(page, cells.nth(1))
     widget = cells.nth(1).locator(".sl-wb.sl-live")
-    expect(widget.locator(".sl-tab")).to_have_count(6, timeout=30_000)
+    expect(widget.locator(".sl-tab")).to_have_count(7, timeout=30_000)
     hazards = widget.locator(".sl-view-hazards")
     expect(hazards.locator(".sl-hazard").first).to_contain_text("RAW hazard on tile", timeout=60_000)
     expect(hazards.locator(".sl-hint").first).to_contain_text("wb.apply(insert_fence, wb.proc.find_loop('tid #1').before()")
@@ -241,6 +241,10 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     expect(cuda.locator("pre.sl-cuda").last).to_contain_text("__global__", timeout=120_000)
     expect(cuda.locator("details summary")).to_contain_text("runtime prelude")
     cells.nth(1).screenshot(path=str(shots / f"{front_end}_04_cuda.png"))
+    banks = _tab(widget, "banks")
+    expect(banks.locator(".sl-banks-summary")).to_contain_text("shared-memory accesses conflict", timeout=60_000)
+    expect(banks.locator(".sl-banks tr")).to_have_count(3)  # the header, the tile's write and its read
+    cells.nth(1).screenshot(path=str(shots / f"{front_end}_04b_banks.png"))
 
     # A failed scheduling step: the error in the widget, the session at the previous step.
     _run(page, cells.nth(2))
