@@ -107,6 +107,14 @@ def test_smem_blocks_must_name_a_parameter_and_match_its_rank():
                 dst[i] = src[i]
 
 
+def test_smem_blocks_need_a_window_of_constant_shape():
+    with pytest.raises(sl.SporkSyntaxError, match="names src, whose shape is not constant"):
+        @instr("f({dst_data}, {src_data});", coll_unit=cuda_warp, smem_blocks=(("src", (8,)),))
+        def sized(n: size, dst: [f32][n] @ CudaGmemLinear, src: [f32][n] @ CudaSmemLinear):
+            for i in seq(0, n):
+                dst[i] = src[i]
+
+
 def test_tma_into_shared_memory_is_not_modeled():
     from procs_tma import tma_tile_copy
 

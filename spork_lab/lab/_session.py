@@ -282,13 +282,20 @@ class StepResult:
         """An interrupted check: compute again when next shown."""
         return self.check.state == "interrupted"
 
+    def _no_kernel(self, what: str) -> Optional[str]:
+        """Why the step has no `what` (CUDA, bank count) to show: its analysis failed, or it has no kernel yet."""
+        if self.analysis.state != "ok":
+            return f"no {what}: " + self.analysis.message
+        if not self.analysis.value.device_functions:
+            return f"no {what} yet: the proc has no CudaDeviceFunction"
+        return None
+
     def cuda(self) -> tuple[Optional[str], str]:
         """(the generated .cu text or None, a note), generated on first use."""
         if self._cuda is None:
-            if self.analysis.state != "ok":
-                self._cuda = (None, "no CUDA: " + self.analysis.message)
-            elif not self.analysis.value.device_functions:
-                self._cuda = (None, "no CUDA yet: the proc has no CudaDeviceFunction")
+            why = self._no_kernel("CUDA")
+            if why:
+                self._cuda = (None, why)
             else:
                 try:
                     cu = compile_procs_to_strings([self.proc], self.proc.name())[2]
@@ -303,10 +310,9 @@ class StepResult:
     def banks(self) -> tuple:
         """(sl.bank_conflicts' report at the workbench's sizes or None, a note), counted on first use."""
         if self._banks is None:
-            if self.analysis.state != "ok":
-                self._banks = (None, "no count: " + self.analysis.message)
-            elif not self.analysis.value.device_functions:
-                self._banks = (None, "no count yet: the proc has no CudaDeviceFunction")
+            why = self._no_kernel("bank count")
+            if why:
+                self._banks = (None, why)
             else:
                 try:
                     report = bank_conflicts(self.proc, **self._sizes)
@@ -314,7 +320,7 @@ class StepResult:
                     self._banks = (report, f"sl.bank_conflicts({call}): the wavefronts of each warp's "
                                            "shared-memory requests, per statement")
                 except SporkError as e:
-                    self._banks = (None, f"no count: {e.message}")
+                    self._banks = (None, f"no bank count: {e.message}")
         return self._banks
 
     def default_selection(self) -> Optional[tuple]:

@@ -9,6 +9,7 @@ import types
 from typing import Callable, Optional
 
 from exo.API import Procedure
+from exo.core.LoopIR import LoopIR
 
 from ..core.coll import CollUnit, cuda_thread
 from ..core.instrs import InstrInfo, register_instr
@@ -88,12 +89,16 @@ def _check_instr(p: Procedure, c_instr: str, instr_tl, coll_unit, aligned: tuple
         if unknown:
             raise SporkSyntaxError(f"@instr({option}=...) names {', '.join(unknown)}, not a parameter of {p.name()} "
                                    f"({', '.join(params)})", where)
-    ranks = {str(a.name): len(a.type.shape()) for a in p._loopir_proc.args if a.type.is_tensor_or_window()}
+    shapes = {str(a.name): a.type.shape() for a in p._loopir_proc.args if a.type.is_tensor_or_window()}
     for name, block in smem_blocks:
-        if not (isinstance(block, tuple) and len(block) == ranks.get(name)
+        shape = shapes.get(name, [])
+        if not (isinstance(block, tuple) and len(block) == len(shape)
                 and all(isinstance(b, int) and b > 0 for b in block)):
             raise SporkSyntaxError(f"@instr(smem_blocks=...) gives {name} the block {block!r}; it takes a tuple of "
-                                   f"{ranks.get(name, 0)} positive ints, one per dimension of {name}", where)
+                                   f"{len(shape)} positive ints, one per dimension of {name}", where)
+        if not all(isinstance(d, LoopIR.Const) for d in shape):
+            raise SporkSyntaxError(f"@instr(smem_blocks=...) names {name}, whose shape is not constant: blocks need "
+                                   "a window of constant shape", where)
     known = {f"{a}{suffix}" for a in params for suffix in ("", "_data", "_int")}
     try:
         fields = [re.match(r"[^.\[]*", f).group() for _, f, _, _ in string.Formatter().parse(c_instr) if f is not None]

@@ -220,7 +220,7 @@ class _Lowering:
 
     def bank_ops(self) -> tuple:
         """The ops the bank count runs: control flow, tasks, and the allocations and accesses of banked memory."""
-        banked = [getattr(mem, "linear_smem", False) for mem in self.mems]
+        banked = self.banked()
         drop = {k for k, op in enumerate(self.ops)
                 if not isinstance(op, (P.For, P.EndFor, P.If, P.Else, P.EndIf, P.Let, P.TaskBegin, P.Access, P.Alloc))
                 or (isinstance(op, (P.Access, P.Alloc)) and not banked[op.slot])}
@@ -228,10 +228,13 @@ class _Lowering:
         self.blocks = {id(self.ops[k]): block for k, block in self.blocks.items()}
         return _without(self.ops, drop | self.dead_lets(drop, used))
 
+    def banked(self) -> tuple:
+        """Per slot: is it memory whose banks the count models (`CudaMemory.linear_smem`)?"""
+        return tuple(getattr(mem, "linear_smem", False) for mem in self.mems)
+
     def bank_layout(self) -> BankLayout:
-        return BankLayout(frozenset(self.request_vars), self.blocks, tuple(self.elem_bytes),
-                          tuple(getattr(mem, "linear_smem", False) for mem in self.mems), tuple(self.shard_elems),
-                          dict(self.callees))
+        return BankLayout(frozenset(self.request_vars), self.blocks, tuple(self.elem_bytes), self.banked(),
+                          tuple(self.shard_elems), dict(self.callees))
 
     # ---- tables ----
 
