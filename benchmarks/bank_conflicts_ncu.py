@@ -5,7 +5,7 @@ ncu measures for one launch of the kernel at the same sizes: shared-memory load 
 (LDS and LDSM loads; STS stores) and the bank conflicts ncu reports. cp.async's shared-memory writes are not
 in ncu's load/store wavefronts; the script prints the model's count of them apart.
 
-    python benchmarks/bank_conflicts_ncu.py            # all cases, one ncu run each (needs ncu and a GPU)
+    python benchmarks/bank_conflicts_ncu.py [CASE ...] # all cases (or those named), one ncu run each (needs ncu, a GPU)
     python benchmarks/bank_conflicts_ncu.py run CASE   # one launch of CASE (what ncu profiles)
 
 Results: benchmarks/results/bank_conflicts_ncu.md.
@@ -35,30 +35,35 @@ METRICS = {  # ncu metric -> column
 
 
 def cases() -> dict:
-    """name -> (proc, sizes, make the arguments)."""
+    """name -> (make the proc, sizes, make the arguments); procs are scheduled on demand (a GEMM takes seconds)."""
     import sm80_gemm as gemm
     import smem_transpose as tr
 
     rng = np.random.default_rng()
     out = {}
     for p in tr.PROCS:
-        out[p.name()] = (p, {"M": 256, "N": 256}, lambda: tr.make_args(rng, shape=(256, 256)))
+        out[p.name()] = (lambda p=p: p, {"M": 256, "N": 256}, lambda: tr.make_args(rng, shape=(256, 256)))
+
+    def gemm_proc(cfg, padded: bool):
+        steps = gemm.STEPS if padded else [s for s in gemm.STEPS if s is not gemm.pad_rows]
+        return gemm.schedule(gemm.naive(cfg), cfg, steps=steps)
+
     for dtype in ("f16", "tf32"):
-        cfg = gemm.Config(dtype=dtype)
+        cfg = gemm.CONFIGS[dtype]  # the tiles the benchmark runs (a tf32 Config() would not fit in shared memory)
         for padded in (True, False):
-            steps = gemm.STEPS if padded else [s for s in gemm.STEPS if s is not gemm.pad_rows]
-            p = gemm.schedule(gemm.naive(cfg), cfg, steps=steps)
             sizes = {"M": 128, "N": 256, "K": 256}
             out[f"sm80_gemm_{dtype}" + ("" if padded else "_unpadded")] = (
-                p, sizes, lambda p=p, sizes=sizes: gemm.make_args(rng, p, shape=tuple(sizes.values())))
+                lambda cfg=cfg, padded=padded: gemm_proc(cfg, padded), sizes,
+                lambda cfg=cfg, sizes=sizes: gemm.make_args(rng, gemm.naive(cfg), shape=tuple(sizes.values())))
     return out
 
 
 def launch(name: str) -> None:
     import cupy
 
-    p, sizes, make = cases()[name]
-    args = make()
+    make_proc, sizes, make_args = cases()[name]
+    p = make_proc()
+    args = make_args()
     built = getattr(sl.build([p]), p.name())
     built(*[cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in args.values()])
     cupy.cuda.runtime.deviceSynchronize()
@@ -87,11 +92,13 @@ def model(p, sizes: dict) -> dict:
     return out
 
 
-def main() -> None:
+def main(names: list) -> None:
     lines = ["| case | sizes | model ld | ncu ld wavefronts | model st | ncu st wavefronts | ncu ld/st conflicts | "
              "model cp.async st |", "|---|---|---|---|---|---|---|---|"]
-    for name, (p, sizes, _) in cases().items():
-        m, got = model(p, sizes), measure(name)
+    for name, (make_proc, sizes, _) in cases().items():
+        if names and name not in names:
+            continue
+        m, got = model(make_proc(), sizes), measure(name)
         at = ", ".join(f"{k}={v}" for k, v in sizes.items())
         lines.append(f"| {name} | {at} | {m['ld']} | {got['ld wavefronts']} | {m['st']} | {got['st wavefronts']} | "
                      f"{got['ld conflicts']} / {got['st conflicts']} | {m['cp.async st']} |")
@@ -103,4 +110,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["run"]:
         launch(sys.argv[2])
     else:
-        main()
+        main(sys.argv[1:])
