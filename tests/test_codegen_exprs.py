@@ -27,7 +27,7 @@ from index_exprs import random_expr, source, value, value_range
 import spork_lab as sl
 from spork_lab.sync import program as P
 from spork_lab.sync.lower import index_expr
-from spork_lab.sync.reference import expr_source
+from spork_lab.sync.reference import python_function
 
 SIZES = {"n": 7, "m": 3}
 HOST_DOMAINS = {"i": range(6), "j": range(5), "n": [SIZES["n"]], "m": [SIZES["m"]]}
@@ -77,7 +77,7 @@ def checker_values(p, k: int, points: list) -> list:
     guard = loop_i.body[0].body[k]  # For i / For j / If k
     syms = [s.iter for s in (loop_i, loop_i.body[0])] + [a.name for a in p._loopir_proc.args]
     lowered = index_expr(guard.body[0].rhs.idx[0], {sym: P.Var(v) for v, sym in enumerate(syms)})
-    fn = eval(f"lambda V: {expr_source(lowered)}")  # noqa: S307
+    fn = python_function(lowered)
     return [fn([point.get(str(sym), 0) for sym in syms]) for point in points]
 
 

@@ -31,7 +31,7 @@ from ..errors import SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .checker import size_values
 from .lower import lower_for_banks
-from .reference import expr_source
+from .reference import python_function
 
 BANKS = 32
 WORD_BYTES = 4
@@ -161,12 +161,14 @@ class _Count:
         self.plans: dict = {}  # id(Access op) -> its `plan`
         self.requests: dict = {}  # (op index, task, warp, loop values, block) -> [op, shown loop values, elements]
         self.not_modeled: dict = {}  # statement index -> why
+        # elements per shard of each slot of distributed shared memory (sizes only: evaluated once), else 0
+        self.shards = tuple(0 if shard is None else self.ev(shard) for shard in layout.shard_elems)
 
     def fn(self, e: P.Expr):
         """e as a Python function of V (once per expression)."""
         fn = self.fns.get(id(e))
         if fn is None:
-            fn = self.fns[id(e)] = eval(f"lambda V: {expr_source(e)}", {"T": self.p.tables})  # noqa: S307
+            fn = self.fns[id(e)] = python_function(e, self.p.tables)
         return fn
 
     def ev(self, e: P.Expr) -> int:
@@ -250,8 +252,8 @@ class _Count:
 
     def offset(self, slot: int, e: int) -> int:
         """Element e's byte offset in its allocation (a CTA's own shard of distributed shared memory)."""
-        shard = self.layout.shard_elems[slot]
-        return (e % self.ev(shard) if shard is not None else e) * self.layout.elem_bytes[slot]
+        shard = self.shards[slot]
+        return (e % shard if shard else e) * self.layout.elem_bytes[slot]
 
     def wavefronts(self, slot: int, elements: list) -> tuple:
         """(wavefronts taken, wavefronts needed, the busiest bank's words) of one request."""
@@ -283,11 +285,7 @@ class _Count:
 
     def index(self, slot: int, e: int) -> str:
         """Element `e` of a slot as the user indexes it."""
-        idx = []
-        for d in reversed(self.shapes[slot]):
-            idx.append(e % d if d else e)
-            e = e // d if d else 0
-        return f"{self.p.slots[slot].name}[{', '.join(map(str, reversed(idx)))}]"
+        return f"{self.p.slots[slot].name}[{', '.join(map(str, P.index_of(e, self.shapes[slot])))}]"
 
 
 __all__ = ["bank_conflicts", "BankReport", "BankAccess"]

@@ -30,7 +30,7 @@ from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_fac
 from . import program as P
 from .engine import Compiled, Unsupported
 from .lower import index_expr, lower
-from .reference import Reference, expr_source
+from .reference import Reference, python_function
 from .report import SyncReport, build_report
 
 ENGINES = ("compiled", "python")
@@ -152,7 +152,7 @@ def size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS, caller: str =
                 raise SizesError(f"{caller}: {name}={values[-1]}, but a size is positive", call)
 
     def value(e) -> int:
-        return eval(f"lambda V: {expr_source(index_expr(e, env))}")(values)  # noqa: S307
+        return python_function(index_expr(e, env))(values)
 
     for pred in ir.preds:
         if not value(pred):

@@ -225,7 +225,6 @@ class _Lowering:
                 if not isinstance(op, (P.For, P.EndFor, P.If, P.Else, P.EndIf, P.Let, P.TaskBegin, P.Access, P.Alloc))
                 or (isinstance(op, (P.Access, P.Alloc)) and not banked[op.slot])}
         used = set().union(*map(_variables, self.blocks.values()))
-        self.blocks = {id(self.ops[k]): block for k, block in self.blocks.items()}
         return _without(self.ops, drop | self.dead_lets(drop, used))
 
     def banked(self) -> tuple:
@@ -733,9 +732,11 @@ class _Lowering:
         view = env[sym]
         pair = self.pair(ctx, view)
         at = self.emit(None) if guard else None
-        if self.for_banks:
-            self.block_of(sym, idx, ctx, inner)
-        self.access(P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site), ctx)
+        op = P.Access(view.slot, self.element(view, idx, inner), mask, pair, mode, view.unordered, site)
+        block = self.block_of(sym, idx, ctx, inner) if self.for_banks else None
+        if block is not None:
+            self.blocks[id(op)] = block
+        self.access(op, ctx)
         if guard:
             self.ops[at] = P.If(_guard_expr(guard, inner), self.emit(P.EndIf()))
         for k, (start, v, loop) in reversed(list(enumerate(starts))):
@@ -744,19 +745,19 @@ class _Lowering:
             end = self.emit(P.EndFor(start))
             self.ops[start] = P.For(v, index_expr(loop.lo, env), index_expr(loop.hi, env), end)
 
-    def block_of(self, sym, idx, ctx: _Ctx, env: dict) -> None:
-        """For the Access op about to be emitted, of parameter `sym` of the instr being lowered: the block of the
-        window its element falls in, where the instr declares its shared-memory requests (`smem_blocks`)."""
+    def block_of(self, sym, idx, ctx: _Ctx, env: dict) -> Optional[P.Expr]:
+        """For an access at `idx` of parameter `sym` of the instr being lowered: the block of the window its
+        element falls in, where the instr declares its shared-memory requests (`smem_blocks`), else None."""
         info = instr_info(ctx.in_instr)
         blocks = dict(info.smem_blocks) if info is not None else {}
         formal = next((a for a in ctx.in_instr.f.args if a.name == sym), None)
         if formal is None or str(sym) not in blocks:
-            return
+            return None
         block, radix = P.Const(0), 1
         for i, size, dim in reversed(list(zip(idx, blocks[str(sym)], formal.type.shape()))):
             block = P.add(P.mul(P.Bin("/", index_expr(i, env), P.Const(size)), P.Const(radix)), block)
             radix *= dim.val
-        self.blocks[len(self.ops)] = block
+        return block
 
     def tiles_accessed_whole(self, proc_ir) -> frozenset:
         """Allocations every access of which is an instr touching whole trailing tiles (e.g. wgmma

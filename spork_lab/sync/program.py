@@ -307,6 +307,15 @@ class Check:
     site: int
 
 
+def index_of(e: int, shape: tuple) -> tuple:
+    """Element `e` of a row-major buffer of `shape` as its index (a dimension of extent 0 takes e whole)."""
+    out = []
+    for d in reversed(shape):
+        out.append(e % d if d else e)
+        e = e // d if d else 0
+    return tuple(reversed(out))
+
+
 def execute(ops: tuple, V: list, ev: Callable, handlers: dict) -> None:
     """Run `ops` on the variables `V`: loops, Lets and Ifs here (`ev` evaluates an Expr), every other op by
     `handlers[type(op)](op)` (an op type it lacks is skipped). The one interpreter of control flow in Python."""

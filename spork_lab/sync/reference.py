@@ -27,7 +27,7 @@ compiled engine (`cprint.py`, `_machine.c`) must produce exactly the same
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 from ..core import timelines as tl
 from . import program as P
@@ -98,13 +98,6 @@ class _Buffer:
         self.w = [None] * n
         self.r = [()] * n
 
-    def index_of(self, e: int) -> tuple:
-        out = []
-        for d in reversed(self.shape):
-            out.append(e % d)
-            e //= d
-        return tuple(reversed(out))
-
 
 class _QueueState:
     """The state of one queue barrier in its current scope."""
@@ -146,6 +139,11 @@ def expr_source(e: P.Expr) -> str:
     return P.render(e, _PYTHON)
 
 
+def python_function(e: P.Expr, tables: tuple = ()) -> Callable:
+    """e as a Python function of the variables V (tables: the Program's, for `Table` lookups)."""
+    return eval(f"lambda V: {expr_source(e)}", {"T": tables})  # noqa: S307
+
+
 class Reference:
     """The reference engine for one Program (stateless between runs)."""
 
@@ -157,7 +155,7 @@ class Reference:
         """e compiled to a Python function of the variables (once per expression)."""
         fn = self._fns.get(e)
         if fn is None:
-            fn = self._fns[e] = eval(f"lambda V: {expr_source(e)}", {"T": self.program.tables})  # noqa: S307
+            fn = self._fns[e] = python_function(e, self.program.tables)
         return fn
 
     def run(self, sizes: tuple, max_hazards: int, max_events: int, watch: frozenset) -> P.RawRun:
@@ -334,7 +332,7 @@ class _Run:
             elif which == "r":
                 other = next((a for r, a in h[1].items() if _find(r) is rec), None)
         acc = acc or self.access(site, mask)
-        self.hazards.append(P.RawHazard(kind, buf.slot, buf.ordinal, e, buf.index_of(e), acc, other, -1, (),
+        self.hazards.append(P.RawHazard(kind, buf.slot, buf.ordinal, e, P.index_of(e, buf.shape), acc, other, -1, (),
                                         self.events_total))
 
     def sync_hazard(self, kind: int, site: int, acc: P.RawAccess, other, queue: int, params: tuple) -> None:
