@@ -48,7 +48,7 @@ def cases() -> dict:
         steps = gemm.STEPS if padded else [s for s in gemm.STEPS if s is not gemm.pad_rows]
         return gemm.schedule(gemm.naive(cfg), cfg, steps=steps)
 
-    for dtype in ("f16", "tf32"):
+    for dtype in ("f16", "tf32", "tf32_swap"):  # tf32_swap: B's fragments through 8-byte loads
         cfg = gemm.CONFIGS[dtype]  # the tiles the benchmark runs (a tf32 Config() would not fit in shared memory)
         for padded in (True, False):
             sizes = {"M": 128, "N": 256, "K": 256}

@@ -103,7 +103,7 @@ def sm80_kernels(dtype: str, sweep: bool) -> list:
         Kernel(f"{cfg.name}_hand" if not sweep else f"{cfg.name}_{cfg.tiles}_hand", "sm80", dtype, LAYOUT_KN, False,
                lambda c=cfg: g.schedule_by_hand(c), str(g.rename(g.naive(cfg), f"{cfg.name}_hand")),
                ((256, 512, 384), (512, 256, 256)))
-        for cfg in dict.fromkeys(dataclasses.replace(c, fragments_ahead=False) for c in configs if not c.b_nk)
+        for cfg in dict.fromkeys(dataclasses.replace(c, fragments_ahead=False) for c in configs if not (c.b_nk or c.swap_ab))
     ]  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """Sm80 GEMM C = A @ B (A, B row-major tf32/f16/bf16, C row-major f32), scheduled from the naive loop nest;
-with `Config.b_nk`, C = A @ B^T for B given as [N, K] (tf32: both operands' fragments then load with ldmatrix).
+with `Config.b_nk`, C = A @ B^T for B given as [N, K] (tf32: both operands' fragments then load with ldmatrix);
+with `Config.swap_ab` (tf32, B as [K, N]) the mma computes C^T = B^T A^T, so that B's fragments load as pairs of
+adjacent words and A's with ldmatrix: as fast as the [N, K] form on the issue's layout.
 
 The schedule is the way a CUDA expert writes this kernel on Ampere's instructions:
 one CTA per BM x BN tile of C, its accumulators distributed over the warps
@@ -40,7 +42,6 @@ import inspect
 from dataclasses import dataclass
 
 import numpy as np
-from exo.API_cursors import AllocCursor, ForCursor
 
 import spork_lab as sl
 from spork_lab.platforms.cuda import *
@@ -55,7 +56,9 @@ class Config:
     fragments of each K tile load one pipeline stage before its products, right after the barrier that sits
     before the last k-step's products of the tile before (step 9), so the tensor cores have work across every
     barrier; b_nk: B is given as [N, K] (C = A @ B^T), K contiguous like A, so that tf32 B fragments load with
-    ldmatrix as A's do (only 2-byte types have a transposing ldmatrix), unrounded (`_trunc`); late_copy
+    ldmatrix as A's do (only 2-byte types have a transposing ldmatrix), unrounded (`_trunc`); swap_ab (tf32, B
+    as [K, N]): the mma's operands swapped, D^T = B^T A^T, so that B's tile is the hardware's A operand and loads
+    with 8-byte pairs straight into its registers, A's with ldmatrix, both unrounded; late_copy
     (without fragments_ahead): each K tile's products are issued before the copies of the
     tile S - 1 ahead (else after), so fragment loads do not queue behind them."""
 
@@ -70,6 +73,23 @@ class Config:
     fragments_ahead: bool = True
     late_copy: bool = False
     b_nk: bool = False
+    swap_ab: bool = False
+
+    def __post_init__(self):
+        if self.swap_ab and (self.dtype != "tf32" or self.b_nk):
+            raise ValueError("swap_ab is for tf32 with B given as [K, N]")
+
+    @property
+    def mma(self) -> str:  # the name of the mma instr
+        return f"Sm80_mma_{'swap_' if self.swap_ab else ''}{self.dtype}"
+
+    @property
+    def FM(self) -> int:  # rows (m) of one mma's accumulator tile
+        return 8 if self.swap_ab else 16
+
+    @property
+    def FN(self) -> int:  # columns (n) of one mma's accumulator tile
+        return 16 if self.swap_ab else 8
 
     @property
     def elem(self) -> str:  # the element type of A and B
@@ -89,7 +109,7 @@ class Config:
 
     @property
     def name(self) -> str:
-        return f"sm80_gemm_{self.dtype}{'_nk' if self.b_nk else ''}"
+        return f"sm80_gemm_{self.dtype}{'_nk' if self.b_nk else ''}{'_swap' if self.swap_ab else ''}"
 
     @property
     def tiles(self) -> str:  # e.g. 128x256x64_w64x64_s4_b1
@@ -123,8 +143,8 @@ def {cfg.name}(M: size, N: size, K: size, A: {cfg.elem}[M, K] @ CudaGmemLinear, 
 
 def tile_output(p, cfg: Config):
     """1. C tiles per CTA (mt, nt), per warp (wm, wn), per mma fragment (fi, fj), elements (m, n)."""
-    for it, sizes, names in [("i", (cfg.BM, cfg.WM, 16), ("mt", "wm", "fi", "m")),
-                             ("j", (cfg.BN, cfg.WN, 8), ("nt", "wn", "fj", "n"))]:  # fmt: skip
+    for it, sizes, names in [("i", (cfg.BM, cfg.WM, cfg.FM), ("mt", "wm", "fi", "m")),
+                             ("j", (cfg.BN, cfg.WN, cfg.FN), ("nt", "wn", "fj", "n"))]:  # fmt: skip
         for k, size in enumerate(sizes):
             inner = names[-1] if k == len(sizes) - 1 else it
             p = divide_loop(p, it, size, [names[k], inner], perfect=True)
@@ -136,10 +156,10 @@ def tile_output(p, cfg: Config):
 def accumulate_in_registers(p, cfg: Config):
     """2. Each C element accumulates in a register; the CTA's registers form D[wm, wn, fi, fj, m, n],
     declared at CTA scope and distributed over the warps; zero-fill, sum and store become three loop nests."""
-    window = f"C[{cfg.BM} * mt + {cfg.WM} * wm + 16 * fi + m, {cfg.BN} * nt + {cfg.WN} * wn + 8 * fj + n]"
+    window = f"C[{cfg.BM} * mt + {cfg.WM} * wm + {cfg.FM} * fi + m, {cfg.BN} * nt + {cfg.WN} * wn + {cfg.FN} * fj + n]"
     p = stage_mem(p, p.find("C[_] = 0.0").expand(0, 1), window, "D")
-    for it, extent in [("n", 8), ("m", 16), ("fj", cfg.WN // 8), ("fi", cfg.WM // 16), ("wn", cfg.BN // cfg.WN),
-                       ("wm", cfg.BM // cfg.WM)]:  # fmt: skip
+    for it, extent in [("n", cfg.FN), ("m", cfg.FM), ("fj", cfg.WN // cfg.FN), ("fi", cfg.WM // cfg.FM),
+                       ("wn", cfg.BN // cfg.WN), ("wm", cfg.BM // cfg.WM)]:  # fmt: skip
         p = expand_dim(p, "D", extent, it)
         p = lift_alloc(p, "D")
     p = fission(p, p.find("D[_] = 0.0").after(), n_lifts=6)
@@ -169,19 +189,24 @@ def stage_tiles(p, cfg: Config):
     k_step, n_warp = f"{cfg.KS} * kk:{cfg.KS} * kk + {cfg.KS}", f"{cfg.WN} * wn:{cfg.WN} * wn + {cfg.WN}"
     p = stage_mem(p, kk_body(), f"B_s[{n_warp}, {k_step}]" if cfg.b_nk else f"B_s[{k_step}, {n_warp}]", "B_r")
     p = simplify(p)
-    # fragments: A_r[fi, m, k] (16 x KS each), B_r[fj, k, n] (KS x 8 each)
-    p = divide_dim(p, "A_r", 0, 16)
-    p = divide_loop(p, p.find("A_r[_] = _").parent().parent(), 16, ["fi", "m"], perfect=True)
+    # fragments: A_r[fi, m, k] (FM x KS each; [fi, k, m] where swapped), B_r[fj, k, n] (KS x FN each)
+    p = _fragments_of_rows(p, "A_r", cfg.FM, ["fi", "m"], k_first=cfg.swap_ab)
     if cfg.b_nk:  # B_r[n, k] -> B_r[fj, k, n]; loops fj, n, k
-        p = divide_dim(p, "B_r", 0, 8)
-        p = rearrange_dim(p, "B_r", [0, 2, 1])
-        p = divide_loop(p, p.find("B_r[_] = _").parent().parent(), 8, ["fj", "n"], perfect=True)
+        p = _fragments_of_rows(p, "B_r", cfg.FN, ["fj", "n"], k_first=True)
     else:  # B_r[k, n] -> B_r[fj, k, n]; loops fj, k, n
-        p = divide_dim(p, "B_r", 1, 8)
+        p = divide_dim(p, "B_r", 1, cfg.FN)
         p = rearrange_dim(p, "B_r", [1, 0, 2])
-        p = divide_loop(p, p.find("B_r[_] = _").parent(), 8, ["fj", "n"], perfect=True)
+        p = divide_loop(p, p.find("B_r[_] = _").parent(), cfg.FN, ["fj", "n"], perfect=True)
         p = reorder_loops(p, p.find("B_r[_] = _").parent().parent().parent())
     return simplify(p)
+
+
+def _fragments_of_rows(p, buf: str, rows: int, names: list, k_first: bool):
+    """buf[r, k] (rows in the first dimension) -> buf[f, r, k], or buf[f, k, r] with k_first; loops f, r, k."""
+    p = divide_dim(p, buf, 0, rows)
+    if k_first:
+        p = rearrange_dim(p, buf, [0, 2, 1])
+    return divide_loop(p, p.find(f"{buf}[_] = _").parent().parent(), rows, names, perfect=True)
 
 
 def use_instructions(p, cfg: Config):
@@ -189,22 +214,35 @@ def use_instructions(p, cfg: Config):
     2-byte B fragments load in pairs (one ldmatrix.x4.trans for two n8 fragments: half the instructions)."""
     # tf32 B fragments load in pairs too where B is given as [N, K] (plain ldmatrix.x4), else element by element
     # (ldmatrix transposes only 16-bit elements)
+    # Swapped (swap_ab), A's fragments are the hardware's B operand, in pairs like [N, K] B's, and B's its A operand.
     tf32_nk = cfg.b_nk and cfg.dtype == "tf32"
-    load_a = "Sm80_mma_load_a_tf32_trunc" if tf32_nk else f"Sm80_mma_load_a_{cfg.dtype}"
-    p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[load_a])
-    if cfg.dtype == "tf32" and not cfg.b_nk:
-        p = replace(p, p.find("B_r[_] = _").parent().parent(), Sm80_mma_load_b_tf32)
+    if cfg.swap_ab:
+        p = _load_pairs(p, "A_r", Sm80_mma_load_b_pair_nk_tf32_trunc)
+        p = replace(p, p.find("B_r[_] = _").parent().parent(), Sm80_mma_load_b_swap_tf32_trunc)
     else:
-        load_b = "Sm80_mma_load_b_pair_nk_tf32_trunc" if tf32_nk else f"Sm80_mma_load_b_pair_{cfg.dtype}"
-        p = divide_loop(p, p.find("B_r[_] = _").parent().parent().parent(), 2, ["fjo", "fji"], perfect=True)
-        p = replace(p, p.find("B_r[_] = _").parent().parent().parent(), globals()[load_b])
-    p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[f"Sm80_mma_{cfg.dtype}"])
-    p = replace(p, p.find("D[_] = 0.0").parent().parent(), Sm80_mma_zero_d_tf32)
-    p = replace(p, p.find("C[_] = D[_]").parent().parent(), Sm80_mma_store_d_tf32)
-    for buf, mem in [("D", Sm80_RmemMatrixD), ("A_r", Sm80_RmemMatrixA), ("B_r", Sm80_RmemMatrixB),
-                     ("A_s", CudaSmemLinear), ("B_s", CudaSmemLinear)]:  # fmt: skip
+        load_a = "Sm80_mma_load_a_tf32_trunc" if tf32_nk else f"Sm80_mma_load_a_{cfg.dtype}"
+        p = replace(p, p.find("A_r[_] = _").parent().parent(), globals()[load_a])
+        if cfg.dtype == "tf32" and not cfg.b_nk:
+            p = replace(p, p.find("B_r[_] = _").parent().parent(), Sm80_mma_load_b_tf32)
+        else:
+            load_b = "Sm80_mma_load_b_pair_nk_tf32_trunc" if tf32_nk else f"Sm80_mma_load_b_pair_{cfg.dtype}"
+            p = _load_pairs(p, "B_r", globals()[load_b])
+    swap = "swap_" if cfg.swap_ab else ""
+    p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[cfg.mma])
+    p = replace(p, p.find("D[_] = 0.0").parent().parent(), globals()[f"Sm80_mma_zero_d_{swap}tf32"])
+    p = replace(p, p.find("C[_] = D[_]").parent().parent(), globals()[f"Sm80_mma_store_d_{swap}tf32"])
+    a_mem, b_mem = (Sm80_RmemMatrixB, Sm80_RmemMatrixA) if cfg.swap_ab else (Sm80_RmemMatrixA, Sm80_RmemMatrixB)
+    for buf, mem in [("D", Sm80_RmemMatrixD), ("A_r", a_mem), ("B_r", b_mem), ("A_s", CudaSmemLinear),
+                     ("B_s", CudaSmemLinear)]:  # fmt: skip
         p = set_memory(p, buf, mem)
     return simplify(p)
+
+
+def _load_pairs(p, buf: str, load_pair):
+    """The loop over buf's fragments, in pairs, becomes load_pair (one ldmatrix.x4 for two fragments)."""
+    loop = p.find(f"{buf}[_] = _").parent().parent().parent()
+    p = divide_loop(p, loop, 2, [f"{loop.name()}o", f"{loop.name()}i"], perfect=True)
+    return replace(p, p.find(f"{buf}[_] = _").parent().parent().parent(), load_pair)
 
 
 def copy_with_cp_async(p, cfg: Config):
@@ -281,15 +319,15 @@ def _pipeline_fragments_ahead(p, cfg: Config):
                 p = lift_alloc(p, p.forward(alloc))
             p = lift_alloc(p, p.forward(alloc))
     # K tile body: [Fence, A_s, copy A, B_s, copy B, L0, products up to the last k-step's loads, the last products]
-    p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().before(), n_lifts=2)
-    p = fission(p, p.find(f"Sm80_mma_{cfg.dtype}(_)", many=True)[-1].parent().parent().before(), n_lifts=2)
+    p = fission(p, p.find(f"{cfg.mma}(_)").parent().parent().before(), n_lifts=2)
+    p = fission(p, p.find(f"{cfg.mma}(_)", many=True)[-1].parent().parent().before(), n_lifts=2)
     # in the products before the barrier each k-step's fragment loads move above the k-step before's products
     # (their latency overlaps those mma): [M0, (A_r, LA, B_r, LB, M) x (KK - 2), LA_last, LB_last] becomes
     # [A_r, LA, B_r, LB, M0, ..., LA_last, LB_last, M_(KK-2)]
     KK = cfg.BK // cfg.KS
     if KK > 2:
         p = unroll_loop(p, p.find_loop("kk"))
-    warp = p.find(f"Sm80_mma_{cfg.dtype}(_)").parent().parent().parent()  # the wn loop of those products
+    warp = p.find(f"{cfg.mma}(_)").parent().parent().parent()  # the wn loop of those products
     for k in range(KK - 1):
         for j in range(4 if k < KK - 2 else 2):
             p = reorder_stmts(p, p.forward(warp).body()[5 * k + j : 5 * k + j + 2])
@@ -380,15 +418,16 @@ def schedule_by_hand(cfg: Config):
 # Tile sizes chosen on the H100 (benchmarks/sm80_gemm_notes.md): 128 x 256 CTA tiles, 64 x 64 warp tiles. tf32
 # without fragments ahead: its rounding loads leave no registers for them (ptxas: 255 and a spill), and the hand
 # DB kernel was no faster for tf32 (run 4). tf32 with B given as [N, K]: every fragment through ldmatrix, unrounded,
-# leaves the registers for fragments ahead (session 18).
+# leaves the registers for fragments ahead (session 18). tf32 with B as [K, N] and the operands swapped: the same,
+# 3 slots (session 26: 211-214 TFLOP/s at 8192^3 on an H200, 4 slots 209-213).
 CONFIGS = {"tf32": Config("tf32", BK=32, S=4, fragments_ahead=False), "f16": Config("f16"), "bf16": Config("bf16"),
-           "tf32_nk": Config("tf32", BK=32, S=4, b_nk=True)}
+           "tf32_nk": Config("tf32", BK=32, S=4, b_nk=True), "tf32_swap": Config("tf32", BK=32, S=3, swap_ab=True)}
 _PROC_NAMES = [c.name for c in CONFIGS.values()]
 PROCS: list  # the GEMMs of CONFIGS in _PROC_NAMES' order, scheduled on first use (`__getattr__`)
 
 
 def __getattr__(name: str):
-    """`PROCS` and `sm80_gemm_{tf32,f16,bf16,tf32_nk}` are scheduled on first use (~10 s each), so that importing the
+    """`PROCS` and `sm80_gemm_{tf32,f16,bf16,tf32_nk,tf32_swap}` are scheduled on first use (~10 s each), so that importing the
     example for its reference, its inputs or one step of its schedule stays fast."""
     if name == "PROCS":
         value = [globals().get(n) or __getattr__(n) for n in _PROC_NAMES]

@@ -12,6 +12,8 @@ from conftest import ir_equal, runnable_examples
 
 import spork_lab as sl
 from spork_lab.core.sync_stmts import sync_spec_of
+from spork_lab.platforms.cuda import *
+from spork_lab.platforms.Sm80 import *
 from spork_lab.sync.mutants import sync_cursors, with_await_n, without_syncs
 
 runnable_examples()  # puts examples/ on sys.path
@@ -37,8 +39,9 @@ def test_steps_replay_to_the_kernel(small):
     assert "Await(cg, cuda_in_order, 1)" in text and "Sm80_mma_load_b_pair_f16" in text
 
 
-def test_issue_size_passes_sync_check():
-    assert sl.sync_check(g.sync_check_kernel(), M=256, N=256, K=128).ok
+@pytest.mark.parametrize("dtype", ["f16", "tf32_swap"])
+def test_issue_size_passes_sync_check(dtype):
+    assert sl.sync_check(g.sync_check_kernel(dtype), M=256, N=256, K=128).ok
 
 
 def _mutants(p):
@@ -107,8 +110,84 @@ def test_tf32_with_b_given_as_nk_loads_every_fragment_with_ldmatrix():
     np.testing.assert_allclose(g.reference(**args, proc=p)["C"], want, rtol=1e-6)
 
 
+def test_tf32_with_swapped_operands_loads_b_in_pairs_of_words():
+    """With swap_ab (B given as [K, N]) B's tile is the mma's A operand: two 8-byte loads per lane and fragment, no
+    transposing or rounding; A's fragments load as the [N, K] GEMM's B; conflict-free banks with 8-word padding."""
+    cfg = dataclasses.replace(SMALL, dtype="tf32", swap_ab=True)
+    p = g.schedule(g.naive(cfg), cfg)
+    text = str(p)
+    assert "B: f32[K, N]" in text and "B_s: f32[3, 32, 72] @ CudaSmemLinear" in text  # rows padded by 8 words
+    assert "D: f32[2, 2, 4, 2, 8, 16] @ Sm80_RmemMatrixD" in text  # 8 x 16 accumulator tiles
+    assert "A_r: f32[2, 2, 4, 8, 8] @ Sm80_RmemMatrixB" in text and "Sm80_mma_load_b_swap_tf32_trunc" in text
+    assert sl.sync_check(p, M=64, N=64, K=128).ok
+    banks = sl.bank_conflicts(p, M=64, N=64, K=128)
+    assert banks.ok and {a.instr for a in banks.accesses} >= {"Sm80_mma_load_b_swap_tf32_trunc"}
+    _, _, cu, _ = sl.compile_procs_to_strings([p], "gemm")
+    assert "reinterpret_cast<const float2 *>" in cu and "cvt." not in cu and ".trans" not in cu
+    with pytest.raises(ValueError, match="swap_ab is for tf32"):
+        dataclasses.replace(SMALL, swap_ab=True)
+
+
+# One warp: C[:, 0:16] = A @ B through the swapped tf32 instrs, C's rows of odd pitch (the stores' scalar path).
+@sl.proc
+def swapped_mma(A: f32[16, 8] @ CudaGmemLinear, B: f32[8, 16] @ CudaGmemLinear, C: f32[16, 17] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            A_s: f32[16, 8] @ CudaSmemLinear
+            B_s: f32[8, 16] @ CudaSmemLinear
+            for r in cuda_threads(0, 16, unit=2 * cuda_thread):
+                for c in cuda_threads(0, 2):
+                    for i in seq(0, 4):
+                        A_s[r, 4 * c + i] = A[r, 4 * c + i]
+            for k in cuda_threads(0, 8, unit=4 * cuda_thread):
+                for c in cuda_threads(0, 4):
+                    for i in seq(0, 4):
+                        B_s[k, 4 * c + i] = B[k, 4 * c + i]
+            Fence(cuda_in_order, cuda_in_order)
+            A_r: f32[2, 8, 8] @ Sm80_RmemMatrixB
+            B_r: f32[8, 16] @ Sm80_RmemMatrixA
+            D: f32[2, 8, 16] @ Sm80_RmemMatrixD
+            Sm80_mma_load_b_pair_nk_tf32_trunc(A_r, A_s)
+            Sm80_mma_load_b_swap_tf32_trunc(B_r, B_s)
+            for j in seq(0, 2):
+                Sm80_mma_zero_d_swap_tf32(D[j, :, :])
+                Sm80_mma_swap_tf32(D[j, :, :], A_r[j, :, :], B_r)
+                Sm80_mma_store_d_swap_tf32(C[8 * j:8 * j + 8, 0:16], D[j, :, :])
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_swapped_mma_passes_sync_check():
+    assert sl.sync_check(swapped_mma).ok
+
+
+def test_swapped_b_load_is_counted_by_half_warps():
+    """8-byte loads are served half a warp at a time (Nsight Compute agrees on the GEMM without padding): B_s's
+    16-word rows put rows t and t + 2 of each half warp in the same banks, 2 wavefronts where 1 would do; counted
+    over the whole warp they would look conflict-free (64 words over 32 banks, 2 deep)."""
+    report = sl.bank_conflicts(swapped_mma)
+    (load,) = [a for a in report.accesses if a.instr == "Sm80_mma_load_b_swap_tf32_trunc"]
+    assert (load.requests, load.wavefronts, load.needed, load.worst_ways) == (4, 8, 4, 2)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["tf32", "f16", "bf16", "tf32_nk"])
+def test_swapped_mma_places_every_element():
+    """Small integers (exact in tf32 and in their sums): every element of A @ B lands where it belongs."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng()
+    a = rng.integers(-8, 8, (16, 8)).astype(np.float32)
+    b = rng.integers(-8, 8, (8, 16)).astype(np.float32)
+    c = cupy.full((16, 17), 7.0, dtype=cupy.float32)
+    built = sl.build([swapped_mma]).swapped_mma
+    built(cupy.asarray(a), cupy.asarray(b), c)
+    cupy.cuda.runtime.deviceSynchronize()
+    assert getattr(built.module.lib, f"{built.module.lib_name}_last_error")() == 0
+    want = np.full((16, 17), 7.0, np.float32)
+    want[:, :16] = a @ b
+    np.testing.assert_array_equal(c.get(), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["tf32", "f16", "bf16", "tf32_nk", "tf32_swap"])
 def test_matches_float64_at_several_shapes(dtype):
     cupy = pytest.importorskip("cupy")
     p = getattr(g, f"sm80_gemm_{dtype}")

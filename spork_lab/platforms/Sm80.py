@@ -213,6 +213,55 @@ def Sm80_mma_load_b_pair_nk_tf32_trunc(rmem: [f32][2, 8, 8] @ Sm80_RmemMatrixB, 
                 rmem[j, k, n] = smem[8 * j + n, k]
 
 
+def _mma_tf32(hw_a: str, hw_b: str) -> str:
+    """Template of mma.sync m16n8k8 tf32 on D, with parameter hw_a as the hardware's A operand (4 registers)
+    and hw_b as its B operand (2 registers)."""
+    a = ", ".join(f'"r"(__float_as_uint({{{hw_a}_data}}[{i}]))' for i in range(4))
+    b = ", ".join(f'"r"(__float_as_uint({{{hw_b}_data}}[{i}]))' for i in range(2))
+    return (
+        'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 '
+        '{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" '
+        ': "+f"({D_data}[0]), "+f"({D_data}[1]), "+f"({D_data}[2]), "+f"({D_data}[3]) '
+        f": {a}, {b});"
+    )
+
+
+# tf32 with B given as [K, N], operands swapped: the hardware computes D^T = B^T A^T. B's 8 x 16 tile (k, n) is the
+# m16n8k8's A operand, its row m = g the column pair n = 2 g, 2 g + 1 and its row g + 8 the same pair's second
+# column, so a lane's registers a0, a1 (k = t) and a2, a3 (k = t + 4) are two adjacent words of B's row each: two
+# 8-byte loads straight into the registers mma reads (no transposing load exists for 32-bit words, and 16-byte
+# loads would need register moves). A's tile, K-contiguous, is the hardware's B operand
+# (`Sm80_mma_load_b_pair_nk_tf32_trunc` loads two). The accumulator tile is 8 x 16 (m, n): d0, d1 hold rows
+# m = 2 t, 2 t + 1 of column n = 2 g, d2, d3 the same rows of column 2 g + 1.
+
+
+@instr(
+    "{{ const float *sm80_s = &{smem_data}; const int sm80_ld = {smem}.strides[0]; " + _LANE
+    + " const float2 sm80_lo = *reinterpret_cast<const float2 *>(&sm80_s[sm80_t * sm80_ld + 2 * sm80_g]);"
+    " const float2 sm80_hi = *reinterpret_cast<const float2 *>(&sm80_s[(sm80_t + 4) * sm80_ld + 2 * sm80_g]);"
+    " {rmem_data}[0] = sm80_lo.x; {rmem_data}[1] = sm80_lo.y; {rmem_data}[2] = sm80_hi.x; {rmem_data}[3] = sm80_hi.y; }}",
+    coll_unit=cuda_warp,
+    aligned=(("smem", 8),),  # 8-byte loads
+    # two loads per lane: k = t (then t + 4), columns 2 g, 2 g + 1; 8-byte loads are served half a warp at a time
+    # (Nsight Compute on an H200 agrees: benchmarks/results/bank_conflicts_ncu.md), lanes 0-15 reading columns 0-7
+    smem_blocks=(("smem", (4, 8)),),
+)
+def Sm80_mma_load_b_swap_tf32_trunc(rmem: [f32][8, 16] @ Sm80_RmemMatrixA, smem: [f32][8, 16] @ CudaSmemLinear):
+    for k in seq(0, 8):
+        for n in seq(0, 16):
+            rmem[k, n] = smem[k, n]
+
+
+@instr(_mma_tf32("B", "A"), coll_unit=cuda_warp, convergent=True)  # mma.sync.aligned: the warp executes it as one
+def Sm80_mma_swap_tf32(
+    D: [f32][8, 16] @ Sm80_RmemMatrixD, A: [f32][8, 8] @ Sm80_RmemMatrixB, B: [f32][8, 16] @ Sm80_RmemMatrixA
+):
+    for m in seq(0, 8):
+        for n in seq(0, 16):
+            for k in seq(0, 8):
+                D[m, n] += A[k, m] * B[k, n]
+
+
 def _m16n8k16(dtype: str) -> tuple:
     """The m16n8k16 instrs for one 2-byte operand type: A and B fragment loads and the mma.
 
@@ -274,23 +323,32 @@ Sm80_mma_load_a_f16, Sm80_mma_load_b_f16, Sm80_mma_load_b_pair_f16, Sm80_mma_f16
 Sm80_mma_load_a_bf16, Sm80_mma_load_b_bf16, Sm80_mma_load_b_pair_bf16, Sm80_mma_bf16 = _m16n8k16("bf16")
 
 
-@instr("{{ for (int sm80_r = 0; sm80_r < 4; ++sm80_r) {rmem_data}[sm80_r] = 0.0f; }}", coll_unit=cuda_warp)
+def _store_d(first_row: str, second_row: str, pairs: tuple) -> str:
+    """Template storing a lane's four accumulator registers to gmem as two pairs of adjacent elements: registers
+    pairs[0] at `first_row` (an element offset), pairs[1] at `second_row` elements past it; float2 stores where the
+    address and the row stride allow, else one by one."""
+    (a, b), (c, d) = [[f"{{rmem_data}}[{i}]" for i in pair] for pair in pairs]
+    return (
+        "{{ float *sm80_p = &{gmem_data}; const int sm80_ld = {gmem}.strides[0]; " + _LANE
+        + " float *sm80_r0 = &sm80_p[" + first_row + "], *sm80_r1 = sm80_r0 + " + second_row + ";"
+        + " if ((reinterpret_cast<uintptr_t>(sm80_p) | (uintptr_t) sm80_ld * 4u) % 8u == 0) {{"
+        + f" *reinterpret_cast<float2 *>(sm80_r0) = make_float2({a}, {b});"
+        + f" *reinterpret_cast<float2 *>(sm80_r1) = make_float2({c}, {d});"
+        + f" }}}} else {{{{ sm80_r0[0] = {a}; sm80_r0[1] = {b}; sm80_r1[0] = {c}; sm80_r1[1] = {d}; }}}} }}}}"
+    )
+
+
+_ZERO_D = "{{ for (int sm80_r = 0; sm80_r < 4; ++sm80_r) {rmem_data}[sm80_r] = 0.0f; }}"
+
+
+@instr(_ZERO_D, coll_unit=cuda_warp)
 def Sm80_mma_zero_d_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
     for m in seq(0, 16):
         for n in seq(0, 8):
             rmem[m, n] = 0.0
 
 
-@instr(
-    'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 '
-    '{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" '
-    ': "+f"({D_data}[0]), "+f"({D_data}[1]), "+f"({D_data}[2]), "+f"({D_data}[3]) '
-    ': "r"(__float_as_uint({A_data}[0])), "r"(__float_as_uint({A_data}[1])), '
-    '"r"(__float_as_uint({A_data}[2])), "r"(__float_as_uint({A_data}[3])), '
-    '"r"(__float_as_uint({B_data}[0])), "r"(__float_as_uint({B_data}[1])));',
-    coll_unit=cuda_warp,
-    convergent=True,  # mma.sync.aligned: the warp executes it as one
-)
+@instr(_mma_tf32("A", "B"), coll_unit=cuda_warp, convergent=True)  # mma.sync.aligned: the warp executes it as one
 def Sm80_mma_tf32(
     D: [f32][16, 8] @ Sm80_RmemMatrixD, A: [f32][16, 8] @ Sm80_RmemMatrixA, B: [f32][8, 8] @ Sm80_RmemMatrixB
 ):
@@ -300,18 +358,24 @@ def Sm80_mma_tf32(
                 D[m, n] += A[m, k] * B[k, n]
 
 
-@instr(
-    "{{ float *sm80_p = &{gmem_data}; const int sm80_ld = {gmem}.strides[0]; " + _LANE +
-    " float *sm80_r0 = &sm80_p[sm80_g * sm80_ld + 2 * sm80_t], *sm80_r1 = sm80_r0 + 8 * sm80_ld;"
-    " if ((reinterpret_cast<uintptr_t>(sm80_p) | (uintptr_t) sm80_ld * 4u) % 8u == 0) {{"  # float2 stores where aligned
-    " *reinterpret_cast<float2 *>(sm80_r0) = make_float2({rmem_data}[0], {rmem_data}[1]);"
-    " *reinterpret_cast<float2 *>(sm80_r1) = make_float2({rmem_data}[2], {rmem_data}[3]); }} else {{"
-    " sm80_r0[0] = {rmem_data}[0]; sm80_r0[1] = {rmem_data}[1]; sm80_r1[0] = {rmem_data}[2]; sm80_r1[1] = {rmem_data}[3]; }} }}",
-    coll_unit=cuda_warp,
-)
+@instr(_store_d("sm80_g * sm80_ld + 2 * sm80_t", "8 * sm80_ld", ((0, 1), (2, 3))), coll_unit=cuda_warp)
 def Sm80_mma_store_d_tf32(gmem: [f32][16, 8] @ CudaGmemLinear, rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
     for m in seq(0, 16):
         for n in seq(0, 8):
+            gmem[m, n] = rmem[m, n]
+
+
+@instr(_ZERO_D, coll_unit=cuda_warp)
+def Sm80_mma_zero_d_swap_tf32(rmem: [f32][8, 16] @ Sm80_RmemMatrixD):
+    for m in seq(0, 8):
+        for n in seq(0, 16):
+            rmem[m, n] = 0.0
+
+
+@instr(_store_d("2 * sm80_t * sm80_ld + 2 * sm80_g", "sm80_ld", ((0, 2), (1, 3))), coll_unit=cuda_warp)
+def Sm80_mma_store_d_swap_tf32(gmem: [f32][8, 16] @ CudaGmemLinear, rmem: [f32][8, 16] @ Sm80_RmemMatrixD):
+    for m in seq(0, 8):
+        for n in seq(0, 16):
             gmem[m, n] = rmem[m, n]
 
 
@@ -320,6 +384,7 @@ __all__ = [
     "Sm80_cp_async_f32", "Sm80_cp_async_f16", "Sm80_cp_async_bf16",
     "Sm80_mma_load_a_tf32", "Sm80_mma_load_b_tf32", "Sm80_mma_zero_d_tf32", "Sm80_mma_tf32", "Sm80_mma_store_d_tf32",
     "Sm80_mma_load_a_tf32_trunc", "Sm80_mma_load_b_pair_nk_tf32_trunc",
+    "Sm80_mma_load_b_swap_tf32_trunc", "Sm80_mma_swap_tf32", "Sm80_mma_zero_d_swap_tf32", "Sm80_mma_store_d_swap_tf32",
     "Sm80_mma_load_a_f16", "Sm80_mma_load_b_f16", "Sm80_mma_load_b_pair_f16", "Sm80_mma_f16",
     "Sm80_mma_load_a_bf16", "Sm80_mma_load_b_bf16", "Sm80_mma_load_b_pair_bf16", "Sm80_mma_bf16",
 ]  # fmt: skip
