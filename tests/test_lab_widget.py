@@ -421,12 +421,16 @@ def test_the_cuda_tab_is_generated_when_opened():
 def test_the_banks_tab_counts_bank_conflicts_when_opened():
     from smem_transpose import transpose
 
-    v = Workbench(transpose, sizes={"M": 64, "N": 64}).view()
+    wb = Workbench(transpose, sizes={"M": 64, "N": 64})
+    v = wb.view()
     assert "counted when this tab is opened" in v.state["views"]["banks"]
     v.view = "banks"
     html = v.state["views"]["banks"]
     assert "1 of 2 shared-memory accesses conflict" in html and "32.00x, at worst 32-way" in html
     assert html.index("tile[lane, 8 * q + w]") < html.index("conflict-free")  # the conflicting access first
+    row = re.search(r'<tr class="sl-banks-bad" data-set="selected:(\d+)" data-goto="code"', html)  # shows it in Code
+    assert [line["text"].strip() for line in wb.state["data"]["lines"] if line["stmt"] == int(row.group(1))] == [
+        "y[32 * bj + 8 * q + w, 32 * bi + lane] = tile[lane, 8 * q + w]"]
     assert "sl-banks-summary\">" not in static_page(v.state)  # computed on demand: not in the stored picture
     v.view = "code"
     assert "Banks" in [label for _, label in v.state["tabs"]]

@@ -189,3 +189,9 @@ def highlight(line: str) -> str:
         if not text.isspace():
             prev = text
     return "".join(out)
+
+
+def show_in_code(index: Optional[int]) -> str:
+    """HTML attributes that make an element, when clicked, select statement `index` and open the Code tab
+    (workbench.js); "" where there is no statement to show."""
+    return f' data-set="selected:{index}" data-goto="code" title="show in Code"' if index is not None else ""

@@ -19,7 +19,7 @@ from exo.core.LoopIR import LoopIR
 
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
-from ._codeview import CodeView
+from ._codeview import CodeView, show_in_code
 from ._source import cursor_source
 
 
@@ -294,8 +294,7 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
 
 def _select(card: dict) -> str:
     """Clicking a card's lines selects its later statement in the Code tab (as clicking a timeline event does)."""
-    stmt = card["stmts"][-1] if card["stmts"] and card["stmts"][-1] is not None else None
-    return f' data-set="selected:{stmt}" data-goto="code" title="show in Code"' if stmt is not None else ""
+    return show_in_code(card["stmts"][-1] if card["stmts"] else None)
 
 
 def render(note: str, cards: list[dict]) -> str:

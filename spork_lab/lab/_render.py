@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
 
-from ._codeview import CodeView
+from ._codeview import CodeView, show_in_code
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"  # the widget front end (no build step), shipped in the package
 CSS_PATH = STATIC_DIR / "workbench.css"
@@ -121,8 +121,9 @@ def cuda(text: Optional[str], note: str) -> str:
     return f'<div class="sl-note">{escape(note)}</div>{folded}<pre class="sl-cuda">{escape(kernels)}</pre>'
 
 
-def banks(report, note: str) -> str:
-    """The Banks tab: sl.bank_conflicts' count per statement (conflicting ones first), or why there is none."""
+def banks(report, note: str, view: CodeView) -> str:
+    """The Banks tab: sl.bank_conflicts' count per statement (conflicting ones first; a row, clicked, shows its
+    statement in Code), or why there is none."""
     if report is None:
         return f'<div class="sl-note">{escape(note)}</div>'
     if not report.accesses and not report.not_modeled:
@@ -132,8 +133,9 @@ def banks(report, note: str) -> str:
         cost = "conflict-free" if a.conflict_free else f"{a.ratio:.2f}x, at worst {a.worst_ways}-way"
         many = f" ({a.statements} statements)" if a.statements > 1 else ""
         worst = "" if a.conflict_free else f'<div class="sl-banks-worst">worst: {escape(a.worst)}</div>'
+        where = show_in_code(view.stmt_at_path(a.stmt.path) if a.stmt.path is not None else None)
         rows.append(
-            f'<tr class="{"sl-banks-ok" if a.conflict_free else "sl-banks-bad"}">'
+            f'<tr class="{"sl-banks-ok" if a.conflict_free else "sl-banks-bad"}"{where}>'
             f'<td><code>{escape(a.code)}</code>{escape(many)}{worst}</td><td>{a.kind} <code>{escape(a.buffer)}</code></td>'
             f"<td>{a.requests}</td><td>{a.wavefronts}</td><td>{a.needed}</td><td>{escape(cost)}</td></tr>")
     skipped = "".join(f'<div class="sl-note">not modeled: <code>{escape(s.text)}</code> ({escape(why)})</div>'

@@ -580,7 +580,7 @@ class Workbench:
             "timeline": _timeline.timeline_view(self._timeline_note(r), r.timelines, pages),
             "hazards": _hazards.render(r.check.message, r.hazards),
             "steps": steps_html,
-            "banks": _render.banks(banks, banks_note),
+            "banks": _render.banks(banks, banks_note, r.view),
             "cuda": _render.cuda(cuda_text, cuda_note),
         }
         labels = {"steps": steps_label, "hazards": f"Hazards ({r.hazards_to_fix})"}

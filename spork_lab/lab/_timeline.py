@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ._codeview import CodeView
+from ._codeview import CodeView, show_in_code
 from ._hazards import locate
 
 PAGE = 32  # events per window
@@ -205,7 +205,7 @@ def render(b: dict, page: int) -> str:
 
         label = f"{'A' if arrive else 'W'}{ev['index'] if ev['index'] > 0 else '–'}"
         sub = f"s{ev['slot']}p{ev['parity']}" if ev["slot"] is not None else (f"[{','.join(map(str, ev['position']))}]" if ev["position"] else "")
-        attrs = f' data-set="selected:{ev["stmt"]}" data-goto="code"' if ev["stmt"] is not None else ""
+        attrs = show_in_code(ev["stmt"])
         bad = " sl-ev-bad" if ev["state"] == "bad" else " sl-ev-after" if ev["after_hang"] else ""
         ink = "#8c959f" if ev["after_hang"] else "#24292f"
         svg.append(

@@ -245,6 +245,8 @@ def test_every_view_in_the_front_end(server, browser, shots, front_end):
     expect(banks.locator(".sl-banks-summary")).to_contain_text("shared-memory accesses conflict", timeout=60_000)
     expect(banks.locator(".sl-banks tr")).to_have_count(3)  # the header, the tile's write and its read
     cells.nth(1).screenshot(path=str(shots / f"{front_end}_04b_banks.png"))
+    banks.locator("tr[data-set]", has_text="y[task * 256 + tid]").click()  # a row shows its statement in Code
+    expect(widget.locator(".sl-view-code .sl-selected")).to_contain_text("y[task * 256 + tid]")
 
     # A failed scheduling step: the error in the widget, the session at the previous step.
     _run(page, cells.nth(2))
