@@ -247,6 +247,21 @@ def sm80_part() -> list:
                       "no_padding = schedule(naive(cfg), cfg, steps=[s for s in STEPS if s is not pad_rows])\n"
                       "print(sl.bank_conflicts(no_padding, M=128, N=256, K=192))"),
         new_markdown_cell(
+            "### tf32: swapping the operands\n\nWith f32 data (`CONFIGS[\"tf32\"]`) a B fragment of "
+            "`mma.sync` m16n8k8 holds, in each lane, two elements of one column of `B` (rows `k` and `k + 4`): "
+            "from `B` stored `[K, N]` that is a transposed load of 32-bit words, which `ldmatrix` cannot do (its "
+            "`.trans` moves 16-bit elements), so every element is a load of its own. Computing `Cᵀ = Bᵀ Aᵀ` "
+            "instead makes B's tile the instruction's A operand, whose rows are free to be any columns of `B`: "
+            "taken in pairs, a lane's four registers are two pairs of adjacent words, two 8-byte loads "
+            "(`Config(swap_ab=True)`: `Sm80_mma_load_b_swap_tf32_trunc`, `Sm80_mma_swap_tf32`). Below, the bank "
+            "count of B's loads in both: the same requests and wavefronts, none in conflict, from half the load "
+            "instructions (8-byte loads are served half a warp at a time: two requests each)." + tf32_result()),
+        new_code_cell("for tf32 in [CONFIGS[\"tf32\"], CONFIGS[\"tf32_swap\"]]:\n"
+                      "    report = sl.bank_conflicts(schedule(naive(tf32), tf32), M=128, N=256, K=128)\n"
+                      "    for a in report.accesses:\n"
+                      "        if a.kind == \"read\" and a.buffer == \"B_s\":\n"
+                      "            print(f\"{tf32.name}: {a.instr}: {a.requests} requests, {a.wavefronts} wavefronts\")"),
+        new_markdown_cell(
             "The kernel for the benchmark at the end: the proc of the last step."),
         new_code_cell("sm80_gemm_f16 = wb80.proc"),
     ]
@@ -335,12 +350,29 @@ def sm90_part() -> list:
     ]
 
 
-def measured_result(path: Path = HERE.parent / "benchmarks" / "results" / "gemm.json") -> str:
-    """What benchmarks/gemm.py last measured for the benchmark cell's kernels (quoted above that cell), read
-    from its results so the text follows the latest GPU sweep."""
+GEMM_RESULTS = HERE.parent / "benchmarks" / "results" / "gemm.json"
+
+
+def _gemm_rows(path: Path) -> dict:
+    """benchmarks/gemm.py's last measurements, by (kernel, M, N, K): the tutorials quote them, so their text
+    follows the latest GPU sweep."""
     import json
 
-    rows = {(r["kernel"], r["M"], r["N"], r["K"]): r for r in json.loads(path.read_text())}
+    return {(r["kernel"], r["M"], r["N"], r["K"]): r for r in json.loads(path.read_text())}
+
+
+def tf32_result(path: Path = GEMM_RESULTS) -> str:
+    """The two tf32 kernels of `B[K, N]` at 8192^3, as last measured (quoted above the tf32 bank-count cell)."""
+    rows = _gemm_rows(path)
+    plain, swap = (rows[(f"sm80_gemm_{d}", 8192, 8192, 8192)] for d in ("tf32", "tf32_swap"))
+    return (f" On an {swap['gpu'].removeprefix('NVIDIA ')} at M = N = K = 8192 (`benchmarks/results/gemm.json`, "
+            f"{swap['date']}): {plain['tflops']:.0f} TFLOP/s with element-wise B loads, {swap['tflops']:.0f} "
+            f"swapped (cuBLAS TF32: {swap['cublas_tflops']:.0f}).")
+
+
+def measured_result(path: Path = GEMM_RESULTS) -> str:
+    """What benchmarks/gemm.py last measured for the benchmark cell's kernels (quoted above that cell)."""
+    rows = _gemm_rows(path)
 
     def pair(kernel: str, key: str) -> str:
         return " and ".join(f"{rows[(kernel, n, n, n)][key]:.0f}" for n in (4096, 8192))

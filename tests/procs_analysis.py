@@ -277,6 +277,19 @@ def fragment_window_not_adjacent(b: f32[16, 8] @ CudaGmemLinear):
             B_r: f32[2, 2, 8, 8] @ Sm80_RmemMatrixB
             Sm80_mma_load_b_pair_nk_tf32_trunc(B_r[0:2, 1, :, :], B_s[:, :])  # error here
 
+
+# the 8 x 16 accumulator of the swapped tf32 mma and the 16 x 8 one hold different elements in the same registers:
+# such a program (zeroed and stored as 16 x 8, multiplied as 8 x 16) passed sync_check and compiled, and on an H200
+# stored the product's elements in other places than its sequential meaning (session 26)
+@proc
+def fragment_tiles_of_two_shapes(y: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[16, 16] @ Sm80_RmemMatrixD
+            Sm80_mma_zero_d_swap_tf32(D[0:8, :])  # error here
+            Sm80_mma_store_d_tf32(y[:, :], D[:, 0:8])
+
+
 @proc
 def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):

@@ -55,6 +55,9 @@ CASES = [
     ("fragment_to_plain_proc", MemoryMismatchError, ["D @ Sm80_RmemMatrixD", "zero_fragment_elements's body, scalar code"]),
     ("fragment_window_not_adjacent", MemoryMismatchError,
      ["`B_r[0:2, 1, 0:8, 0:8]` takes several tiles of dimension 0", "whole fragments that follow each other in B_r", "dimension 1"]),
+    ("fragment_tiles_of_two_shapes", MemoryMismatchError,
+     ["`D[0:8, 0:16]` takes 8 x 16 of D's 16 x 16 tiles", "Sm80_RmemMatrixD registers are laid out for the shape",
+      "an allocation of its own"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
     ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
     # launch configuration

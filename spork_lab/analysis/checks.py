@@ -54,6 +54,8 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
                 _check_reads(s, info, memories, e)
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             _check_access(s, info, memories, s.name, "alloc")
+        elif isinstance(s, LoopIR.WindowStmt) and _opaque(memories.get(s.rhs.name)) and s.rhs.name in shapes:
+            _check_whole_tiles(s, s.rhs, memories[s.rhs.name], shapes[s.rhs.name])
         elif isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None and info.device_scope == "cuda":
             raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
                                 "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
@@ -287,18 +289,19 @@ def _check_scalar_access(s: LoopIR.stmt, memories: dict, sym, who: str = "scalar
 def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> None:
     """An instr takes a window of several fragments as consecutive registers from the window's first tile on,
     so the tiles must follow each other in the buffer: after the window's first dimension of several tiles,
-    every tile dimension (all but the last two) is whole."""
+    every tile dimension (all but the last two) is whole. In a memory of `whole_tiles` the last two are whole too:
+    registers laid out for one shape of tile read other elements as another."""
     for param, arg in zip(s.f.args, s.args):
-        if not isinstance(arg, LoopIR.WindowExpr) or not _opaque(memories.get(arg.name)):
+        mem = memories.get(arg.name) if isinstance(arg, LoopIR.WindowExpr) else None
+        if not _opaque(mem):
             continue
         shape = shapes.get(arg.name)
         if shape is None or len(shape) != len(arg.idx):
             continue
+        _check_whole_tiles(s, arg, mem, shape)
         several = None  # the first dimension the window takes several tiles of
         for dim, (w, extent) in enumerate(zip(arg.idx[:-2], shape[:-2])):
-            whole = (isinstance(w, LoopIR.Interval) and constant_value(w.lo) == 0
-                     and constant_value(w.hi) == constant_value(extent) is not None)
-            if several is not None and not whole:
+            if several is not None and not _whole(w, extent):
                 raise MemoryMismatchError(
                     f"`{head_text(s)}`: {written_name(s)} takes {param.name} as whole fragments that follow each "
                     f"other in {arg.name}'s registers, but `{arg}` takes several tiles of dimension {several} and "
@@ -306,6 +309,24 @@ def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> Non
                     f"window's tiles are its innermost tile dimension", s.srcinfo)
             if isinstance(w, LoopIR.Interval) and interval_width(w) != 1:
                 several = dim if several is None else several
+
+
+def _check_whole_tiles(s: LoopIR.stmt, arg: LoopIR.WindowExpr, mem: type, shape: list) -> None:
+    """In a memory of `whole_tiles`, window `arg` (of a buffer of `shape`) covers the last two dimensions."""
+    if not mem.whole_tiles or all(_whole(w, extent) for w, extent in zip(arg.idx[-2:], shape[-2:])):
+        return
+    rows, cols = (interval_width(w) if isinstance(w, LoopIR.Interval) else 1 for w in arg.idx[-2:])
+    raise MemoryMismatchError(
+        f"`{head_text(s)}`: `{arg}` takes {rows} x {cols} of {arg.name}'s {shape[-2]} x {shape[-1]} tiles: "
+        f"{mem.name()} registers are laid out for the shape of tile an instr makes, and another shape would read "
+        f"other elements in them; windows take whole tiles, so give each shape of tile an allocation of its own "
+        f"(here: last two dimensions {rows}, {cols})", s.srcinfo)
+
+
+def _whole(w, extent) -> bool:
+    """Whether window index `w` covers its buffer dimension of `extent` entirely."""
+    return (isinstance(w, LoopIR.Interval) and constant_value(w.lo) == 0
+            and constant_value(w.hi) == constant_value(extent) is not None)
 
 
 def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:

@@ -25,6 +25,10 @@ class CudaMemory(Memory):
     # False where the instrs' layout decides which lane holds which element (mma and wgmma fragments): scalar
     # code cannot name an element by its index there, and instrs take windows of whole, adjacent tiles
     scalar_access = True
+    # True where an allocation's last two dimensions are one tile whose lane layout depends on the tile's shape
+    # (mma.sync fragments: 16 x 8 and 8 x 16 tf32 accumulators hold different elements in the same registers):
+    # every window takes those dimensions whole, so one allocation holds one kind of tile
+    whole_tiles = False
     # row-major shared memory of one CTA, each allocation 128-byte aligned: sl.bank_conflicts counts its banks
     linear_smem = False
 

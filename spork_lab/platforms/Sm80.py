@@ -26,6 +26,7 @@ class _Sm80MmaFragment(CudaMemory):
     """Registers holding one warp's mma.sync fragment; indexed only by mma instrs."""
 
     scalar_access = False
+    whole_tiles = True
     native_unit = cuda_warp
     alloc_tls = frozenset({cuda_in_order_instr})
     read_tls = frozenset({cuda_in_order_instr})
