@@ -4,6 +4,7 @@ racy mutant of its synchronization is flagged; on a GPU it matches float64 at se
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import re
 
 import numpy as np
@@ -42,6 +43,16 @@ def test_steps_replay_to_the_kernel(small):
 @pytest.mark.parametrize("dtype", ["f16", "tf32_swap"])
 def test_issue_size_passes_sync_check(dtype):
     assert sl.sync_check(g.sync_check_kernel(dtype), M=256, N=256, K=128).ok
+
+
+def test_hazards_name_the_instr_calls_scheduling_made(small):
+    """Every statement of the schedule carries the naive loop nest's line (`for i in seq(0, M):`); a report names
+    a scheduled instr call as printed, not by that line."""
+    report = sl.sync_check(without_syncs(small, [1]), M=64, N=64, K=128)  # the Await before the first products
+    pairs = {(h.access.stmt.text.split("(")[0], h.other.stmt.text.split("(")[0]) for h in report.hazards}
+    assert pairs == {("Sm80_mma_load_a_f16", "Sm80_cp_async_f16"), ("Sm80_mma_load_b_pair_f16", "Sm80_cp_async_f16")}
+    (line,) = {h.access.stmt.line for h in report.hazards}
+    assert linecache.getline(g.__file__, line).strip() == "for i in seq(0, M):"  # what reports quoted before
 
 
 def _mutants(p):

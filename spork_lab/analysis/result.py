@@ -7,6 +7,7 @@ gives what the CLI and the widgets read.
 from __future__ import annotations
 
 import linecache
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, NamedTuple, Optional, Union
@@ -16,7 +17,10 @@ from exo.core.prelude import Sym
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.coll import CollTiling
+from ..core.loop_modes import WithBlock
+from ..core.sync_stmts import written_name
 from ..core.timelines import InstrTl
+from ..lang.printer import head_text
 
 Path = tuple  # child indices from the proc body; "else" marks a step into an If's orelse
 
@@ -54,9 +58,12 @@ class StmtRef:
 
     @staticmethod
     def of(stmt: LoopIR.stmt, path: Optional[Path]) -> StmtRef:
+        """The statement at its source line, with that line's text where the statement was written there, else
+        its printed first line: scheduling keeps the line of what it rewrites, so an instr call that `replace` made
+        of a loop nest names the nest's first line (a report quoting that line would name a loop)."""
         info = stmt.srcinfo
-        text = linecache.getline(info.filename, info.lineno).strip() if info.filename else ""
-        return StmtRef(info.filename, info.lineno, text, path)
+        line = linecache.getline(info.filename, info.lineno).strip() if info.filename else ""
+        return StmtRef(info.filename, info.lineno, line if _written_on(stmt, line) else head_text(stmt), path)
 
     def __str__(self) -> str:
         text = self.text
@@ -156,6 +163,20 @@ class Scopes:
     def info(self, stmt: LoopIR.stmt) -> Optional[StmtInfo]:
         return self._by_id.get(id(stmt))
 
+
+
+def _written_on(stmt: LoopIR.stmt, line: str) -> bool:
+    """Whether source `line` is where `stmt` was written: it names the statement's callee, loop variable or buffer."""
+    if isinstance(stmt, LoopIR.Call):
+        word = written_name(stmt)
+    elif isinstance(stmt, LoopIR.For):
+        return line.startswith("with ") if isinstance(stmt.loop_mode, WithBlock) else \
+            re.match(rf"for\s+{re.escape(str(stmt.iter))}\b", line) is not None
+    elif isinstance(stmt, (LoopIR.Assign, LoopIR.Reduce, LoopIR.Alloc, LoopIR.WindowStmt)):
+        word = str(stmt.name)
+    else:
+        return True
+    return re.search(rf"\b{re.escape(word)}\b", line) is not None
 
 class Analysis:
     """The static analysis of one proc: the value of each named pass (see the package docstring).
