@@ -53,6 +53,8 @@ def test_hazards_name_the_instr_calls_scheduling_made(small):
     assert pairs == {("Sm80_mma_load_a_f16", "Sm80_cp_async_f16"), ("Sm80_mma_load_b_pair_f16", "Sm80_cp_async_f16")}
     (line,) = {h.access.stmt.line for h in report.hazards}
     assert linecache.getline(g.__file__, line).strip() == "for i in seq(0, M):"  # what reports quoted before
+    assert f"between `Sm80_cp_async_f16(...)` (line {line}) and `Sm80_mma_load_a_f16(...)` (line {line})" in \
+        report.hazards[0].fix  # not "between line 132 and line 132"
 
 
 def _mutants(p):

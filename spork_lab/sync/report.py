@@ -7,6 +7,7 @@ iterator values and messages, and words the errors that stop a run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -293,11 +294,20 @@ def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access
     if h.kind == P.FREE:
         where = f"before the end of {name}'s scope (it is allocated at line {acc.stmt.line})"
     elif _in_order(other.stmt, acc.stmt):
-        where = f"between line {other.stmt.line} and line {acc.stmt.line}"
+        where = f"between {_named(other.stmt, acc.stmt)} and {_named(acc.stmt, other.stmt)}"
     else:
-        where = (f"after line {other.stmt.line}, at the end of the loop body around both (before its next iteration "
-                 f"reaches line {acc.stmt.line})")
+        where = (f"after {_named(other.stmt, acc.stmt)}, at the end of the loop body around both (before its next "
+                 f"iteration reaches {_named(acc.stmt, other.stmt)})")
     return fence, f"a Fence({fence[0]}, {fence[1]}) run by the threads of both accesses, {where}"
+
+
+def _named(ref: StmtRef, beside: StmtRef) -> str:
+    """A statement in a fix's words: its line, and which statement of the line where `beside` shares it (the
+    statements scheduling made of one line)."""
+    if ref.line != beside.line:
+        return f"line {ref.line}"
+    call = re.match(r"(\w+)\(.*\)$", ref.text)
+    return f"`{call.group(1) + '(...)' if call else ref.text}` (line {ref.line})"
 
 
 def _in_order(first: Optional[StmtRef], second: Optional[StmtRef]) -> bool:
