@@ -427,8 +427,8 @@ PROCS: list  # the GEMMs of CONFIGS in _PROC_NAMES' order, scheduled on first us
 
 
 def __getattr__(name: str):
-    """`PROCS` and `sm80_gemm_{tf32,f16,bf16,tf32_nk,tf32_swap}` are scheduled on first use (~10 s each), so that importing the
-    example for its reference, its inputs or one step of its schedule stays fast."""
+    """`PROCS` and `sm80_gemm_{tf32,f16,bf16,tf32_nk,tf32_swap}` are scheduled on first use (~10 s each), so that
+    importing the example for its reference, its inputs or one step of its schedule stays fast."""
     if name == "PROCS":
         value = [globals().get(n) or __getattr__(n) for n in _PROC_NAMES]
     elif name in _PROC_NAMES:

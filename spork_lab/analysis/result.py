@@ -164,19 +164,20 @@ class Scopes:
         return self._by_id.get(id(stmt))
 
 
-
 def _written_on(stmt: LoopIR.stmt, line: str) -> bool:
     """Whether source `line` is where `stmt` was written: it names the statement's callee, loop variable or buffer."""
+    if isinstance(stmt, LoopIR.For):
+        if isinstance(stmt.loop_mode, WithBlock):
+            return line.startswith("with ")
+        return re.match(rf"for\s+{re.escape(str(stmt.iter))}\b", line) is not None
     if isinstance(stmt, LoopIR.Call):
         word = written_name(stmt)
-    elif isinstance(stmt, LoopIR.For):
-        return line.startswith("with ") if isinstance(stmt.loop_mode, WithBlock) else \
-            re.match(rf"for\s+{re.escape(str(stmt.iter))}\b", line) is not None
     elif isinstance(stmt, (LoopIR.Assign, LoopIR.Reduce, LoopIR.Alloc, LoopIR.WindowStmt)):
         word = str(stmt.name)
     else:
         return True
     return re.search(rf"\b{re.escape(word)}\b", line) is not None
+
 
 class Analysis:
     """The static analysis of one proc: the value of each named pass (see the package docstring).
