@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
@@ -31,6 +30,7 @@ from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
 from ..errors import SyncError
+from ..lang.printer import head_text
 from . import program as P
 from .access import distributed_shared, is_global_memory, is_shared_memory, unordered_access
 
@@ -251,7 +251,7 @@ class _Lowering:
             stmt = self.stmt_ids[id(s)] = len(self.stmts)
             self.stmts.append(self.analysis.ref(s))
             if self.for_banks and isinstance(s, LoopIR.Call):
-                self.callees[stmt] = (user_name(s.f.name), re.sub(r"\n\s*", " ", re.sub(r"\(\n\s*", "(", str(s))))
+                self.callees[stmt] = (user_name(s.f.name), head_text(s))
         key = (stmt, ctx.loops, ctx.instr_tl, ctx.task_threads)
         site = self.site_ids.get(key)
         if site is None:
