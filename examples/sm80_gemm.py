@@ -80,8 +80,12 @@ class Config:
             raise ValueError("swap_ab is for tf32 with B given as [K, N]")
 
     @property
+    def swap(self) -> str:  # in the names of the swapped-operand instrs
+        return "swap_" if self.swap_ab else ""
+
+    @property
     def mma(self) -> str:  # the name of the mma instr
-        return f"Sm80_mma_{'swap_' if self.swap_ab else ''}{self.dtype}"
+        return f"Sm80_mma_{self.swap}{self.dtype}"
 
     @property
     def FM(self) -> int:  # rows (m) of one mma's accumulator tile
@@ -227,10 +231,9 @@ def use_instructions(p, cfg: Config):
         else:
             load_b = "Sm80_mma_load_b_pair_nk_tf32_trunc" if tf32_nk else f"Sm80_mma_load_b_pair_{cfg.dtype}"
             p = _load_pairs(p, "B_r", globals()[load_b])
-    swap = "swap_" if cfg.swap_ab else ""
     p = replace(p, p.find("D[_] += _").parent().parent().parent(), globals()[cfg.mma])
-    p = replace(p, p.find("D[_] = 0.0").parent().parent(), globals()[f"Sm80_mma_zero_d_{swap}tf32"])
-    p = replace(p, p.find("C[_] = D[_]").parent().parent(), globals()[f"Sm80_mma_store_d_{swap}tf32"])
+    p = replace(p, p.find("D[_] = 0.0").parent().parent(), globals()[f"Sm80_mma_zero_d_{cfg.swap}tf32"])
+    p = replace(p, p.find("C[_] = D[_]").parent().parent(), globals()[f"Sm80_mma_store_d_{cfg.swap}tf32"])
     a_mem, b_mem = (Sm80_RmemMatrixB, Sm80_RmemMatrixA) if cfg.swap_ab else (Sm80_RmemMatrixA, Sm80_RmemMatrixB)
     for buf, mem in [("D", Sm80_RmemMatrixD), ("A_r", a_mem), ("B_r", b_mem), ("A_s", CudaSmemLinear),
                      ("B_s", CudaSmemLinear)]:  # fmt: skip

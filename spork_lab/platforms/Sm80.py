@@ -3,7 +3,9 @@
 mma.sync m16n8k8 with tf32 operands and m16n8k16 with f16 or bf16 operands,
 all accumulating in f32. The accumulator fragment (16 x 8 f32 per warp) has the
 same layout in both shapes, so `Sm80_mma_zero_d_tf32` and
-`Sm80_mma_store_d_tf32` serve all three operand types.
+`Sm80_mma_store_d_tf32` serve all three operand types; the tf32 mma with its
+operands swapped (`Sm80_mma_swap_tf32`) accumulates 8 x 16 tiles, laid out
+otherwise, with zero and store instrs of their own.
 """
 
 from __future__ import annotations
@@ -214,16 +216,17 @@ def Sm80_mma_load_b_pair_nk_tf32_trunc(rmem: [f32][2, 8, 8] @ Sm80_RmemMatrixB, 
                 rmem[j, k, n] = smem[8 * j + n, k]
 
 
-def _mma_tf32(hw_a: str, hw_b: str) -> str:
-    """Template of mma.sync m16n8k8 tf32 on D, with parameter hw_a as the hardware's A operand (4 registers)
-    and hw_b as its B operand (2 registers)."""
-    a = ", ".join(f'"r"(__float_as_uint({{{hw_a}_data}}[{i}]))' for i in range(4))
-    b = ", ".join(f'"r"(__float_as_uint({{{hw_b}_data}}[{i}]))' for i in range(2))
+def _mma(shape: str, dtype: str, hw_a: str = "A", hw_b: str = "B", bits: str = "") -> str:
+    """Template of mma.sync.aligned.{shape} with `dtype` operands accumulating in f32 on D: parameter hw_a is the
+    hardware's A operand (4 registers), hw_b its B operand (2); `bits` reinterprets f32 registers as the 32-bit
+    words mma takes (`__float_as_uint`; 2-byte fragments are held as such words already)."""
+    words = [f"{{{p}_data}}[{i}]" for p, n in ((hw_a, 4), (hw_b, 2)) for i in range(n)]
+    operands = ", ".join(f'"r"({bits}({w}))' if bits else f'"r"({w})' for w in words)
     return (
-        'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 '
+        f'asm volatile("mma.sync.aligned.{shape}.row.col.f32.{dtype}.{dtype}.f32 '
         '{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" '
         ': "+f"({D_data}[0]), "+f"({D_data}[1]), "+f"({D_data}[2]), "+f"({D_data}[3]) '
-        f": {a}, {b});"
+        f": {operands});"
     )
 
 
@@ -253,7 +256,8 @@ def Sm80_mma_load_b_swap_tf32_trunc(rmem: [f32][8, 16] @ Sm80_RmemMatrixA, smem:
             rmem[k, n] = smem[k, n]
 
 
-@instr(_mma_tf32("B", "A"), coll_unit=cuda_warp, convergent=True)  # mma.sync.aligned: the warp executes it as one
+@instr(_mma("m16n8k8", "tf32", "B", "A", "__float_as_uint"), coll_unit=cuda_warp,
+       convergent=True)  # mma.sync.aligned: the warp executes it as one
 def Sm80_mma_swap_tf32(
     D: [f32][8, 16] @ Sm80_RmemMatrixD, A: [f32][8, 8] @ Sm80_RmemMatrixB, B: [f32][8, 16] @ Sm80_RmemMatrixA
 ):
@@ -271,12 +275,7 @@ def _m16n8k16(dtype: str) -> tuple:
     one ldmatrix.x4.trans (`load_b_pair`: half the instructions for the same bytes); the
     rows must be 16-byte aligned.
     """
-    mma = (
-        f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32 '
-        '{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" '
-        ': "+f"({D_data}[0]), "+f"({D_data}[1]), "+f"({D_data}[2]), "+f"({D_data}[3]) '
-        ': "r"({A_data}[0]), "r"({A_data}[1]), "r"({A_data}[2]), "r"({A_data}[3]), "r"({B_data}[0]), "r"({B_data}[1]));'
-    )
+    mma = _mma("m16n8k16", dtype)
     sources = {
         f"Sm80_mma_load_a_{dtype}": (
             _ldmatrix("rmem", "smem", 4, "sm80_l % 16u", "(sm80_l / 16u) * 8u"),
@@ -349,7 +348,8 @@ def Sm80_mma_zero_d_tf32(rmem: [f32][16, 8] @ Sm80_RmemMatrixD):
             rmem[m, n] = 0.0
 
 
-@instr(_mma_tf32("A", "B"), coll_unit=cuda_warp, convergent=True)  # mma.sync.aligned: the warp executes it as one
+@instr(_mma("m16n8k8", "tf32", bits="__float_as_uint"), coll_unit=cuda_warp,
+       convergent=True)  # mma.sync.aligned: the warp executes it as one
 def Sm80_mma_tf32(
     D: [f32][16, 8] @ Sm80_RmemMatrixD, A: [f32][16, 8] @ Sm80_RmemMatrixA, B: [f32][8, 8] @ Sm80_RmemMatrixB
 ):
