@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from spork_lab import runtime
+from spork_lab.core.build_cache import cache_dir
 from spork_lab.lab import _bench
 from spork_lab.runtime._args import proc_spec
 
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then shift; touch "$1"; fi; shift; do
 """)
     _script(bin_dir / "nvidia-smi", 'echo "No devices were found"; exit 6\n')
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("spork_lab.runtime.CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(_bench, "gpu_cupy", lambda: None)  # CI has no CUDA device (and maybe a CuPy that says so)
     return log, bin_dir
 
@@ -72,7 +72,7 @@ def test_without_a_gpu_the_cell_is_built_and_the_output_says_so(shell, toolchain
     (compile_line,) = log.read_text().splitlines()
     assert "-O2" in compile_line and "-O3" not in compile_line and "--maxrregcount=64" in compile_line
     assert "-gencode=arch=compute_90a,code=sm_90a" in compile_line  # no GPU to ask: sm_90a unless --arch says
-    (cu,) = runtime.CACHE_DIR.glob("*/*.cu")  # the built sources, kept beside the library
+    (cu,) = cache_dir().glob("*/*.cu")  # the built sources, kept beside the library
     assert cu.read_text().count("__global__") == 1
     shell.run_cell_magic("spork_bench", "--sizes n=4096 -O 2 --maxrregcount 64", CELL)
     assert len(log.read_text().splitlines()) == 1  # same sources and flags: the cached build, no second nvcc run

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import hashlib
 import importlib.util
 import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -23,11 +21,9 @@ from typing import Callable, Optional, Sequence
 from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name
+from ..core.build_cache import build_once, cache_dir, content_key
 from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
 from ._args import ProcSpec, check_args, proc_spec
-
-CACHE_DIR = Path(os.environ.get("SPORK_LAB_CACHE", Path.home() / ".cache" / "spork_lab"))
-
 
 class CudaError(RuntimeError):
     """A CUDA call made by a generated proc failed; the message is CUDA's error string."""
@@ -75,27 +71,12 @@ def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] 
     nvcc = nvcc or find_nvcc()
     flags = nvcc_flags(arch, flags)
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([*sources, basename, *flags, version]).encode()).hexdigest()[:24]
-    out_dir = CACHE_DIR / key
-    lib = out_dir / f"lib{basename}.so"
-    if lib.exists():
-        return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Each build writes in a folder of its own and renames its results into place when done: a process building
-    # the same key at the same time never reads half-written sources or loads a library nvcc is still writing.
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=out_dir))
+    lib = cache_dir() / content_key(*sources, basename, *flags, version) / f"lib{basename}.so"
     names = [f"{basename}.{ext}" for ext in ("c", "h", "cu", "cuh")]
-    for name, text in zip(names, sources):
-        (work / name).write_text(text)
-    cmd = [nvcc, *flags, "-o", lib.name, names[0], names[2]]
-    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise BuildError(f"nvcc failed ({' '.join(cmd)}) in {work}:\n{res.stderr}")
-    for name in names:
-        os.replace(work / name, out_dir / name)
-    os.replace(work / lib.name, lib)
-    if not any(work.iterdir()):  # what nvcc was asked to keep (--keep) stays there
-        work.rmdir()
+    failed = build_once(lib, dict(zip(names, sources)), [[nvcc, *flags, "-o", lib.name, names[0], names[2]]],
+                        keep_sources=True)
+    if failed:
+        raise BuildError(f"nvcc failed ({failed[0]}) in {failed[2]}:\n{failed[1]}")
     return lib
 
 

@@ -11,11 +11,9 @@ can be checked on a machine without a GPU, and a GPU run against them.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from exo.core.memory import DRAM
 
 from ..codegen import compile_procs_to_strings
 from ..codegen._host import computes_with_bf16
+from ..core.build_cache import build_once, cache_dir, content_key
 from ..core.cache import ProcCache
 from ..core.ir import walk_stmts
 from ..core.memories import CudaMemory
@@ -111,28 +110,16 @@ def sequential(p: Procedure) -> Procedure:
 def _library(c: str, h: str, name: str) -> Path:
     """gcc's shared library of the sequential program's C (with a probe of int_fast32_t's width), cached by the
     sources and the compiler's version."""
-    from . import CACHE_DIR
-
     cc = os.environ.get("CC") or "gcc"
     if not shutil.which(cc):
         raise BuildError("run_cpu builds the sequential program with gcc, and no gcc was found: install gcc "
                          "(e.g. apt-get install gcc) or set CC")
     c += f"\nint {name}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}\n"
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([c, h, name, version]).encode()).hexdigest()[:24]
-    lib = CACHE_DIR / "cpu" / key / f"lib{name}.so"
-    if lib.exists():
-        return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=lib.parent))  # renamed into place when done (see build_library)
-    (work / f"{name}.c").write_text(c)
-    (work / f"{name}.h").write_text(h)
-    cmd = [cc, "-O1", "-shared", "-fPIC", "-o", lib.name, f"{name}.c"]
-    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise BuildError(f"{cc} failed on the sequential program ({' '.join(cmd)}) in {work}:\n{res.stderr}")
-    os.replace(work / lib.name, lib)
-    shutil.rmtree(work)  # its sources: the cache keeps only the library
+    lib = cache_dir() / "cpu" / content_key(c, h, name, version) / f"lib{name}.so"
+    failed = build_once(lib, {f"{name}.c": c, f"{name}.h": h}, [[cc, "-O1", "-shared", "-fPIC", "-o", lib.name, f"{name}.c"]])
+    if failed:
+        raise BuildError(f"{cc} failed on the sequential program ({failed[0]}) in {failed[2]}:\n{failed[1]}")
     return lib
 
 

@@ -23,16 +23,15 @@ build already in the cache is used from the start.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
+from ..core.build_cache import build_once, cache_dir, content_key
 from ..errors import SporkError
 from . import program as P
 from .cprint import c_source
@@ -48,10 +47,6 @@ MAXIV, MAXDIM = 16, 8  # _machine.h: SC_MAXIV, SC_MAXDIM
 
 class Unsupported(Exception):
     """What the compiled engine cannot run (sync_check then runs the reference engine and says why)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SPORK_LAB_CACHE", Path.home() / ".cache" / "spork_lab")) / "sync"
 
 
 _compiler: Optional[tuple] = None
@@ -93,10 +88,10 @@ def _tcc() -> list:
     return _tcc_command
 
 
-def _commands(opt: str, src: Path, lib: Path, link: list) -> list[list[str]]:
+def _commands(opt: str, src: str, lib: str, link: list) -> list[list[str]]:
     """The compile commands to try in order for `opt`: "-O0" is a quick build (tcc, then gcc -O0)."""
     cc, _ = _gcc()
-    rest = [f"-I{_HERE}", "-o", str(lib), str(src), *map(str, link)]
+    rest = [f"-I{_HERE}", "-o", lib, src, *map(str, link)]
     if opt != "-O0":
         return [[cc, opt, *_FLAGS, *rest]]
     gcc = [cc, opt, *_FLAGS, *_QUICK, *rest]
@@ -111,27 +106,16 @@ def _library(name: str, source: str, link: list, opt: str) -> Path:
     _, version = _gcc()
     header = (_HERE / "_machine.h").read_text()
     quick = "tcc" if opt == "-O0" and _tcc() else ""
-    key = hashlib.sha256("\0".join([source, header, version, quick, opt, *_FLAGS, *map(str, link)]).encode()).hexdigest()[:20]
-    return cache_dir() / f"{name}-{key}.so"
+    key = content_key(source, header, version, quick, opt, *_FLAGS, *map(str, link), length=20)
+    return cache_dir() / "sync" / f"{name}-{key}.so"
 
 
 def _build(name: str, source: str, link: list, opt: str = "-O2") -> Path:
     """The shared library of `source`, compiled once per content and flags into the cache directory."""
     out = _library(name, source, link, opt)
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src = Path(tmp) / f"{name}.c"
-        src.write_text(source)
-        lib = Path(tmp) / f"{name}.so"
-        for cmd in _commands(opt, src, lib, link):
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if not done.returncode:
-                break
-        else:
-            raise SporkError(f"compiling the sync checker failed ({' '.join(cmd)}):\n{done.stderr[-4000:]}")
-        os.replace(lib, out)  # atomic: concurrent builders of the same key agree
+    failed = build_once(out, {f"{name}.c": source}, _commands(opt, f"{name}.c", out.name, link))
+    if failed:
+        raise SporkError(f"compiling the sync checker failed ({failed[0]}):\n{failed[1][-4000:]}")
     return out
 
 
