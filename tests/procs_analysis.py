@@ -290,6 +290,18 @@ def fragment_tiles_of_two_shapes(y: f32[16, 8] @ CudaGmemLinear):
             Sm80_mma_store_d_tf32(y[:, :], D[:, 0:8])
 
 
+# A name for a window of fragment registers: the instrs place a fragment window's registers from the window itself,
+# which an alias hides (Sm80 instr templates failed inside exo, the wgmma call failed nvcc; audit of session 27).
+@proc
+def fragment_alias(y: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[2, 16, 8] @ Sm80_RmemMatrixD
+            Dw = D[1, :, :]  # error here
+            Sm80_mma_zero_d_tf32(Dw)
+            Sm80_mma_store_d_tf32(y[:, :], Dw)
+
+
 @proc
 def cp_async_by_warp(A: f32[4] @ CudaGmemLinear):
     with CudaDeviceFunction(blockDim=32):

@@ -205,3 +205,61 @@ def tma_store_waits(src: f32[8, 8] @ CudaGmemLinear, C: f32[16, 8] @ CudaGmemLin
                     Arrive(tma_to_gmem_async, 1) >> cg
                     Await(cg, cuda_in_order, 0)
             Fence(cuda_in_order, cuda_in_order)
+
+
+# Each tile's TMA store completed by a Fence naming the bulk copies instead of a commit group, then its rows read
+# back from C by the CTA. The Fence's wait_group waits for committed groups only: generated without a commit
+# first, Z held C's NaN on an H200 (audit of session 27); the Fence now commits before it waits.
+@proc
+def tma_store_completed_by_fence(T: size, A: f32[64 * T, 32] @ CudaGmemLinear, C: f32[64 * T, 32] @ CudaGmemLinear,
+                                 Z: f32[64 * T, 32] @ CudaGmemLinear):
+    C_tm = C[:, :] @ Sm90_tensorMap(0, 64, 32)
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            t_s: f32[64, 32] @ CudaSmemLinear
+            for it in seq(0, T):
+                for t in cuda_threads(0, 128):
+                    for j in seq(0, 16):
+                        t_s[t / 2, 16 * (t % 2) + j] = A[64 * it + t / 2, 16 * (t % 2) + j]
+                Fence(cuda_in_order, tma_to_gmem_async)
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(tma_to_gmem_async_instr):
+                        Sm90_copy_tensor_to_gmem_linear_2f32(C_tm[64 * it : 64 * it + 64, :], t_s, box=(64, 32))
+                Fence(tma_to_gmem_async, cuda_in_order)
+                for t in cuda_threads(0, 128):
+                    for j in seq(0, 16):
+                        Z[64 * it + t / 2, 16 * (t % 2) + j] = C[64 * it + 63 - t / 2, 16 * (t % 2) + j]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# A TMA load of global memory that the producer warp wrote with ordinary stores, handed over by an mbarrier: the
+# consumer's await needs fence.proxy.async, as for shared memory (PTX memory model, proxies). It was generated
+# without one (only generic access to shared memory counted; audit of session 27).
+_producer_consumer = [CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]
+
+
+@proc
+def tma_load_of_generic_writes(n: size, x: f32[8 * n, 32] @ CudaGmemLinear, y: f32[8 * n, 32] @ CudaGmemLinear,
+                               z: f32[8 * n, 32] @ CudaGmemLinear):
+    y_tm = y[:, :] @ Sm90_tensorMap(0, 8, 32)
+    with CudaDeviceFunction(warp_config=_producer_consumer):
+        for task in cuda_tasks(0, n):
+            tile: f32[8, 32] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            ld: barrier @ CudaMbarrier
+            with CudaWarps(name="producer"):
+                for t in cuda_threads(0, 32):
+                    for i in seq(0, 8):
+                        y[8 * task + i, t] = 2.0 * x[8 * task + i, t]
+                Arrive(cuda_in_order, 1) >> bar
+            with CudaWarps(name="consumer"):
+                Await(bar, tma_to_smem_async, ~0)
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(tma_to_smem_async_instr):
+                        Sm90_copy_tensor_to_smem_linear_2f32(tile, y_tm[8 * task : 8 * task + 8, :], box=(8, 32)) >> ld
+                    Arrive(tma_to_smem_async, 1) >> ld
+                Await(ld, cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    for i in seq(0, 8):
+                        z[8 * task + i, t] = tile[7 - i, t]
+            Fence(cuda_in_order, cuda_in_order)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from exo.API import Procedure
 
-from spork_lab import instr, proc
+from spork_lab import instr, parse_source, proc
 from spork_lab.core.memories import CudaMemory
 from spork_lab.core.timelines import wgmma_usage_a, wgmma_usage_b, wgmma_usage_d
 from spork_lab.platforms.cuda import *
@@ -187,6 +187,50 @@ def wgmma_two_shapes(k: size, A: f32[64, 8] @ CudaGmemLinear, B: f32[16, 8] @ Cu
 
 
 wgmma_two_shapes_unfenced = rename(without_syncs(wgmma_two_shapes, [4, 5, 6]), "wgmma_two_shapes_unfenced")
+
+
+# One m64n256 accumulator as two m64n128 halves: wgmma of one shape on two windows that share no register, back to
+# back without a wait (PTX orders wgmma of one shape on the same registers; these are apart).
+@proc
+def wgmma_halves(A: f32[64, 32] @ CudaGmemLinear, B: f32[256, 32] @ CudaGmemLinear, C: f32[64, 256] @ CudaGmemLinear):
+    A_tm = A[:, :] @ Sm90_tensorMap(128, 64, 32)
+    B_tm = B[:, :] @ Sm90_tensorMap(128, 256, 32)
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            A_s: f32[64, 32] @ Sm90_SmemSwizzled(128)
+            B_s: f32[256, 32] @ Sm90_SmemSwizzled(128)
+            D: f32[64, 256] @ Sm90_RmemMatrixD
+            bar: barrier @ CudaMbarrier
+            cg: barrier @ CudaCommitGroup
+            Sm90_zero_scale_d_f32(D, N=256)
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(A_s, A_tm[0:64, 0:32], box=(64, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s, B_tm[0:256, 0:32], box=(256, 32)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            Await(bar, wgmma_async_smem, ~0)
+            Fence(wgmma_fence_1, wgmma_fence_2)
+            with CudaAsync(wgmma_async_instr):
+                for kk in seq(0, 4):
+                    Sm90_mma_async_tf32(D[:, 0:128], A_s[:, 8 * kk : 8 * kk + 8], B_s[0:128, 8 * kk : 8 * kk + 8], N=128)
+                    Sm90_mma_async_tf32(D[:, 128:256], A_s[:, 8 * kk : 8 * kk + 8], B_s[128:256, 8 * kk : 8 * kk + 8], N=128)
+            Arrive(wgmma_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Sm90_mma_store_d_row_major_f32(C[:, :], D, N=256)
+
+
+# The second half moved to columns 64:192: two windows of one shape that overlap without being the same registers
+# (registers 32-63 in both). PTX does not order them: sync_check passed it until session 27, and on an H200 4073 of
+# the 16384 elements of C differed from the sequential result (audit A, case wgmma_overlap_windows).
+wgmma_overlapping_windows = rename(parse_source(str(wgmma_halves).replace("D[0:64, 128:256]", "D[0:64, 64:192]")),
+                                   "wgmma_overlapping_windows")
+
+
+# wgmma_halves completed by a Fence naming wgmma instead of a commit group and its wait: the Fence commits what is
+# not yet committed before its wait_group (a wait_group alone waits for committed groups only).
+wgmma_completed_by_fence = rename(parse_source(str(wgmma_halves).replace(
+    "Arrive(wgmma_async, 1) >> cg\n            Await(cg, cuda_in_order, 0)",
+    "Fence(wgmma_async, cuda_generic_and_async_proxy)")), "wgmma_completed_by_fence")
 
 
 @instr("tma_load({dst_data}, {src_data});", instr_tl=tma_to_smem_async_instr)

@@ -58,6 +58,8 @@ CASES = [
     ("fragment_tiles_of_two_shapes", MemoryMismatchError,
      ["`D[0:8, 0:16]` takes 8 x 16 of D's 16 x 16 tiles", "Sm80_RmemMatrixD registers are laid out for the shape",
       "an allocation of its own"]),
+    ("fragment_alias", MemoryMismatchError,
+     ["`Dw = D[1, 0:16, 0:8]`", "D @ Sm80_RmemMatrixD", "pass `D[1, 0:16, 0:8]` to the instrs directly"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
     ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
     # launch configuration

@@ -169,6 +169,40 @@ def test_cuda_computes_what_the_program_says(seed):
         assert (got[k] - offsets[k]).tolist() == want, f"CUDA disagrees on {source(e)}"
 
 
+WIDE_PRODUCTS = """
+def wide_products(n: size, x: f32[1000] @ CudaGmemLinear, x2: f32[6144] @ CudaGmemLinear,
+                  y: f32[n] @ CudaGmemLinear, z: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    assert n <= 4096
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                y[128 * task + t] = x[(1000003 * (128 * task + t)) % 1000]
+                z[128 * task + t] = x2[(3000000 * (128 * task + t)) / 2000000]
+"""
+
+
+def test_index_products_that_may_pass_2_to_the_31_are_computed_in_64_bits():
+    """Device indices are 32-bit: `1000003 * i` overflowed from i = 2148 (audit of session 27: 1948 of 4096
+    elements of y wrong on an H200). An offset made only of non-negative sums and products stays 32-bit."""
+    cu = sl.compile_procs_to_strings([sl.parse_source(WIDE_PRODUCTS)], "wide", "sm_80")[2]
+    assert "x[(long long) 1000003 * (128 * task + t) % 1000]" in cu
+    assert "x2[(long long) 3000000 * (128 * task + t) / 2000000]" in cu
+    assert "y[128 * task + t] =" in cu
+
+
+@pytest.mark.gpu
+def test_the_gpu_indexes_through_products_past_2_to_the_31():
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    rng = np.random.default_rng()  # fresh inputs every run
+    n = 4096
+    x, x2 = (rng.standard_normal(k).astype(np.float32) for k in (1000, 6144))
+    y, z = (np.full(n, np.nan, np.float32) for _ in range(2))
+    assert_gpu_matches_cpu(sl.parse_source(WIDE_PRODUCTS), None, n=n, x=x, x2=x2, y=y, z=z)
+
+
 WRITTEN_ALIAS = """
 def written_alias(n: size, y: f32[n] @ CudaGmemLinear, z: f32[8] @ DRAM):
     assert n % 32 == 0

@@ -5,14 +5,18 @@ line, by both engines (tests/test_sync_engines.py compares them on every proc he
 
 from __future__ import annotations
 
+import re
 import sys
 
+import numpy as np
 import procs_tma as T
 import pytest
 from conftest import EXAMPLES_DIR
+from gpu_vs_cpu import assert_gpu_matches_cpu
 from procs_sync import line_of
 
 import spork_lab as sl
+from spork_lab.codegen import compile_procs_to_strings
 from spork_lab.sync.checker import ENGINES
 from spork_lab.sync.mutants import sync_cursors, without_syncs
 
@@ -97,6 +101,42 @@ def test_a_tma_store_reads_its_tile_until_the_bulk_wait():
         assert (h.kind, h.buffer) == ("WAR", "t_s")
         assert h.access.stmt.line == line_of(T.tma_store_reuse, "t_s[i, j] = src[i, j]")
         assert "Sm90_copy_tensor_to_gmem_linear_2f32" in h.other.stmt.text
+
+
+def test_a_fence_completes_the_tma_stores_it_names_by_committing_them_first():
+    """PTX's cp.async.bulk.wait_group waits for committed bulk groups only: a Fence whose first sync-tl names the
+    TMA store commits the stores issued since the last commit, then waits (run on the GPU below)."""
+    for engine in ENGINES:
+        assert sl.sync_check(T.tma_store_completed_by_fence, T=3, engine=engine).ok
+    cu = compile_procs_to_strings([T.tma_store_completed_by_fence], "fenced", "sm_90a")[2]
+    assert re.search(r'"cp\.async\.bulk\.commit_group;".*\n\s*asm volatile\("cp\.async\.bulk\.wait_group 0;"', cu)
+
+
+def test_a_tma_load_of_global_memory_written_by_ordinary_stores_waits_behind_a_proxy_fence():
+    """The consumer's await before a TMA load of y, which the producer warp wrote with ordinary stores, gets
+    fence.proxy.async; the Sm90 GEMM's producer (its consumers store C, which no tensor map reads) still gets none."""
+    for engine in ENGINES:
+        assert sl.sync_check(T.tma_load_of_generic_writes, n=3, engine=engine).ok
+    cu = compile_procs_to_strings([T.tma_load_of_generic_writes], "generic_y", "sm_90a")[2]
+    assert re.search(r"spork_mbar_wait\(&bar_f\[.*\n(.*\n){1,3}\s*asm volatile\(\"fence\.proxy\.async;", cu), cu
+    gemm = compile_procs_to_strings([sm90_gemm.PROCS[0]], "gemm", "sm_90a")[2]
+    assert "fence.proxy.async" not in gemm
+
+
+@pytest.mark.gpu
+def test_the_gpu_computes_the_fenced_store_and_the_load_of_ordinary_stores_as_written():
+    """tma_store_completed_by_fence (4 tiles of 64 rows) and tma_load_of_generic_writes (16 tiles of 8 rows)
+    against run_cpu; the arrays they write start as NaN."""
+    pytest.importorskip("cupy")
+    rng = np.random.default_rng()  # fresh inputs every run
+
+    def rows(n: int, fill=None) -> np.ndarray:
+        return rng.standard_normal((n, 32), dtype=np.float32) if fill is None else np.full((n, 32), fill, np.float32)
+
+    assert_gpu_matches_cpu(T.tma_store_completed_by_fence, "sm_90a", T=4, A=rows(256), C=rows(256, np.nan),
+                           Z=rows(256, np.nan))
+    assert_gpu_matches_cpu(T.tma_load_of_generic_writes, "sm_90a", n=16, x=rows(128), y=rows(128, np.nan),
+                           z=rows(128, np.nan))
 
 
 def test_gemm_consumers_must_come_after_every_ctas_loads():

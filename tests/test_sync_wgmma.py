@@ -9,10 +9,13 @@ without a fence. Each missing piece is reported at the wgmma (or the read of its
 
 from __future__ import annotations
 
+import re
+
 import procs_wgmma as W
 from procs_sync import line_of
 import pytest
 
+from spork_lab.codegen import compile_procs_to_strings
 from spork_lab.core import timelines as tl
 from spork_lab.sync.checker import sync_check
 
@@ -106,6 +109,23 @@ def test_wgmma_of_another_shape_needs_a_wgmma_fence(engine):
     assert all(other.startswith(narrow) for _, _, _, other in found), found
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_wgmma_of_one_shape_on_overlapping_windows_needs_a_wait(engine):
+    """PTX orders wgmma of one shape on the same registers only: two m64n128 halves of an accumulator that share no
+    register need nothing between them, but windows D[:, 0:128] and D[:, 64:192] (registers 32-63 in both) do."""
+    assert sync_check(W.wgmma_halves, engine=engine).ok
+    found = sync_check(W.wgmma_overlapping_windows, engine=engine).hazards
+    assert {(h.kind, h.buffer) for h in found} == {("RAW", "D"), ("WAW", "D")}, found
+    assert any("D[0:64, 64:192]" in h.access.stmt.text and "D[0:64, 0:128]" in h.other.stmt.text for h in found)
+
+
+def test_a_fence_completes_the_wgmma_it_names_by_committing_them_first():
+    """wgmma.wait_group waits for committed groups only: a Fence whose first sync-tl names wgmma commits first."""
+    assert sync_check(W.wgmma_completed_by_fence).ok
+    cu = compile_procs_to_strings([W.wgmma_completed_by_fence], "fenced", "sm_90a")[2]
+    assert re.search(r'"wgmma\.commit_group\.sync\.aligned;".*\n\s*asm volatile\("wgmma\.wait_group\.sync\.aligned 0;"', cu)
+
+
 def test_wgmma_register_operands_are_ordered_by_wgmma_fence_only():
     """The pair of wgmma's register operands is in the second sync-tl of syncs whose lowering has wgmma.fence."""
     assert tl.emits_wgmma_fence("Fence", tl.wgmma_fence_2)
@@ -123,6 +143,20 @@ def test_wgmma_fence_alone_orders_no_execution_between_threads():
     fences = [op for op in program_of(W.wgmma_tiles._loopir_proc).ops if isinstance(op, P.Fence)]
     assert [(op.m1 == tl.wgmma_fence_1.mask, op.barrier) for op in fences] == [(False, True), (True, False),
                                                                                 (False, True)]
+
+
+@pytest.mark.gpu
+def test_the_gpu_computes_the_accumulator_halves_as_written():
+    """wgmma_halves (two m64n128 wgmma on apart halves of one accumulator, no wait between) and the same completed by
+    a Fence, which sync_check passes, on the GPU against run_cpu; multiples of 1/8, exact in tf32 and in f32 sums."""
+    pytest.importorskip("cupy")
+    import numpy as np
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    rng = np.random.default_rng()  # fresh inputs every run
+    A, B = ((rng.integers(-8, 9, size=shape) / 8).astype(np.float32) for shape in ((64, 32), (256, 32)))
+    for p in (W.wgmma_halves, W.wgmma_completed_by_fence):
+        assert_gpu_matches_cpu(p, "sm_90a", A=A, B=B, C=np.full((64, 256), np.nan, np.float32))
 
 
 @pytest.mark.gpu

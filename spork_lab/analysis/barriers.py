@@ -62,6 +62,7 @@ from ..core.sync_stmts import (
     sync_spec_of,
     trailing_of,
 )
+from ..core.tensor_maps import tensor_map_spec
 from ..errors import SyncError
 
 
@@ -117,8 +118,9 @@ class BarrierInfo:
     flavour: Optional[str] = None  # commit groups: "cp.async", "wgmma", "cp.async.bulk"
     scope_threads: int = 1  # commit groups: threads sharing one hardware queue
     trailing: tuple = ()  # BarrierUse of instrs completing on the barrier (TMA loads), spec None
-    generic_smem: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access shared
-    #   memory through the generic proxy (in-order or cp.async)? If not, its awaits need no proxy fence
+    generic_async: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access memory
+    #   the async proxy accesses (shared, or global under a tensor map) through the generic proxy (in-order or
+    #   cp.async)? If not, its awaits need no proxy fence
     cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
     cluster_dim: int = 1  # of the device function it lives in
 
@@ -166,10 +168,10 @@ def run(ctx) -> Mapping:
                           if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads)
                           and s.loop_mode.unit == cuda_cta_in_cluster})
     walk.block(ctx.proc.body)
-    generic = _generic_smem_threads(ctx.proc, scopes)
+    generic = _generic_async_threads(ctx.proc, scopes)
     return MappingProxyType({
         sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or (),
-                              generic_smem=tuple(_arrivers(walk.uses[sym], r, scopes) & generic != set() for r in (False, True))),
+                              generic_async=tuple(_arrivers(walk.uses[sym], r, scopes) & generic != set() for r in (False, True))),
                       tuple(walk.uses[sym]))
         for sym, info in walk.allocs.items()
     })
@@ -195,20 +197,22 @@ def _arrivers(uses: list, reverse: bool, scopes) -> set:
     return out
 
 
-def _generic_smem_threads(proc, scopes) -> set:
-    """Threads that access shared memory through the generic proxy (in-order or cp.async), anywhere in `proc`.
+def _generic_async_threads(proc, scopes) -> set:
+    """Threads that access, through the generic proxy (in-order or cp.async), memory the async proxy also
+    accesses: shared memory, and global memory that TMA reads or writes through a tensor map, anywhere in `proc`.
 
     What an arrive on an mbarrier can order before an await whose side continues in the async proxy
     (TMA, wgmma): only if some arriving thread is among them does the await need fence.proxy.async.
-    Window aliases of shared memory count as shared memory.
+    Window aliases of such memory count as it (a GEMM's consumers store C, which no tensor map reads: the
+    producer's awaits need no proxy fence).
     """
-    smem = set()
+    stmts = list(walk_stmts(proc.body))
+    mem = {s.name for s in stmts if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster}
+    mem |= {s.rhs.name for s in stmts if isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None}
     out = set()
-    for s in walk_stmts(proc.body):
-        if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster:
-            smem.add(s.name)
-        elif isinstance(s, LoopIR.WindowStmt) and s.rhs.name in smem:
-            smem.add(s.name)
+    for s in stmts:
+        if isinstance(s, LoopIR.WindowStmt) and s.rhs.name in mem:
+            mem.add(s.name)
         info = scopes.info(s)
         if info.tiling is None or info.instr_tl not in _GENERIC_TLS:
             continue
@@ -216,7 +220,7 @@ def _generic_smem_threads(proc, scopes) -> set:
             gpu = instr_info(s)
             if sync_spec_of(s) is not None or (gpu is not None and gpu.instr_tl not in _GENERIC_TLS):
                 continue
-        if smem & _buffers(s):
+        if mem & _buffers(s):
             out |= _all_threads(info.tiling)
     return out
 

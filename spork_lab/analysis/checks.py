@@ -54,8 +54,8 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
                 _check_reads(s, info, memories, e)
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             _check_access(s, info, memories, s.name, "alloc")
-        elif isinstance(s, LoopIR.WindowStmt) and _opaque(memories.get(s.rhs.name)) and s.rhs.name in shapes:
-            _check_whole_tiles(s, s.rhs, memories[s.rhs.name], shapes[s.rhs.name])
+        elif isinstance(s, LoopIR.WindowStmt) and _opaque(memories.get(s.rhs.name)):
+            _refuse_fragment_alias(s, memories[s.rhs.name])
         elif isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None and info.device_scope == "cuda":
             raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
                                 "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
@@ -321,6 +321,16 @@ def _check_whole_tiles(s: LoopIR.stmt, arg: LoopIR.WindowExpr, mem: type, shape:
         f"{mem.name()} registers are laid out for the shape of tile an instr makes, and another shape would read "
         f"other elements in them; windows take whole tiles, so give each shape of tile an allocation of its own "
         f"(here: last two dimensions {rows}, {cols})", s.srcinfo)
+
+
+def _refuse_fragment_alias(s: LoopIR.WindowStmt, mem: type) -> None:
+    """A name for a window of fragment registers: the instrs place a fragment window's registers from the window
+    itself (its tile offsets), which an alias hides (exo's instr templates and the code generator took it as an
+    array and failed to compile; audit of session 27)."""
+    raise MemoryMismatchError(
+        f"`{head_text(s)}`: {s.name} names a window of {s.rhs.name} @ {mem.name()}, whose registers hold fragments "
+        f"in the instructions' layout; such windows have no name of their own: pass `{s.rhs}` to the instrs "
+        f"directly", s.srcinfo)
 
 
 def _whole(w, extent) -> bool:

@@ -261,6 +261,8 @@ def _encode_lines(a, comp) -> list:
 class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
+    index_bits = 32  # iterators and indices are `int` in device code
+
     def __init__(self, proc: LoopIR.proc, df: DeviceFunction):
         block = proc.body[0]
         self._ctx: CudaDeviceFunction = block.loop_mode.ctx

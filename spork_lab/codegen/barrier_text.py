@@ -41,9 +41,10 @@ barriers, and the init is followed by a cluster barrier so no CTA signals a
 barrier its peer has not initialised yet. An await is followed by
 `fence.proxy.async` only when its second sync-tl reaches the async proxy and
 its queue's arrives order generic-proxy accesses made by threads that access
-shared memory through the generic proxy somewhere in the kernel
-(`BarrierInfo.generic_smem`; e.g. a GEMM's consumers release a stage after
-their wgmma read it, and the producer's next TMA load needs no proxy fence).
+shared memory, or global memory under a tensor map, through the generic proxy
+somewhere in the kernel (`BarrierInfo.generic_async`; e.g. a GEMM's consumers
+release a stage after their wgmma read it and store C, which no tensor map
+reads, so the producer's next TMA load needs no proxy fence).
 
 Mbarrier scheme: barrier position p owns `depth` consecutive mbarriers (one
 ring per position; the reverse array likewise). Each thread counts the arrives
@@ -244,8 +245,8 @@ class MbarrierText(BarrierText):
         else:
             lines = [f"if ({w} - {b} >= {lag}u) {{", f"  const unsigned spork_k = {w} - {lag}u;", f"  {wait}", "}"]
         arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
-        if not info.generic_smem[spec.is_reverse]:
-            arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access to shared memory
+        if not info.generic_async[spec.is_reverse]:
+            arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access the TMA may see
         return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, arrives)
 
 
@@ -302,15 +303,18 @@ def lowering(mem: type) -> BarrierText:
 
 
 def fence_prologue_lines(spec: SyncSpec) -> list:
-    """Before the collective barrier: complete this thread's async instructions that L1 orders."""
+    """Before the collective barrier: complete this thread's async instructions that L1 orders. A wait_group
+    waits for committed groups only, so the instructions not yet committed are committed first (cp.async's
+    wait_all does both); without it a wgmma or TMA store issued since the last commit was still running after
+    the Fence (audit of session 27: a TMA store's rows read back as the NaN they replace, on an H200)."""
     first = spec.first_tl.instr_tls
     lines = []
     if tl.Sm80_cp_async_instr in first:
         lines.append(_asm("cp.async.wait_all;"))
     if tl.wgmma_async_instr in first:
-        lines.append(_asm("wgmma.wait_group.sync.aligned 0;"))
+        lines += [_asm("wgmma.commit_group.sync.aligned;"), _asm("wgmma.wait_group.sync.aligned 0;")]
     if tl.tma_to_gmem_async_instr in first:
-        lines.append(_asm("cp.async.bulk.wait_group 0;"))
+        lines += [_asm("cp.async.bulk.commit_group;"), _asm("cp.async.bulk.wait_group 0;")]
     return lines
 
 

@@ -177,7 +177,8 @@ class _Lowering:
         self.whole_tiles = frozenset() if for_banks else self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
         self.shard_elems: list = []  # per slot: elements of one shard of distributed shared memory (an Expr), else None
-        self.wgmma_shapes: dict = {}  # index of an Access of wgmma's register operands -> the wgmma's shape
+        self.wgmma_shapes: dict = {}  # index of an Access of wgmma's register operands -> (shape, registers named)
+        self.wgmma_windows: dict = {}  # (id of a wgmma call, slot) -> the registers its window names
         self.request_vars: set = set()  # for_banks: see BankLayout
         self.blocks: dict = {}
         self.elem_bytes: list = []
@@ -434,20 +435,25 @@ class _Lowering:
         if op.pair == WGMMA_REGISTER_PAIR:
             call = ctx.in_instr
             info = instr_info(call) if call is not None else None  # a user's wgmma instr without a shape: its own
-            self.wgmma_shapes[len(self.ops)] = (info.wgmma_shape if info else ()) or (call and str(call.f.name))
+            shape = (info.wgmma_shape if info else ()) or (call and str(call.f.name))
+            self.wgmma_shapes[len(self.ops)] = (shape, self.wgmma_windows.get((id(call), op.slot), _VARYING))
         self.emit(op)
 
     def unorder_mixed_wgmma_shapes(self) -> None:
-        """PTX orders accumulator accesses across wgmma of the same shape only (PTX ISA, wgmma.fence), and the
-        machine's program order for wgmma's register pair orders every wgmma after the earlier ones. On the
-        registers that wgmma of two shapes or more access, the accesses of every wgmma are made unordered:
-        each then needs the earlier ones' wait and a wgmma.fence. Conservative (two of one shape in a row are
-        ordered in PTX), and free for the usual one shape per accumulator."""
+        """PTX orders accumulator accesses across wgmma of the same shape on the same registers only (PTX ISA,
+        wgmma.fence), and the machine's program order for wgmma's register pair orders every wgmma after the
+        earlier ones. On registers that wgmma of two shapes or more access, or windows of one shape that overlap
+        without being the same registers (`_registers_named`), the accesses of every wgmma are made unordered:
+        each then needs the earlier ones' wait and a wgmma.fence. Conservative (two of one shape in a row on
+        the same registers are ordered in PTX), and free for the usual one shape per accumulator."""
         shapes: dict = {}
-        for k, shape in self.wgmma_shapes.items():
+        windows: dict = {}
+        for k, (shape, window) in self.wgmma_shapes.items():
             shapes.setdefault(self.ops[k].slot, set()).add(shape)
+            windows.setdefault(self.ops[k].slot, set()).add(window)
         for k in self.wgmma_shapes:
-            if len(shapes[self.ops[k].slot]) > 1:
+            slot = self.ops[k].slot
+            if len(shapes[slot]) > 1 or not _same_or_apart(windows[slot]):
                 self.ops[k] = replace(self.ops[k], unordered=True)
 
     def private_accesses(self) -> set:
@@ -653,6 +659,8 @@ class _Lowering:
                 and unordered_access(str(s.f.name), ctx.tiling.thread_count, self.slot_mem(a, env))
             )
             callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
+            if (info.instr_tl if info else ctx.instr_tl) is tl.wgmma_async_instr and not self.slots[view.slot].shared:
+                self.wgmma_windows[(id(s), view.slot)] = _registers_named(a, view, formal)
         if trailing:
             self.trailing_call(s, info, replace(ctx, instr_tl=info.instr_tl, in_instr=ctx.in_instr or s), env, callee)
             return
@@ -989,7 +997,7 @@ def _buffer_uses(s, allocs: dict) -> list:
         accesses = instr_accesses(body) if s.f.instr is not None and info is not None else None
         for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and formal.type.is_numeric() and a.name in allocs:
-                out.append((a.name, accesses is not None and _whole_tile(a, allocs[a.name], formal, accesses)))
+                out.append((a.name, accesses is not None and _whole_tile(a, formal, accesses)))
         return out
     names: list = []
     if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
@@ -1004,22 +1012,58 @@ def _buffer_uses(s, allocs: dict) -> list:
     return [(n, False) for n in names]
 
 
-def _whole_tile(arg, alloc, formal, accesses: list) -> bool:
+_WHOLE, _VARYING = ("whole",), ("varying",)
+
+
+def _registers_named(arg, view: _View, formal) -> tuple:
+    """Which registers a wgmma's register operand `arg` (seen as `view`) names, for
+    `unorder_mixed_wgmma_shapes`: _WHOLE for whole trailing tiles of a buffer (points, then full ranges: two
+    such windows of one shape are the same registers or apart), ("at", elements) for a window at a constant
+    place, _VARYING otherwise (it may name other registers at each run of its statement)."""
+    if _whole_window(arg, arg.type):
+        return _WHOLE
+    dims = formal.type.shape()
+    if not (isinstance(view.base, P.Const) and all(isinstance(x, P.Const) for x in view.strides)
+            and all(isinstance(d, LoopIR.Const) for d in dims)):
+        return _VARYING
+    offsets = [0]
+    for d, stride in zip(dims, view.strides):
+        offsets = [o + i * stride.value for o in offsets for i in range(d.val)]
+    return ("at", frozenset(view.base.value + o for o in offsets))
+
+
+def _same_or_apart(windows: set) -> bool:
+    """Do the windows of one shape on a buffer name the same registers or none in common, each pair?"""
+    if _VARYING in windows:
+        return False
+    if _WHOLE in windows:
+        return len(windows) == 1
+    places = [elements for _, elements in windows]
+    return all(a.isdisjoint(b) for i, a in enumerate(places) for b in places[i + 1:])
+
+
+def _whole_window(arg, typ) -> bool:
+    """Is `arg` its buffer whole, or points then full trailing ranges of it?"""
+    if isinstance(arg, LoopIR.Read):
+        return not arg.idx and not typ.is_win()
+    shape = typ.src_type.shape()
+    seen_interval = False
+    for w, d in zip(arg.idx, shape):
+        if isinstance(w, LoopIR.Interval):
+            full = (isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and isinstance(w.hi, LoopIR.Const)
+                    and isinstance(d, LoopIR.Const) and w.hi.val == d.val)
+            if not full:
+                return False
+            seen_interval = True
+        elif seen_interval:
+            return False
+    return not typ.src_type.is_win()
+
+
+def _whole_tile(arg, formal, accesses: list) -> bool:
     """Is `arg` the whole buffer or points then full trailing dimensions, and does the instr touch every
     element of `formal` once, through full-range loops?"""
-    shape = alloc.type.shape() if alloc.type.is_tensor_or_window() else []
-    if isinstance(arg, LoopIR.WindowExpr):
-        seen_interval = False
-        for w, d in zip(arg.idx, shape):
-            if isinstance(w, LoopIR.Interval):
-                full = (isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and isinstance(w.hi, LoopIR.Const)
-                        and isinstance(d, LoopIR.Const) and w.hi.val == d.val)
-                if not full:
-                    return False
-                seen_interval = True
-            elif seen_interval:
-                return False
-    elif arg.idx:
+    if not _whole_window(arg, arg.type):
         return False
     mine = [a for a in accesses if a[0] == formal.name]
     if len(mine) != 1:
