@@ -325,6 +325,7 @@ def multicast_lands_on_open_slot(src: f32[192, 32] @ CudaGmemLinear, Bsrc: f32[8
                         else:
                             Arrive(tma_to_smem_async, 1) >> ring[cta]
                     Await(ring[cta], wgmma_async_smem, ~1)
+                    Fence(cuda_in_order, cuda_in_order)  # within the CTA: every thread waited before thread 0 loads
                     if it >= 1:
                         Sm90_zero_scale_d_f32(D[cta, :, :], N=8)
                         Fence(wgmma_fence_1, wgmma_fence_2)

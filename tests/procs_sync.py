@@ -649,3 +649,38 @@ def tasks_share_an_element(x: f32[2, 32] @ CudaGmemLinear, y: f32[32] @ CudaGmem
         for task in cuda_tasks(0, 2):
             for t in cuda_threads(0, 32):
                 y[t] += x[task, t]
+
+
+# Warps 1 and 2 await the producer's tile; only warp 1 reads it, and the slot is handed back by a Fence of warps 0
+# and 1, which warp 2 is not in. The producer's next arrive then is not ordered after warp 2's wait: a slow warp 2
+# waits on a parity the barrier has passed twice and hangs (on an H200, audit of session 27). The machine used to
+# count an await as done by all its threads once any one of them was ordered; now it waits for a sync of them all.
+@proc
+def ring_released_by_part_of_its_awaiters(n: size, x: f32[n, 4, 32] @ CudaGmemLinear, z: f32[n, 4, 32] @ CudaGmemLinear,
+                                          w: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=96):
+        for task in cuda_tasks(0, n):
+            buf: f32[32] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            for it in seq(0, 4):
+                with CudaWarps(0, 1):
+                    for t in cuda_threads(0, 32):
+                        buf[t] = 2.0 * x[task, it, t]
+                    Arrive(cuda_in_order, 1) >> bar
+                with CudaWarps(1, 3):
+                    Await(bar, cuda_in_order, ~0)
+                    with CudaWarps(0, 1):
+                        for t in cuda_threads(0, 32):
+                            z[task, it, t] = buf[t]
+                    with CudaWarps(1, 2):
+                        for t in cuda_threads(0, 32):
+                            w[task, t] += 1.0
+                with CudaWarps(0, 2):
+                    Fence(cuda_in_order, cuda_in_order)
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# The same with the hand-back Fence by all three warps: every awaiting warp has waited before the next arrive.
+ring_released_by_all_its_awaiters = rename(parse_source(str(ring_released_by_part_of_its_awaiters).replace(
+    "with CudaWarps(0, 2):\n                    Fence(cuda_in_order, cuda_in_order)",
+    "Fence(cuda_in_order, cuda_in_order)")), "ring_released_by_all_its_awaiters")

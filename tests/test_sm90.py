@@ -318,7 +318,7 @@ def test_clipped_tma_and_store_lowering():
     cu = _cu(sm90_gemm.make_gemm("f16", CL=2, G=1, out="f16", clip=True))
     assert '"r"((int) (64 * k)), "r"((int) (128 * (2 * (1 * mg + mi) + cta))) : "memory");' in cu  # A: (c0, r0)
     assert '"r"((int) (64 * k)), "r"((int) (256 * nt + 128 * cta)) : "memory");' in cu  # B, multicast
-    assert "const int exo_count_1 = (N + 256 - 1) / 256;" in cu  # the last task column is partial
+    assert "const int exo_count_1 = ((long long) N + 256 - 1) / 256;" in cu  # the last task column is partial (N + 255: 64-bit)
     # the unclipped store writes pairs: the tile's start and the row pitch (2 bytes x sm90_ld) 4-byte aligned
     assert ("if (sm90_r0 + 64 <= sm90_rows && sm90_c0 + 256 <= sm90_cols && "
             "((reinterpret_cast<unsigned long long>(sm90_p) | 2ull * sm90_ld) & 3) == 0)") in cu

@@ -149,6 +149,17 @@ def test_await_before_its_arrive_is_deadlock():
 
 
 @pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_a_ring_slot_is_reused_only_after_every_thread_of_its_await_waited(engine):
+    """Each thread of a collective waits for a phase on its own: the hand-back Fence of warps 0 and 1 orders the
+    producer after warp 1's wait but not warp 2's (the GPU hung); a Fence of all three warps does."""
+    (h,) = sync_check(P.ring_released_by_part_of_its_awaiters, n=2, engine=engine).hazards
+    assert h.kind == "DEADLOCK" and h.access.stmt.line == line_of(P.ring_released_by_part_of_its_awaiters,
+                                                                   "Arrive(cuda_in_order, 1) >> bar")
+    assert "reuses ring slot 0 (depth 1), but its threads are not ordered after the Await of arrive #1" in h.message
+    assert sync_check(P.ring_released_by_all_its_awaiters, n=2, engine=engine).ok
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
 def test_ring_whose_last_release_is_never_sent_deadlocks_at_the_scope_end(engine):
     """Found by the mutation test's move mutants: the generated scope end (barrier_text.scope_end_lines) waits
     for the phase of every await, the skipped first `lag` ones too."""

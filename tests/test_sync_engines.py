@@ -251,7 +251,7 @@ def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
     from spork_lab.sync import lower
 
     def summary(report):
-        return report.ok, sorted((h.kind, h.buffer, h.access.stmt.line, h.other and h.other.stmt.line)
+        return report.ok, sorted((h.kind, h.buffer or "", h.access.stmt.line, h.other.stmt.line if h.other else 0)
                                  for h in report.hazards)
 
     reduced = {name: _outcome(p, check_sizes(p), "compiled") for name, p in PROGRAMS}

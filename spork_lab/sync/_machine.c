@@ -68,14 +68,22 @@ typedef struct {
     int64_t *txd, captxd, ntxd;   /* TMA bytes delivered per phase (txd[n], n <= ntxd: the last phase reached) */
 } Queue;
 
-/* The threads ordered after one await of a ring queue, and the queues whose awaits carry that order. */
+/* The threads ordered after one await of a ring queue by every thread that made it, and the queues whose awaits
+   carry that order (reference.py, _Order: an await by several threads starts with none, its threads waiting). */
 typedef struct {
     int32_t q, pad;
     int64_t k;                    /* the arrive it awaited */
     Acc acc;                      /* the await */
     uint64_t *threads;            /* nw words */
+    uint64_t *waiters;            /* nw words: the await's threads, until a sync of them all (empty after) */
     int64_t *marks;               /* per queue: the earliest arrive carrying it (0: none) */
 } Order;
+
+/* An order kept for later tasks (keep_for_later_tasks) owns its thread sets; its marks are NULL. */
+static void free_kept_order(Order *o) {
+    free(o->threads);
+    free(o->waiters);
+}
 
 /* The access history of a watched element (second run): the last write and the reads since. */
 typedef struct {
@@ -139,6 +147,7 @@ struct Machine {
     int64_t nev, maxev, evtotal;
     ErrorRow err;
     uint64_t *tmp;                /* nw scratch words */
+    uint64_t *none;               /* nw zero words: no threads */
     int32_t *changed;             /* records changed by the running sync, out of the table until settled */
     int64_t nchanged, capchanged;
 };
@@ -693,7 +702,8 @@ Machine *sc_new(const Tables *T, int max_hazards, int max_events, int nwatch, co
     M->maxev = max_events;
     M->ev = calloc((size_t)max_events + 1, sizeof(EventRow));
     M->tmp = calloc(M->nw, sizeof(uint64_t));
-    if (!M->st.bufs || !M->st.ac || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp) abort();
+    M->none = calloc(M->nw, sizeof(uint64_t));
+    if (!M->st.bufs || !M->st.ac || !M->qs || !M->fresh || !M->hist || !M->haz || !M->ev || !M->tmp || !M->none) abort();
     M->task = -1;
     rec_alloc(M); /* id 0: scratch */
     memset(R(M, 0), 0, sizeof(Rec));
@@ -716,17 +726,18 @@ void sc_delete(Machine *M) {
     }
     for (int64_t i = 0; i < M->capord; i++) {
         free(M->ord[i].threads);
+        free(M->ord[i].waiters);
         free(M->ord[i].marks);
     }
     free(M->ord);
-    for (int64_t i = 0; i < M->ncar; i++) free(M->car[i].threads);
+    for (int64_t i = 0; i < M->ncar; i++) free_kept_order(&M->car[i]);
     free(M->car);
     for (int i = 0; i < M->nwatch; i++) {
         free(M->hist[i].rrec);
         free(M->hist[i].reads);
     }
     free(M->st.bufs); free(M->st.ac); free(M->qs); free(M->fresh); free(M->hist); free(M->haz); free(M->seen); free(M->ev);
-    free(M->tmp); free(M->changed); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
+    free(M->tmp); free(M->none); free(M->changed); free(M->ref); free(M->freeref); free(M->rh); free(M->rb); free(M->freerec); free(M->rbuck);
     free(M->st.nodes); free(M->freenode);
     free(M);
 }
@@ -985,20 +996,30 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
 
 /* ---- execution order (reference.py, _Order) ---- */
 
+/* Are `tm`, once they synchronize, ordered after the await of order o by every thread of it? */
+static int reached_by(const Machine *M, const Order *o, const uint64_t *tm) {
+    return is_empty(o->waiters, M->nw) ? intersects(o->threads, tm, M->nw) : subset(o->waiters, tm, M->nw);
+}
+
+/* Order o now holds `tm` (and waits for no thread of its await any more). */
+static void order_join(Machine *M, Order *o, const uint64_t *tm) {
+    for (int j = 0; j < M->nw; j++) {
+        o->threads[j] |= tm[j];
+        o->waiters[j] = 0;
+    }
+}
+
 /* `tm` have waited for each other: each is ordered after what any one was. */
 static void join(Machine *M, const uint64_t *tm) {
-    for (int64_t i = 0; i < M->nord; i++) {
-        uint64_t *t = M->ord[i].threads;
-        if (intersects(t, tm, M->nw))
-            for (int j = 0; j < M->nw; j++) t[j] |= tm[j];
-    }
+    for (int64_t i = 0; i < M->nord; i++)
+        if (reached_by(M, &M->ord[i], tm)) order_join(M, &M->ord[i], tm);
 }
 
 /* `tm` make arrive n on queue q (or a TMA load completing on its phase n): awaits of it carry their order. */
 static void carry(Machine *M, const uint64_t *tm, int q, int64_t n) {
     for (int64_t i = 0; i < M->nord; i++) {
         int64_t *m = &M->ord[i].marks[q];
-        if (intersects(M->ord[i].threads, tm, M->nw) && (!*m || n < *m)) *m = n;
+        if (reached_by(M, &M->ord[i], tm) && (!*m || n < *m)) *m = n;
     }
 }
 
@@ -1009,14 +1030,22 @@ static void drop_order(Machine *M, int64_t i) {
     M->ord[M->nord] = o;
 }
 
-static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64_t *tm) {
+static int thread_count(const uint64_t *tm, int nw) {
+    int n = 0;
+    for (int j = 0; j < nw; j++) n += __builtin_popcountll(tm[j]);
+    return n;
+}
+
+/* An order of the await of arrive k on queue q, holding `tm` and waiting for `wm`. */
+static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64_t *tm, const uint64_t *wm) {
     if (M->nord == M->capord) {
         int64_t cap = M->capord;
         M->ord = grow(M->ord, &cap, M->nord + 1, sizeof(Order));
         for (int64_t i = M->capord; i < cap; i++) {
             M->ord[i].threads = malloc(sizeof(uint64_t) * M->nw);
+            M->ord[i].waiters = malloc(sizeof(uint64_t) * M->nw);
             M->ord[i].marks = malloc(sizeof(int64_t) * (M->nq ? M->nq : 1));
-            if (!M->ord[i].threads || !M->ord[i].marks) abort();
+            if (!M->ord[i].threads || !M->ord[i].waiters || !M->ord[i].marks) abort();
         }
         M->capord = cap;
     }
@@ -1025,6 +1054,7 @@ static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64
     o->k = k;
     o->acc = *acc;
     memcpy(o->threads, tm, sizeof(uint64_t) * M->nw);
+    memcpy(o->waiters, wm, sizeof(uint64_t) * M->nw);
     memset(o->marks, 0, sizeof(int64_t) * M->nq);
 }
 
@@ -1033,10 +1063,12 @@ static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64
 static void awaited(Machine *M, int q, int64_t k, const uint64_t *tm, const Acc *a) {
     for (int64_t i = 0; i < M->nord; i++) {
         const int64_t m = M->ord[i].marks[q];
-        if (m && m <= k)
-            for (int j = 0; j < M->nw; j++) M->ord[i].threads[j] |= tm[j];
+        if (m && m <= k) order_join(M, &M->ord[i], tm);
     }
-    if (M->qp[q].depth > 0) new_order(M, q, k, a, tm);
+    if (M->qp[q].depth > 0) {  /* one thread is ordered after its own wait; several, after a sync of them all */
+        const int one = thread_count(tm, M->nw) == 1;
+        new_order(M, q, k, a, one ? tm : M->none, one ? M->none : tm);
+    }
 }
 
 /* Fence(L1, L2) by `mask`: records meeting L1 x C get V_A |= L2 x C, V_S |= closure(L2) x C. */
@@ -1369,22 +1401,26 @@ void sc_task_begin(Machine *M) {
     new_epoch(M);
     M->task = M->ntasks++;
     M->live_head = 0;
-    for (int64_t i = 0; i < M->ncar; i++) new_order(M, M->car[i].q, M->car[i].k, &M->car[i].acc, M->car[i].threads);
+    for (int64_t i = 0; i < M->ncar; i++)
+        new_order(M, M->car[i].q, M->car[i].k, &M->car[i].acc, M->car[i].threads, M->car[i].waiters);
 }
 
 /* The orders left for a barrier's next scope are the obligations of the CTA's next task, which on the GPU is the
    task a grid's width later, not the checker's next: kept (once per thread set) for every later task. */
 static void keep_for_later_tasks(Machine *M, const Order *o) {
     for (int64_t i = 0; i < M->ncar; i++)
-        if (M->car[i].q == o->q && M->car[i].k == o->k && !memcmp(M->car[i].threads, o->threads, sizeof(uint64_t) * M->nw))
+        if (M->car[i].q == o->q && M->car[i].k == o->k && !memcmp(M->car[i].threads, o->threads, sizeof(uint64_t) * M->nw)
+            && !memcmp(M->car[i].waiters, o->waiters, sizeof(uint64_t) * M->nw))
             return;
     M->car = grow(M->car, &M->capcar, M->ncar + 1, sizeof(Order));
     Order *c = &M->car[M->ncar++];
     *c = *o;
     c->marks = NULL;
     c->threads = malloc(sizeof(uint64_t) * M->nw);
-    if (!c->threads) abort();
+    c->waiters = malloc(sizeof(uint64_t) * M->nw);
+    if (!c->threads || !c->waiters) abort();
     memcpy(c->threads, o->threads, sizeof(uint64_t) * M->nw);
+    memcpy(c->waiters, o->waiters, sizeof(uint64_t) * M->nw);
 }
 
 void sc_task_end(Machine *M) {
@@ -1408,7 +1444,7 @@ void sc_device_boundary(Machine *M) {
     if (M->st.status) return; /* a run that is full or failed does nothing more */
     new_epoch(M);
     M->nord = 0;
-    for (int64_t i = 0; i < M->ncar; i++) free(M->car[i].threads);
+    for (int64_t i = 0; i < M->ncar; i++) free_kept_order(&M->car[i]);
     M->ncar = 0;
     for (int i = 0; i < M->nslots; i++)
         if (M->st.bufs[i].el) clear_buffer(M, &M->st.bufs[i]);

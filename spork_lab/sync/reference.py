@@ -115,14 +115,37 @@ class _QueueState:
 
 
 class _Order:
-    """The threads ordered after one await of a ring queue (its own threads, then every thread a sync
-    joins to them), and the queues whose awaits carry that order: queue -> the earliest arrive carrying it
-    (an await of that arrive or a later one joins its threads)."""
+    """The threads ordered after one await of a ring queue by every thread that made it, and the queues whose
+    awaits carry that order: queue -> the earliest arrive carrying it (an await of that arrive or a later one
+    joins its threads).
 
-    __slots__ = ("acc", "marks", "threads")
+    The threads of a collective wait for a phase each on its own, so a thread of the await is ordered after its
+    own wait only: an await by one thread starts the order with it; an await by several starts it empty, with
+    those threads as `waiters`, and a sync of threads including every waiter (a Fence, or an arrive that an
+    await pairs with) gives it its threads. Starting it with all the await's threads let an arrive reuse the slot
+    after one warp of the await but before a slower one had waited: that warp's parity wait then hung on an H200
+    (audit of session 27)."""
 
-    def __init__(self, acc: P.RawAccess, threads: ss.SigSet):
-        self.acc, self.threads, self.marks = acc, threads, {}
+    __slots__ = ("acc", "marks", "threads", "waiters")
+
+    def __init__(self, acc: P.RawAccess, threads: ss.SigSet, waiters: tuple = ()):
+        self.acc, self.threads, self.waiters, self.marks = acc, threads, waiters, {}
+
+    @classmethod
+    def of_await(cls, acc: P.RawAccess, threads: tuple) -> "_Order":
+        """The order an await by `threads` (intervals) starts."""
+        if sum(hi - lo for lo, hi in threads) == 1:
+            return cls(acc, ss.product(threads, 1))
+        return cls(acc, ss.EMPTY, threads)
+
+    def reached_by(self, threads: tuple) -> bool:
+        """Are `threads` (intervals), once they synchronize, ordered after the await by every thread of it?"""
+        if self.waiters:
+            return ss.covers(ss.product(threads, 1), self.waiters, 1)
+        return ss.meets(self.threads, threads, 1)
+
+    def join(self, threads: ss.SigSet) -> None:
+        self.threads, self.waiters = ss.union(self.threads, threads), ()
 
     def carry(self, qid: int, n: int) -> None:
         self.marks[qid] = min(n, self.marks.get(qid, n))
@@ -186,7 +209,7 @@ class _Run:
         # (ring queue, arrive awaited, variant) -> _Order, until the arrive reusing its slot; variants: the orders a
         # barrier's next scope inherits from every earlier task (see task_end)
         self.orders: dict = {}
-        self.carried: dict = {}  # (ring queue, k <= 0) -> {CTA-relative threads: the await}, from every task so far
+        self.carried: dict = {}  # (ring queue, k <= 0) -> {CTA-relative (threads, waiters): the await}, from every task
         self.task, self.base, self.n_tasks = -1, 0, 0
         self.fresh: dict = {}  # (threads, pair, unordered) -> (V_A, V_S) of a new access
 
@@ -380,8 +403,9 @@ class _Run:
         self.base = self.task * op.threads
         self.n_tasks += 1
         for (qid, k), variants in self.carried.items():
-            for v, (threads, acc) in enumerate(variants.items()):
-                self.orders[qid, k, v] = _Order(acc, ss.shift(threads, self.base))
+            for v, ((threads, waiters), acc) in enumerate(variants.items()):
+                self.orders[qid, k, v] = _Order(acc, ss.shift(threads, self.base),
+                                                tuple((lo + self.base, hi + self.base) for lo, hi in waiters))
 
     def task_end(self, op: P.TaskEnd) -> None:
         """The orders left for a barrier's next scope (end_barrier) are the obligations of the CTA's next task,
@@ -389,7 +413,8 @@ class _Run:
         those of every earlier one (kept CTA-relative: the same threads in every task)."""
         self.live.pop(self.task, None)
         for (qid, k, _), order in self.orders.items():
-            self.carried.setdefault((qid, k), {}).setdefault(ss.shift(order.threads, -self.base), order.acc)
+            waiters = tuple((lo - self.base, hi - self.base) for lo, hi in order.waiters)
+            self.carried.setdefault((qid, k), {}).setdefault((ss.shift(order.threads, -self.base), waiters), order.acc)
         self.orders.clear()
         self.task, self.base = -1, 0
 
@@ -427,8 +452,8 @@ class _Run:
     def join(self, threads: tuple) -> None:
         """Execution order: `threads` have waited for each other, so each is ordered after what any one was."""
         for order in self.orders.values():
-            if ss.meets(order.threads, threads, 1):
-                order.threads = ss.union(order.threads, ss.product(threads, 1))
+            if order.reached_by(threads):
+                order.join(ss.product(threads, 1))
 
     def same_threads(self, qid: int, attr: str, mask: int, code: int, acc: P.RawAccess) -> None:
         q = self.queues[qid]
@@ -465,7 +490,7 @@ class _Run:
         threads = self.threads(mask)
         if not rule.scope:  # a commit group orders its own threads' async instructions only
             for order in self.orders.values():
-                if ss.meets(order.threads, threads, 1):
+                if order.reached_by(threads):
                     order.carry(qid, n)
         own = self.ev(op.own)
         for rec in list(self.live.get(self.task, ())):
@@ -494,7 +519,7 @@ class _Run:
         self.check_tx(qid, k, op.site, acc)
         q.upto = max(q.upto, k)
         threads = self.threads(mask)
-        self.awaited(qid, k, ss.product(threads, 1), acc)
+        self.awaited(qid, k, threads, acc)
         if not mask:
             return
         floor = q.awaits + 1 - rule.lag if rule.lag is not None else len(q.arrives) - rule.max_wait_n
@@ -536,7 +561,7 @@ class _Run:
             got[n] = got.get(n, 0) + op.tx
         threads = self.threads(mask)
         for order in self.orders.values():  # the phase completes only once the load issued now completes
-            if ss.meets(order.threads, threads, 1):
+            if order.reached_by(threads):
                 for qid in qids:
                     order.carry(qid, n)
         for glob in (False, True):  # the load's shared memory writes and global memory reads
@@ -569,18 +594,18 @@ class _Run:
         q, rule = self.queues[qid], self.p.queues[qid].rule
         if not rule.lag or q.await_mask is None:
             return
-        threads = ss.product(self.threads(q.await_mask), 1)
+        threads = self.threads(q.await_mask)
         for k in range(q.upto + 1, len(q.arrives) + 1):
             self.awaited(qid, k, threads, self.access(site, 0))
 
-    def awaited(self, qid: int, k: int, threads: ss.SigSet, acc: P.RawAccess) -> None:
+    def awaited(self, qid: int, k: int, threads: tuple, acc: P.RawAccess) -> None:
         """`threads` waited for phase k of queue qid: each order carried to an arrive up to k now holds them, and
         on a ring their await starts the order that arrive k + depth (or a TMA load on its slot) checks."""
         for order in self.orders.values():
             if order.marks.get(qid, k + 1) <= k:
-                order.threads = ss.union(order.threads, threads)
+                order.join(ss.product(threads, 1))
         if self.p.queues[qid].rule.depth:
-            self.orders[qid, k, 0] = _Order(acc, threads)
+            self.orders[qid, k, 0] = _Order.of_await(acc, threads)
 
     def event(self, qid: int, index: int, slot: int, parity: int, acc: P.RawAccess) -> None:
         self.events_total += 1
