@@ -123,7 +123,8 @@ def sm90_kernels(dtype: str, sweep: bool) -> list:
         m = 128 * cfg.get("CL", 2) * cfg.get("G", 8)  # a multiple of 128 CL G
         bn = cfg.get("BN", 256)
         nq = bn * cfg.get("Q", 1)  # a persistent GEMM's columns: a multiple of its Q column lanes' tiles
-        checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * nq, 256), (m, 10 * nq, 512))
+        kc = 64 * cfg.get("S", 4) if cfg.get("Q") else 256  # a persistent GEMM's K: a multiple of S K-blocks
+        checks = ((1000, 1000, 1000), (333, 777, 264)) if cfg.get("clip") else ((m, 3 * nq, kc), (m, 10 * nq, 2 * kc))
         layout = LAYOUT_NK if out == "f32" else LAYOUT_NK.replace("f32 =", f"{out} =", 1)
         kernels.append(Kernel(name, "sm90", dtype, layout, True, lambda p=p: p, header + SM90_SIGNATURE_BODY, checks,
                               out))
@@ -142,10 +143,11 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
     # last round fits the 66 clusters better at 8192^3, and 128 x 256 in 3 stages (run 17); the 128 x 256 tile with its
     # tasks as cuda_tasks (one per tile, a barrier at each task's end), as before run 18 made the GEMM persistent by hand;
     # with partial tiles, persistent on 4 x 16 and 16 x 4 clusters (run 19: grids that share 12 x 32 and 32 x 12 tiles
-    # evenly); clusters of 4 CTAs, each loading a quarter of the multicast B tile (run 20: an H100 holds only 30 at once)
+    # evenly); clusters of 4 CTAs, each loading a quarter of the multicast B tile (run 20: an H100 holds only 30 at once);
+    # the persistent GEMM's tiles stored by TMA from shared memory (run 25)
     "tf32": [dict(G=16), dict(G=4), dict(SW=64, S=8), dict(NW=64), dict(NW=128), dict(BN=320, NW=160), dict(clip=True),
              dict(BN=320, NW=160, clip=True, S=3), dict(BN=320, NW=160, clip=True, G=16), dict(),
-             dict(CL=4, G=4, Q=8)],
+             dict(CL=4, G=4, Q=8), dict(Q=8, tma_store=2), dict(Q=8, S=3), dict(Q=8, S=3, tma_store=4)],
     "f16": [dict(G=16, out="f16"), dict(G=4, out="f16"), dict(SW=64, S=8, out="f16"), dict(SW=64, S=6, out="f16"),
             dict(NW=64, out="f16"), dict(NW=128, out="f16"), dict(NW=64), dict(BN=320, NW=160, out="f16"),
             dict(BN=320, NW=64, out="f16"), dict(BN=320, NW=160), dict(out="f16", clip=True),
@@ -153,10 +155,12 @@ SM90_SWEEP = {  # tried by --sweep besides examples/sm90_gemm.py's CONFIGS: rast
             dict(BN=320, NW=160, out="f16", clip=True, G=16), dict(BN=224, out="f16", clip=True),
             dict(BN=240, out="f16", clip=True), dict(BN=192, out="f16", clip=True), dict(BN=224, S=5, out="f16", clip=True),
             dict(S=3, out="f16"), dict(out="f16"), dict(), dict(out="f16", clip=True, G=4, Q=16),
-            dict(out="f16", clip=True, G=16, Q=4), dict(CL=4, G=4, Q=8, out="f16")],
+            dict(out="f16", clip=True, G=16, Q=4), dict(CL=4, G=4, Q=8, out="f16"), dict(out="f16", Q=8, tma_store=2),
+            dict(out="f16", Q=8, S=3), dict(out="f16", Q=8, S=3, tma_store=4)],
     "bf16": [dict(G=16, out="bf16"), dict(G=4, out="bf16"), dict(SW=64, S=8, out="bf16"), dict(NW=64, out="bf16"),
              dict(BN=320, NW=160, out="bf16"), dict(out="bf16", clip=True), dict(out="bf16"), dict(),
-             dict(CL=4, G=4, Q=8, out="bf16")],
+             dict(CL=4, G=4, Q=8, out="bf16"), dict(out="bf16", Q=8, tma_store=2),
+             dict(out="bf16", Q=8, S=3), dict(out="bf16", Q=8, S=3, tma_store=4)],
 }
 
 

@@ -119,18 +119,19 @@ def gemm_sm90_{name}(M: size, N: size, K: size, A: {t}[M, K] @ CudaGmemLinear, B
 
 
 def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32",
-                SW: int = 128, NW: int = 0, clip: bool = False, Q: int = 0) -> tuple:
+                SW: int = 128, NW: int = 0, clip: bool = False, Q: int = 0, tma_store: int = 0) -> tuple:
     """(source text, constants) of the GEMM for element type dt ("tf32", "f16", "bf16"), BN columns per task,
     S stages, a cluster of CL, groups of G, C of type out ("f32", or "f16"/"bf16": the f32 accumulators rounded,
     as cuBLAS writes a 16-bit product), K-blocks of one SW-byte swizzle row (128, 64 or 32), and wgmma NW
     columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator,
     and so the zero-fill and the store where BN is past wgmma's 256); `clip`: any M and N, K a multiple of 16
     bytes (partial tiles, see `_clipped`); `Q`: persistent by hand, G x Q clusters looping over their tiles (see
-    `_persistent`). The mutation test edits the text before parsing it."""
+    `_persistent`); `tma_store`: the persistent GEMM's tiles stored by TMA from that many slots of
+    shared memory per warpgroup (see `_tma_epilogue`; 0: stored from the registers). The mutation test edits the text before parsing it."""
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
-    suffix += ("_clip" if clip else "") + (f"_q{Q}" if Q else "")
+    suffix += ("_clip" if clip else "") + (f"_q{Q}" if Q else "") + (f"_ts{tma_store}" if tma_store else "")
     src = _SOURCE.format(name=f"{dt}_n{BN}_s{S}_c{CL}_g{G}{suffix}", t=t, w=w, c=out, sw=SW).strip("\n")
     if clip:
         src = _clipped(src)
@@ -140,9 +141,15 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
         src = _column_windows(src, BN > 256)
     if Q:
         src = _persistent(src, clip)
+    if tma_store:
+        if not Q or clip or NW != BN:
+            raise ValueError("tma_store: the staged epilogue is written for the persistent GEMM (Q > 0) of whole tiles "
+                             "(clip=False) and one wgmma per K step (NW = BN)")
+        src = _tma_epilogue(src, out, tma_store)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks,
-              "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS, "Q": Q, "NQ": BN * Q, "SBK": S * bk}
+              "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS, "Q": Q, "NQ": BN * Q, "SBK": S * bk,
+              "NC": 8192 // (64 * (4 if out == "f32" else 2)), "SL": tma_store}
     return src, consts
 
 
@@ -176,6 +183,48 @@ def _persistent(src: str, clip: bool) -> str:
     body = [line.replace("seq(0, (K + BK - 1) / BK)", "seq(0, S * ((K + SBK - 1) / SBK))") for line in body]
     return "\n".join(head + loops + [line[len(inner) - 16:] for line in allocs] + tiles + body
                       + [" " * 16 + "Fence(cuda_in_order, cuda_in_order)"])
+
+
+def _tma_epilogue(src: str, out: str, slots: int) -> str:
+    """The persistent text with its accumulators stored through shared memory: each consumer warpgroup writes
+    its tile in NC-column chunks (8 KB) into `slots` staging slots of its own, in turn, and one of its threads
+    issues each chunk's TMA store on a bulk commit group, waiting for the store slots - 1 chunks back (whose slot
+    the next chunk takes: the tile's chunk count a multiple of `slots`, so the next tile starts where this one left
+    off). The last chunk's store runs while the next tile's K loop does. Measured slower than the stores from
+    registers on an H200 (sm90_gemm_notes.md, run 25: its shared memory leaves room for two slots only beside a
+    4-stage ring, and the staging writes make the producer's awaits take a proxy fence): kept in gemm.py's sweep.
+    The tasks drain their stores before the final Fence frees the slots. Lines past the store point past
+    _SOURCE's end (the epilogue has no lines there)."""
+    store = next(n for n, line in enumerate(src.split("\n")) if "Sm90_mma_store_d_row_major_" in line)
+    lines = src.split("\n")
+    ind = lines[store][: len(lines[store]) - len(lines[store].lstrip())]
+    rows = "128 * (CL * (G * mg + mi) + cta) + 64 * wg"
+    cols = "BN * (Q * nq + q) + NC * h"
+    chunk = [
+        "for h in seq(0, BN / NC):",
+        f"    Sm90_mma_store_d_row_major_{out}(C_s[cta, wg, h % SL, :, :], D[cta, wg, :, NC * h:NC * h + NC], N=NC)",
+        "    Fence(cuda_in_order, tma_to_gmem_async)",
+        "    for t in cuda_threads(0, 1):",
+        "        with CudaAsync(tma_to_gmem_async_instr):",
+        f"            Sm90_copy_tensor_to_gmem_linear_2{out}(C_tm[{rows}:{rows} + 64, {cols}:{cols} + NC],",
+        "                                                  C_s[cta, wg, h % SL, :, :], box=(64, NC))",
+        "        Arrive(tma_to_gmem_async, 1) >> cs",
+        "        Await(cs, cuda_in_order, SL - 1)",
+        "    Fence(cuda_in_order, cuda_in_order)",
+    ]
+    assert lines[store + 3].rstrip().endswith("N=BN)"), lines[store + 3]
+    lines[store:store + 4] = [ind + line for line in chunk]
+    tm = next(n for n, line in enumerate(lines) if line.strip().startswith("B_tm = "))
+    lines.insert(tm + 1, "    C_tm = C[:, :] @ Sm90_tensorMap(0, 64, NC)")
+    cg = next(n for n, line in enumerate(lines) if line.strip() == "cg: barrier @ CudaCommitGroup")
+    pad = lines[cg][: len(lines[cg]) - len(lines[cg].lstrip())]
+    lines[cg + 1:cg + 1] = [pad + f"C_s: {out}[CL, 2, SL, 64, NC] @ CudaSmemLinear", pad + "cs: barrier @ CudaCommitGroup"]
+    assert lines[-1].strip() == "Fence(cuda_in_order, cuda_in_order)", lines[-1]
+    drain = ["for cta in cuda_threads(0, CL, unit=cuda_cta_in_cluster):", "    with CudaWarps(name=\"consumer\"):",
+             "        for wg in cuda_threads(0, 2, unit=cuda_warpgroup):", "            for t in cuda_threads(0, 1):",
+             "                Await(cs, cuda_in_order, 0)"]
+    lines[-1:-1] = [pad + line for line in drain]
+    return "\n".join(lines)
 
 
 def _single_cta(src: str) -> str:
@@ -246,9 +295,9 @@ def _column_windows(src: str, zero_and_store: bool) -> str:
 
 
 def make_gemm(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int = 8, out: str = "f32", SW: int = 128,
-              NW: int = 0, clip: bool = False, Q: int = 0):
+              NW: int = 0, clip: bool = False, Q: int = 0, tma_store: int = 0):
     """The GEMM proc (see gemm_source); statements point at this file's lines."""
-    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW, clip, Q)
+    src, consts = gemm_source(dt, BN, S, CL, G, out, SW, NW, clip, Q, tma_store)
     return sl.parse_source(src, filename=__file__, first_line=_FIRST_LINE, func_locals=consts)
 
 

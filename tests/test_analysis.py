@@ -177,7 +177,7 @@ def _counting_passes(monkeypatch) -> dict:
 def test_passes_are_named_and_ordered():
     import spork_lab.analysis as A
 
-    assert [step.name for step in A.PASSES][:3] == ["scopes", "checks", "barriers"]
+    assert [step.name for step in A.PASSES][:4] == ["scopes", "checks", "proxy", "barriers"]
     a = analyze(P.mma_and_cp_async)
     assert a.pass_names == tuple(step.name for step in A.PASSES)
     assert a.result("scopes").stmts == a.stmts and a.result("barriers") is a.barriers

@@ -45,10 +45,13 @@ def test_commit_group_text():
 
 def test_fence_helpers():
     plain = SyncSpec("Fence", cuda_in_order, cuda_in_order)
-    assert low.fence_prologue_lines(plain) == [] and low.fence_epilogue_lines(plain) == []
+    full = "fence.proxy.async;"
+    assert low.fence_prologue_lines(plain) == [] and low.fence_epilogue_lines(plain, full) == []
     to_async = SyncSpec("Fence", Sm80_generic, cuda_generic_and_async_proxy)
     assert low.fence_prologue_lines(to_async) == ['asm volatile("cp.async.wait_all;" ::: "memory");']
-    assert low.fence_epilogue_lines(to_async) == ['asm volatile("fence.proxy.async;" ::: "memory");']
+    assert low.fence_epilogue_lines(to_async, full) == ['asm volatile("fence.proxy.async;" ::: "memory");']
+    shared = "fence.proxy.async.shared::cta;"  # the device function's form where no generic access reaches TMA's global memory
+    assert low.fence_epilogue_lines(to_async, shared) == [f'asm volatile("{shared}" ::: "memory");']
 
 
 def _kernel_source() -> str:
@@ -72,7 +75,7 @@ def _kernel_source() -> str:
     for s in _specs(cg):
         lines += group.arrive_lines(cg, s) if s.is_arrive else group.await_lines(cg, s)
     fence = SyncSpec("Fence", Sm80_generic, cuda_generic_and_async_proxy)
-    lines += low.fence_prologue_lines(fence) + ["__syncthreads();"] + low.fence_epilogue_lines(fence)
+    lines += low.fence_prologue_lines(fence) + ["__syncthreads();"] + low.fence_epilogue_lines(fence, "fence.proxy.async.shared::cta;")
     lines += ["}"]
     return "\n".join(lines) + "\n"
 
@@ -89,7 +92,7 @@ def test_ring_lowering_text():
 def test_lowering_compiles(tmp_path, arch):
     src = _kernel_source()
     if arch == "sm_80":
-        src = src.replace('asm volatile("fence.proxy.async;" ::: "memory");', "")
+        src = src.replace('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");', "")  # sm_90 PTX
     cu = tmp_path / "k.cu"
     cu.write_text(src)
     r = subprocess.run(["nvcc", "-c", f"-arch={arch}", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)

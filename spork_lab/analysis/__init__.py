@@ -103,6 +103,7 @@ class Pass:
 PASSES = (
     Pass("scopes", scopes.run),
     Pass("checks", checks.run),
+    Pass("proxy", barriers.proxy_run),
     Pass("barriers", barriers.run),
     Pass("dist", dist.run),
 )

@@ -121,6 +121,7 @@ class BarrierInfo:
     generic_async: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access memory
     #   the async proxy accesses (shared, or global under a tensor map) through the generic proxy (in-order or
     #   cp.async)? If not, its awaits need no proxy fence
+    proxy_fence: str = "fence.proxy.async;"  # the proxy fence its awaits take where they need one (ProxyFacts.fence)
     cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
     cluster_dim: int = 1  # of the device function it lives in
 
@@ -168,13 +169,37 @@ def run(ctx) -> Mapping:
                           if isinstance(s, LoopIR.For) and isinstance(s.loop_mode, CudaThreads)
                           and s.loop_mode.unit == cuda_cta_in_cluster})
     walk.block(ctx.proc.body)
-    generic = _generic_async_threads(ctx.proc, scopes)
+    proxy = ctx.results["proxy"]
     return MappingProxyType({
         sym: _checked(replace(info, trailing=tuple(walk.trailing[sym]), cta_dims=walk.cta_dims.get(sym) or (),
-                              generic_async=tuple(_arrivers(walk.uses[sym], r, scopes) & generic != set() for r in (False, True))),
+                              generic_async=tuple(_arrivers(walk.uses[sym], r, scopes) & proxy.generic_threads != set()
+                                                  for r in (False, True)),
+                              proxy_fence=proxy.fence(info.cluster_dim)),
                       tuple(walk.uses[sym]))
         for sym, info in walk.allocs.items()
     })
+
+
+@dataclass(frozen=True)
+class ProxyFacts:
+    """Where a proc's generic-proxy accesses meet the async proxy's memory (seed 003): which arrives a proxy fence
+    must follow, and what state spaces it must cover."""
+
+    generic_threads: frozenset  # threads that access, through the generic proxy, memory the async proxy accesses
+    tensor_map_gmem: bool  # do any of those accesses reach global memory under a tensor map?
+
+    def fence(self, cluster_dim: int) -> str:
+        """The proxy fence of a device function: over shared memory only (the CTA's, or the cluster's) unless generic
+        accesses reach global memory that TMA also accesses. A fence over every state space waits like a GPU-scope
+        membar (MEMBAR.ALL.GPU in SASS): in a producer's K loop it cost a GEMM 15% (sm90_gemm_notes.md, run 25)."""
+        if self.tensor_map_gmem:
+            return "fence.proxy.async;"
+        return "fence.proxy.async.shared::cluster;" if cluster_dim > 1 else "fence.proxy.async.shared::cta;"
+
+
+def proxy_run(ctx) -> ProxyFacts:
+    """The `proxy` pass: ProxyFacts of the proc."""
+    return _generic_async(ctx.proc, ctx.results["scopes"])
 
 
 def _all_threads(tiling) -> set:
@@ -197,9 +222,10 @@ def _arrivers(uses: list, reverse: bool, scopes) -> set:
     return out
 
 
-def _generic_async_threads(proc, scopes) -> set:
+def _generic_async(proc, scopes) -> ProxyFacts:
     """Threads that access, through the generic proxy (in-order or cp.async), memory the async proxy also
-    accesses: shared memory, and global memory that TMA reads or writes through a tensor map, anywhere in `proc`.
+    accesses: shared memory, and global memory that TMA reads or writes through a tensor map, anywhere in `proc`;
+    and whether any of them reaches such global memory.
 
     What an arrive on an mbarrier can order before an await whose side continues in the async proxy
     (TMA, wgmma): only if some arriving thread is among them does the await need fence.proxy.async.
@@ -207,12 +233,13 @@ def _generic_async_threads(proc, scopes) -> set:
     producer's awaits need no proxy fence).
     """
     stmts = list(walk_stmts(proc.body))
-    mem = {s.name for s in stmts if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster}
-    mem |= {s.rhs.name for s in stmts if isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None}
-    out = set()
+    smem = {s.name for s in stmts if isinstance(s, LoopIR.Alloc) and getattr(s.mem, "native_unit", None) == cuda_cta_in_cluster}
+    gmem = {s.rhs.name for s in stmts if isinstance(s, LoopIR.WindowStmt) and tensor_map_spec(s.name) is not None}
+    out, reaches_gmem = set(), False
     for s in stmts:
-        if isinstance(s, LoopIR.WindowStmt) and s.rhs.name in mem:
-            mem.add(s.name)
+        for mem in (smem, gmem):
+            if isinstance(s, LoopIR.WindowStmt) and s.rhs.name in mem:
+                mem.add(s.name)
         info = scopes.info(s)
         if info.tiling is None or info.instr_tl not in _GENERIC_TLS:
             continue
@@ -220,9 +247,10 @@ def _generic_async_threads(proc, scopes) -> set:
             gpu = instr_info(s)
             if sync_spec_of(s) is not None or (gpu is not None and gpu.instr_tl not in _GENERIC_TLS):
                 continue
-        if mem & _buffers(s):
+        if (smem | gmem) & _buffers(s):
             out |= _all_threads(info.tiling)
-    return out
+            reaches_gmem = reaches_gmem or bool(gmem & _buffers(s))
+    return ProxyFacts(frozenset(out), reaches_gmem)
 
 
 _GENERIC_TLS = (tl.cuda_in_order_instr, tl.Sm80_cp_async_instr)

@@ -278,6 +278,7 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
         self.instr_targets: dict = {}  # InstrInfo.target -> (instr name, srcinfo) of its first use
         self._analysed = stmt_pairs(df.block, block)  # id(compiled stmt) -> the analysed statement
         self._barrier_ids = NamedBarrierIds(self._ctx.threads_per_cta)
+        self._proxy_fence = df.analysis.result("proxy").fence(self._ctx.clusterDim)
         self.barriers: dict = df.barriers()  # Sym -> BarrierInfo; names become C names in _device_function
         self._task_depth = df.task_depth
         self._warp_name = None
@@ -592,7 +593,8 @@ class CudaCompiler(FaithfulExprs, WindowAliases, Compiler):
             tiling = self._tiling_stack[-1]
             if spec.kind == "Fence":
                 coll = executing_collectives(tiling)
-                for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, self._ctx.warp_config is not None, s.srcinfo):
+                for line in lower_fence(spec, coll, self._barrier_ids, self._ctx.clusterDim, self._ctx.warp_config is not None,
+                                       s.srcinfo, self._proxy_fence):
                     self.add_line(line)
                 return None
             return self._split_sync(s, spec)

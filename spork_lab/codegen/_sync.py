@@ -43,9 +43,11 @@ class NamedBarrierIds:
 
 
 def lower_fence(
-    spec: SyncSpec, coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo
+    spec: SyncSpec, coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo,
+    proxy_fence: str = "fence.proxy.async;",
 ) -> list:
-    """CUDA statements for a Fence executed by the thread collectives `coll`.
+    """CUDA statements for a Fence executed by the thread collectives `coll`; `proxy_fence` is the device function's
+    (analysis.barriers.ProxyFacts.fence).
 
     `split_paths`: the kernel has one code path per warp name, so the warps of one barrier reach
     it at different instructions; PTX allows that only for the non-`.aligned` barrier forms.
@@ -57,7 +59,7 @@ def lower_fence(
                                f"collectives of {coll.size} threads", srcinfo)
         return ['asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
     barrier = _barrier(coll, ids, cluster_dim, split_paths, srcinfo)
-    return [*fence_prologue_lines(spec), *([barrier] if barrier else []), *fence_epilogue_lines(spec)]
+    return [*fence_prologue_lines(spec), *([barrier] if barrier else []), *fence_epilogue_lines(spec, proxy_fence)]
 
 
 def _barrier(coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo) -> Optional[str]:

@@ -18,7 +18,7 @@ is the C expression of the flattened barrier position, 0 for a scalar barrier):
         a multicast arrive `>> bar[lo:hi]` lands on)
     text.await_lines(info, spec, p, stream=..., record_error=...)   # Await / ReverseAwait
   Fences (`spec` = sync_spec_of(stmt)), around the codegen's own collective barrier:
-    fence_prologue_lines(spec), fence_epilogue_lines(spec)
+    fence_prologue_lines(spec), fence_epilogue_lines(spec, proxy_fence)
 
 Host barriers (events) take `stream`, the C expression of the stream, and
 `record_error`, if given, names a C function `void f(int)` that receives each
@@ -29,7 +29,10 @@ collective, `fence_prologue_lines` (completes outstanding async instructions of
 L1: cp.async.wait_all, wgmma.wait_group 0, cp.async.bulk.wait_group 0), then
 the collective barrier (__syncwarp / named barrier / __syncthreads /
 cluster barrier), then `fence_epilogue_lines` (fence.proxy.async when L2
-reaches the async proxy, wgmma.fence when L2 feeds wgmma).
+reaches the async proxy, wgmma.fence when L2 feeds wgmma). A proxy fence covers
+shared memory only (`.shared::cta`, in clusters `.shared::cluster`) unless the
+kernel's generic accesses reach global memory under a tensor map: the fence
+over every state space waits like a GPU-scope membar.
 
 Mbarrier arrivals: a collective of whole warps arrives once per warp
 (`__syncwarp`, then lane 0), others once per thread; cp.async arrives once per
@@ -107,13 +110,13 @@ def _asm(text: str) -> str:
     return f'asm volatile("{text}" ::: "memory");'
 
 
-def _proxy_fence_after(second_tl: tl.SyncTl, first_tls: frozenset = None) -> list:
-    """fence.proxy.async when generic-proxy accesses are ordered before async-proxy ones (seed 003).
-
-    Without `first_tls` (what the paired arrives order), any async-proxy second sync-tl gets one.
+def _proxy_fence_after(second_tl: tl.SyncTl, fence: str, first_tls: frozenset = None) -> list:
+    """The proxy fence `fence` (analysis.barriers.ProxyFacts.fence) when generic-proxy accesses are ordered before
+    async-proxy ones (seed 003). Without `first_tls` (what the paired arrives order), any async-proxy second
+    sync-tl gets one.
     """
     generic = first_tls is None or bool(first_tls & {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr})
-    return [_asm("fence.proxy.async;")] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
+    return [_asm(fence)] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
 
 
 def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
@@ -247,7 +250,7 @@ class MbarrierText(BarrierText):
         arrives = frozenset().union(*(u.spec.first_tl.instr_tls for u in info.queue_uses(spec.is_reverse) if u.spec.is_arrive))
         if not info.generic_async[spec.is_reverse]:
             arrives = arrives - {tl.cuda_in_order_instr, tl.Sm80_cp_async_instr}  # no generic access the TMA may see
-        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, arrives)
+        return lines + [f"++{w};"] + _proxy_fence_after(spec.second_tl, info.proxy_fence, arrives)
 
 
 class CommitGroupText(BarrierText):
@@ -264,7 +267,7 @@ class CommitGroupText(BarrierText):
         return [_asm(self._COMMIT[info.flavour][0])]
 
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
-        return [_asm(self._COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl)
+        return [_asm(self._COMMIT[info.flavour][1].format(N=spec.N))] + _proxy_fence_after(spec.second_tl, info.proxy_fence)
 
 
 class EventText(BarrierText):
@@ -318,11 +321,12 @@ def fence_prologue_lines(spec: SyncSpec) -> list:
     return lines
 
 
-def fence_epilogue_lines(spec: SyncSpec) -> list:
-    """After the collective barrier: proxy fence and wgmma.fence where L2 needs them."""
+def fence_epilogue_lines(spec: SyncSpec, proxy_fence: str) -> list:
+    """After the collective barrier: the proxy fence (analysis.barriers.ProxyFacts.fence) and wgmma.fence where L2
+    needs them."""
     lines = []
     if tl.needs_proxy_fence(spec.first_tl, spec.second_tl):
-        lines.append(_asm("fence.proxy.async;"))
+        lines.append(_asm(proxy_fence))
     if tl.emits_wgmma_fence(spec.kind, spec.second_tl):
         lines.append(_asm("wgmma.fence.sync.aligned;"))
     return lines
