@@ -18,7 +18,7 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info
-from ..core.ir import constant_remainder, constant_value, free_syms, interval_width, walk_stmts
+from ..core.ir import constant_remainder, constant_value, free_syms, interval_width, walk_stmts, whole_interval
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -301,7 +301,7 @@ def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> Non
         _check_whole_tiles(s, arg, mem, shape)
         several = None  # the first dimension the window takes several tiles of
         for dim, (w, extent) in enumerate(zip(arg.idx[:-2], shape[:-2])):
-            if several is not None and not _whole(w, extent):
+            if several is not None and not whole_interval(w, extent):
                 raise MemoryMismatchError(
                     f"`{head_text(s)}`: {written_name(s)} takes {param.name} as whole fragments that follow each "
                     f"other in {arg.name}'s registers, but `{arg}` takes several tiles of dimension {several} and "
@@ -313,7 +313,7 @@ def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> Non
 
 def _check_whole_tiles(s: LoopIR.stmt, arg: LoopIR.WindowExpr, mem: type, shape: list) -> None:
     """In a memory of `whole_tiles`, window `arg` (of a buffer of `shape`) covers the last two dimensions."""
-    if not mem.whole_tiles or all(_whole(w, extent) for w, extent in zip(arg.idx[-2:], shape[-2:])):
+    if not mem.whole_tiles or all(whole_interval(w, extent) for w, extent in zip(arg.idx[-2:], shape[-2:])):
         return
     rows, cols = (interval_width(w) if isinstance(w, LoopIR.Interval) else 1 for w in arg.idx[-2:])
     raise MemoryMismatchError(
@@ -331,12 +331,6 @@ def _refuse_fragment_alias(s: LoopIR.WindowStmt, mem: type) -> None:
         f"`{head_text(s)}`: {s.name} names a window of {s.rhs.name} @ {mem.name()}, whose registers hold fragments "
         f"in the instructions' layout; such windows have no name of their own: pass `{s.rhs}` to the instrs "
         f"directly", s.srcinfo)
-
-
-def _whole(w, extent) -> bool:
-    """Whether window index `w` covers its buffer dimension of `extent` entirely."""
-    return (isinstance(w, LoopIR.Interval) and constant_value(w.lo) == 0
-            and constant_value(w.hi) == constant_value(extent) is not None)
 
 
 def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:

@@ -78,8 +78,13 @@ class FaithfulExprs:
         at the call), which bounds the loops' iterators: `128 * task + t` needs no widening."""
         if self.index_bits < 64:
             for name, (lo, hi) in list(env.env.items()):
-                env.env[name] = (lo, 2 ** (self.index_bits - 1) - 1 if hi is None else hi)
+                env.env[name] = (lo, self.index_limit - 1 if hi is None else hi)
         self._range_env = env
+
+    @property
+    def index_limit(self) -> int:
+        """2^(index_bits - 1): an index holds the values in [-limit, limit)."""
+        return 2 ** (self.index_bits - 1)
 
     # ---- index arithmetic (exo's CIR: accesses, windows, shapes, strides) ----
     # exo folds constants (`1 / 3` to 0.333...) in simplify_cir before its printer runs,
@@ -123,15 +128,15 @@ class FaithfulExprs:
         if isinstance(e, CIR.BinOp):
             parts = bounded and e.op in "+*" and _cir_non_negative(e.lhs) and _cir_non_negative(e.rhs)
             lhs, rhs = self._cir(e.lhs, env, parts), self._cir(e.rhs, env, parts)
-            wide = not bounded and e.op in "+-*" and not self._fits(_cir_bound(e, self.range_env.env))
+            wide = (self.index_bits < 64 and not bounded and e.op in "+-*"
+                    and not self._fits(_cir_bound(e, self.range_env.env, self.index_limit)))
             return self._binop(e.op, lhs, rhs, _cir_non_negative(e.lhs), wide)
         raise CodegenError(f"internal: cannot print the index expression {e}")
 
     def _fits(self, bound: tuple) -> bool:
         """Does every value in `bound` (lo, hi; None: unknown) fit the C type of an index?"""
         lo, hi = bound
-        limit = 2 ** (self.index_bits - 1)
-        return lo is not None and hi is not None and -limit <= lo and hi < limit
+        return lo is not None and hi is not None and -self.index_limit <= lo and hi < self.index_limit
 
     # ---- LoopIR expressions (conditions, loop bounds, scalar code) ----
 
@@ -149,7 +154,7 @@ class FaithfulExprs:
         if isinstance(e, LoopIR.BinOp) and e.type.is_indexable() and e.op in _LEVEL:
             lhs, rhs = self._e(e.lhs), self._e(e.rhs)
             non_negative = self.range_env.check_expr_bound(0, IndexRangeEnvironment.leq, e.lhs)
-            wide = e.op in "+-*" and not self._fits(constant_bound(e, self.range_env.env))
+            wide = self.index_bits < 64 and e.op in "+-*" and not self._fits(constant_bound(e, self.range_env.env))
             return self._binop(e.op, lhs, rhs, non_negative, wide)
         if isinstance(e, (LoopIR.Read, LoopIR.Const, LoopIR.StrideExpr, LoopIR.USub)):
             return _Text(self.comp_e(e, 0), _ATOM)
@@ -158,15 +163,15 @@ class FaithfulExprs:
     # ---- shared ----
 
     def _binop(self, op: str, lhs: _Text, rhs: _Text, lhs_non_negative: bool, wide: bool = False) -> _Text:
-        """`wide`: the result may not fit the index type, so it is computed in 64 bits (on a 32-bit device, a
-        cast of the left operand, unless an operand is 64-bit already: C then widens the other)."""
+        """`wide`: the result may not fit a 32-bit index (callers compute it only there), so it is computed in
+        64 bits: a cast of the left operand, unless an operand is 64-bit already (C then widens the other)."""
         a, a_level, b, b_level = lhs.text, lhs.level, rhs.text, rhs.level
         wide_operands = lhs.wide or rhs.wide
         if op in "/%" and not lhs_non_negative:
             helper = "exo_floor_div" if op == "/" else "spork_floor_mod"
             return _Text(self._call_static_helper(helper, a, b), _ATOM, True)  # the helpers return long long
         level = _LEVEL[op]
-        cast = wide and not wide_operands and self.index_bits < 64
+        cast = wide and not wide_operands
         if a_level < level or (cast and a_level < _ATOM):
             a = f"({a})"
         if cast:
@@ -189,19 +194,20 @@ def _cir_non_negative(e) -> bool:
     return bool(getattr(e, "is_non_neg", False))
 
 
-def _cir_bound(e, ranges) -> tuple:
-    """(lo, hi) of a CIR index expression's values (None: unknown), from the loop iterators' ranges."""
+def _cir_bound(e, ranges: dict, limit: int) -> tuple:
+    """(lo, hi) of a CIR index expression's values (None: unknown), from the loop iterators' ranges; an index
+    of unknown range holds the values in [-limit, limit)."""
     if isinstance(e, CIR.Const):
         return e.val, e.val
     if isinstance(e, CIR.Read):  # an iterator or size: an index, whatever its loop's bounds
         lo, hi = ranges.get(e.name, (None, None))
-        return (-(2**31) if lo is None else lo), (2**31 - 1 if hi is None else hi)
+        return (-limit if lo is None else lo), (limit - 1 if hi is None else hi)
     if isinstance(e, CIR.USub):
-        lo, hi = _cir_bound(e.arg, ranges)
+        lo, hi = _cir_bound(e.arg, ranges, limit)
         return (None if hi is None else -hi), (None if lo is None else -lo)
     if not isinstance(e, CIR.BinOp):
         return None, None
-    (a, b), (c, d) = _cir_bound(e.lhs, ranges), _cir_bound(e.rhs, ranges)
+    (a, b), (c, d) = _cir_bound(e.lhs, ranges, limit), _cir_bound(e.rhs, ranges, limit)
     if e.op == "%" and c is not None and c == d and c > 0:
         return 0, c - 1
     if None in (a, b, c, d):

@@ -81,6 +81,13 @@ def constant_value(e) -> Optional[int]:
     return None
 
 
+def whole_interval(w, extent) -> bool:
+    """Whether window index `w` is the interval `0:extent`, covering its buffer dimension entirely (compared as
+    constants, folded: `0:320 / 160` covers a dimension of 2)."""
+    return (isinstance(w, LoopIR.Interval) and constant_value(w.lo) == 0
+            and constant_value(w.hi) == constant_value(extent) is not None)
+
+
 def constant_remainder(e, modulus: int) -> Optional[int]:
     """`e % modulus` when it is the same whatever the values of e's variables (each one's coefficient is a
     multiple of `modulus`), else None."""

@@ -71,7 +71,8 @@ typedef struct {
 /* The threads ordered after one await of a ring queue by every thread that made it, and the queues whose awaits
    carry that order (reference.py, _Order: an await by several threads starts with none, its threads waiting). */
 typedef struct {
-    int32_t q, pad;
+    int32_t q;
+    int32_t has_waiters;          /* waiters is not empty: reached_by tests this, not the nw words */
     int64_t k;                    /* the arrive it awaited */
     Acc acc;                      /* the await */
     uint64_t *threads;            /* nw words */
@@ -998,7 +999,7 @@ static int add_threads(Machine *M, int32_t r, int sel, const uint64_t *tm, uint3
 
 /* Are `tm`, once they synchronize, ordered after the await of order o by every thread of it? */
 static int reached_by(const Machine *M, const Order *o, const uint64_t *tm) {
-    return is_empty(o->waiters, M->nw) ? intersects(o->threads, tm, M->nw) : subset(o->waiters, tm, M->nw);
+    return o->has_waiters ? subset(o->waiters, tm, M->nw) : intersects(o->threads, tm, M->nw);
 }
 
 /* Order o now holds `tm` (and waits for no thread of its await any more). */
@@ -1007,6 +1008,7 @@ static void order_join(Machine *M, Order *o, const uint64_t *tm) {
         o->threads[j] |= tm[j];
         o->waiters[j] = 0;
     }
+    o->has_waiters = 0;
 }
 
 /* `tm` have waited for each other: each is ordered after what any one was. */
@@ -1055,6 +1057,7 @@ static void new_order(Machine *M, int q, int64_t k, const Acc *acc, const uint64
     o->acc = *acc;
     memcpy(o->threads, tm, sizeof(uint64_t) * M->nw);
     memcpy(o->waiters, wm, sizeof(uint64_t) * M->nw);
+    o->has_waiters = !is_empty(wm, M->nw);
     memset(o->marks, 0, sizeof(int64_t) * M->nq);
 }
 

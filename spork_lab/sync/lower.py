@@ -25,7 +25,7 @@ from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info, multicast_dst, user_name
-from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts
+from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts, whole_interval
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
@@ -1046,13 +1046,10 @@ def _whole_window(arg, typ) -> bool:
     """Is `arg` its buffer whole, or points then full trailing ranges of it?"""
     if isinstance(arg, LoopIR.Read):
         return not arg.idx and not typ.is_win()
-    shape = typ.src_type.shape()
     seen_interval = False
-    for w, d in zip(arg.idx, shape):
+    for w, d in zip(arg.idx, typ.src_type.shape()):
         if isinstance(w, LoopIR.Interval):
-            full = (isinstance(w.lo, LoopIR.Const) and w.lo.val == 0 and isinstance(w.hi, LoopIR.Const)
-                    and isinstance(d, LoopIR.Const) and w.hi.val == d.val)
-            if not full:
+            if not whole_interval(w, d):
                 return False
             seen_interval = True
         elif seen_interval:
