@@ -126,8 +126,9 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
     columns wide (0: BN, one wgmma per K step; else BN / NW of them, each on its columns of the accumulator,
     and so the zero-fill and the store where BN is past wgmma's 256); `clip`: any M and N, K a multiple of 16
     bytes (partial tiles, see `_clipped`); `Q`: persistent by hand, G x Q clusters looping over their tiles (see
-    `_persistent`); `tma_store`: the persistent GEMM's tiles stored by TMA from that many slots of
-    shared memory per warpgroup (see `_tma_epilogue`; 0: stored from the registers). The mutation test edits the text before parsing it."""
+    `_persistent`); `tma_store`: the persistent GEMM's tiles stored by TMA from that many slots of shared memory
+    per warpgroup (see `_tma_epilogue`; 0: stored from the registers). The mutation test edits the text before
+    parsing it."""
     t, w, ks = DTYPES[dt]
     NW = NW or BN
     suffix = ("" if out == "f32" else f"_c{out}") + ("" if SW == 128 else f"_w{SW}") + ("" if NW == BN else f"_m{NW}")
@@ -195,8 +196,8 @@ def _tma_epilogue(src: str, out: str, slots: int) -> str:
     4-stage ring, and the staging writes make the producer's awaits take a proxy fence): kept in gemm.py's sweep.
     The tasks drain their stores before the final Fence frees the slots. Lines past the store point past
     _SOURCE's end (the epilogue has no lines there)."""
-    store = next(n for n, line in enumerate(src.split("\n")) if "Sm90_mma_store_d_row_major_" in line)
     lines = src.split("\n")
+    store = next(n for n, line in enumerate(lines) if "Sm90_mma_store_d_row_major_" in line)
     ind = lines[store][: len(lines[store]) - len(lines[store].lstrip())]
     rows = "128 * (CL * (G * mg + mi) + cta) + 64 * wg"
     cols = "BN * (Q * nq + q) + NC * h"
