@@ -98,6 +98,9 @@ class QueueRule:
     same_threads: bool  # every arrive (await) must be made by the same threads
 
 
+FULL_PROXY_FENCE = "fence.proxy.async;"  # a proxy fence over every state space
+
+
 @dataclass(frozen=True)
 class BarrierInfo:
     """A barrier allocation, its uses, and the parameters derived from them."""
@@ -121,7 +124,7 @@ class BarrierInfo:
     generic_async: tuple = (True, True)  # per queue (forward, reverse): do its arriving threads ever access memory
     #   the async proxy accesses (shared, or global under a tensor map) through the generic proxy (in-order or
     #   cp.async)? If not, its awaits need no proxy fence
-    proxy_fence: str = "fence.proxy.async;"  # the proxy fence its awaits take where they need one (ProxyFacts.fence)
+    proxy_fence: str = FULL_PROXY_FENCE  # the proxy fence its awaits take where they need one (ProxyFacts.fence)
     cta_dims: tuple = ()  # dimensions indexed by the CTA's rank (or sliced): each CTA keeps its own barriers
     cluster_dim: int = 1  # of the device function it lives in
 
@@ -193,7 +196,7 @@ class ProxyFacts:
         accesses reach global memory that TMA also accesses. A fence over every state space waits like a GPU-scope
         membar (MEMBAR.ALL.GPU in SASS): in a producer's K loop it cost a GEMM 15% (sm90_gemm_notes.md, run 25)."""
         if self.tensor_map_gmem:
-            return "fence.proxy.async;"
+            return FULL_PROXY_FENCE
         return "fence.proxy.async.shared::cluster;" if cluster_dim > 1 else "fence.proxy.async.shared::cta;"
 
 
@@ -247,9 +250,10 @@ def _generic_async(proc, scopes) -> ProxyFacts:
             gpu = instr_info(s)
             if sync_spec_of(s) is not None or (gpu is not None and gpu.instr_tl not in _GENERIC_TLS):
                 continue
-        if (smem | gmem) & _buffers(s):
+        touched = _buffers(s)
+        if (smem | gmem) & touched:
             out |= _all_threads(info.tiling)
-            reaches_gmem = reaches_gmem or bool(gmem & _buffers(s))
+            reaches_gmem = reaches_gmem or bool(gmem & touched)
     return ProxyFacts(frozenset(out), reaches_gmem)
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR, T
 
-from ..analysis.barriers import BarrierInfo
+from ..analysis.barriers import FULL_PROXY_FENCE, BarrierInfo
 from ..core import timelines as tl
 from ..core.sync_stmts import SyncSpec, barrier_window_indices, is_point_interval, sync_spec_of
 from ..errors import CodegenError
@@ -44,7 +44,7 @@ class NamedBarrierIds:
 
 def lower_fence(
     spec: SyncSpec, coll: Collective, ids: NamedBarrierIds, cluster_dim: int, split_paths: bool, srcinfo,
-    proxy_fence: str = "fence.proxy.async;",
+    proxy_fence: str = FULL_PROXY_FENCE,
 ) -> list:
     """CUDA statements for a Fence executed by the thread collectives `coll`; `proxy_fence` is the device function's
     (analysis.barriers.ProxyFacts.fence).
