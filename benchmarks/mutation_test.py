@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import importlib
+import os
 import platform
 import subprocess
 import sys
@@ -160,12 +161,15 @@ def gpu_name() -> str:
 
 
 def build_all(script: str, keys: list, extra: tuple = ()) -> None:
-    """Build mutants in parallel, one process each (nvcc is slow; sl.build caches the libraries); `extra`: more
-    arguments of the script's --build-one / --run-one."""
-    builds = [subprocess.Popen([sys.executable, script, "--build-one", str(k), *extra], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) for k in keys]
-    for b in builds:
-        b.wait()
+    """Build mutants in parallel, one process each, as many at a time as there are CPUs (nvcc is slow; sl.build
+    caches the libraries); `extra`: more arguments of the script's --build-one / --run-one."""
+
+    def build(k) -> None:
+        subprocess.run([sys.executable, script, "--build-one", str(k), *extra], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(build, keys))
 
 
 def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = (), jobs: int = 8) -> dict:

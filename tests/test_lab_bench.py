@@ -162,6 +162,8 @@ def test_gemm_shaped_procs_get_cublas_and_flops():
     assert _bench.work(spec, args) == (2.0 * 128 * 64 * 32, "TFLOP/s")
     with pytest.raises(_bench.BenchError, match="violate its assertion"):
         _bench.make_args(spec, {"M": 100, "N": 64, "K": 32}, np.random.default_rng(0))
+    a = _bench.make_args(spec, {"M": 128, "N": 64, "K": 32}, np.random.default_rng(0), small_integers=True)[3]
+    assert set(np.unique(a)) == {-2, -1, 0, 1, 2}  # what the soundness fuzz runs on: exact in any summation order
 
 
 def test_a_gemm_with_b_transposed_is_checked_in_f32_and_timed_at_its_own_type():

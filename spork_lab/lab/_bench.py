@@ -107,8 +107,10 @@ def _check_proc_sizes(spec: ProcSpec, sizes: dict[str, int]) -> None:
             raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
 
 
-def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator) -> list:
-    """Host values for a call: the sizes, and random arrays of each parameter's shape (a GEMM's C: zeros)."""
+def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator, small_integers: bool = False) -> list:
+    """Host values for a call: the sizes, and random arrays of each parameter's shape (a GEMM's C: zeros).
+    small_integers: floats drawn from -2..2 too, so that sums of their products are exact in any order of summation
+    (in f16 while they stay within 2048)."""
     _check_proc_sizes(spec, sizes)
     gemm = gemm_names(spec)
     out = []
@@ -121,6 +123,8 @@ def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator) -
             shape = tuple(evaluate(d, sizes) for d in a.shape)
             if gemm and a.name == gemm.c or a.dtype.kind not in "fiu":
                 out.append(np.zeros(shape, dtype=a.dtype))
+            elif a.dtype.kind == "f" and small_integers:
+                out.append(rng.integers(-2, 3, shape).astype(a.dtype))
             elif a.dtype.kind == "f":
                 out.append(rng.standard_normal(shape).astype(a.dtype))
             else:

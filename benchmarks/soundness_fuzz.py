@@ -1,0 +1,173 @@
+"""Soundness fuzz: a random schedule that sl.sync_check passes must compute on the GPU what it computes sequentially.
+
+Each seed starts from an example kernel (three times in five) or one of its single-sync mutants (tests/schedule_steps.py), applies one to
+four random scheduling steps (plain ones, and ones that change loop modes, memories and sync statements) and runs
+sl.sync_check at the sizes the tests check it at (tests/conftest.py, check_sizes). With --gpu, every proc that
+passes is built with nvcc and run on the local GPU at those sizes, on small random integers (so that summation
+order, FMA contraction and tensor-core arithmetic can neither hide nor fake a difference), and its arrays must end
+exactly as sl.run_cpu leaves them. A wrong result is a soundness bug: its source goes to --failures.
+
+    python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--out benchmarks/soundness_fuzz_results.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
+
+from mutation_test import gpu_name, run_on_gpu  # noqa: E402 -- found through the path above
+
+MAX_STEPS = 4
+CPU_MAX_OPS = 10**9  # larger cases would take the CPU reference minutes: reported, not run
+
+
+def make_case(seed: int) -> dict:
+    """The seed's proc and its verdict: {seed, start, steps, sizes, verdict, source (when it passes)}."""
+    from conftest import check_sizes
+    from schedule_steps import OTHER, PLAIN, STARTS, NoTarget, RandomDraw, user_error
+
+    import spork_lab as sl
+    from spork_lab.errors import SporkError
+    from spork_lab.scheduling import SchedulingError
+
+    data = RandomDraw(seed)
+    kernels = [(name, p) for name, p in STARTS if "-sync" not in name]  # most mutants fail the check at once
+    name, p = data.rng.choice(kernels if data.rng.random() < 0.6 else STARTS)
+    steps = []
+    for _ in range(data.rng.randint(1, MAX_STEPS)):
+        step, apply = data.rng.choice(PLAIN + OTHER)
+        try:
+            p = apply(data, p)
+            steps.append(step)
+        except NoTarget:
+            continue
+        except Exception as e:  # noqa: BLE001 -- a user error leaves the proc as it was; others are reported
+            if not user_error(e):
+                return dict(seed=seed, start=name, steps=steps + [step], verdict=f"internal error {type(e).__name__}")
+    case = dict(seed=seed, start=name, steps=steps, sizes=check_sizes(p))
+    try:
+        ok = sl.sync_check(p, max_events=0, **case["sizes"]).ok
+    except (SchedulingError, SporkError) as e:
+        return {**case, "verdict": type(e).__name__ if user_error(e) else f"internal error {type(e).__name__}"}
+    return {**case, "verdict": "passes", "source": str(p)} if ok else {**case, "verdict": "hazard"}
+
+
+def run_one(key: str, sources: Path, build_only: bool) -> str:
+    """Build case `key` from its printed source; unless build_only, run it on the GPU and on the CPU."""
+    import numpy as np
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    import spork_lab as sl
+    import spork_lab.platforms.Sm80  # noqa: F401 -- parse_source knows the names of the platforms imported
+    import spork_lab.platforms.Sm90  # noqa: F401
+    from spork_lab.lab._bench import make_args
+    from spork_lab.runtime._args import proc_spec
+
+    p = sl.parse_source((sources / f"{key}.py").read_text())
+    if build_only:
+        sl.build([p])
+        return "built"
+    sizes = json.loads((sources / f"{key}.json").read_text())
+    spec = proc_spec(p._loopir_proc)
+    values = make_args(spec, sizes, np.random.default_rng(), small_integers=True)
+    args = {a.name: v for a, v in zip(spec.args, values)}
+    try:
+        sl.run_cpu(p, max_ops=CPU_MAX_OPS, **args)
+    except sl.SporkError as e:
+        return f"no CPU reference: {e.message.splitlines()[0][:100]}"
+    try:
+        assert_gpu_matches_cpu(p, **args)
+    except AssertionError as e:
+        return "WRONG " + " ".join(str(e).split())[:140]
+    return "correct"
+
+
+OK_OUTCOMES = ("correct", "no CPU reference", "")
+
+
+def outcome_kind(outcome: str) -> str:
+    """The outcome's kind for the summary: correct, no CPU reference, WRONG, hung, or another error (a build's)."""
+    for kind in ("correct", "no CPU reference", "WRONG", "no result"):
+        if outcome.startswith(kind):
+            return {"no result": "hung"}.get(kind, kind)
+    return outcome and "error"
+
+
+def gpu_outcomes(passing: list, timeout_s: float, failures: Path) -> dict:
+    """{seed: outcome} of the passing cases on the GPU; the sources of wrong ones are copied to `failures`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = Path(tmp)
+        for case in passing:
+            (sources / f"{case['seed']}.py").write_text(case["source"])
+            (sources / f"{case['seed']}.json").write_text(json.dumps(case["sizes"]))
+        outcomes = run_on_gpu(__file__, [c["seed"] for c in passing], timeout_s, ("--sources", str(sources)))
+        for seed, outcome in outcomes.items():
+            if outcome_kind(outcome) not in OK_OUTCOMES:
+                failures.mkdir(parents=True, exist_ok=True)
+                for suffix in (".py", ".json"):
+                    (failures / f"{seed}{suffix}").write_text((sources / f"{seed}{suffix}").read_text())
+    return outcomes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0:200", help="a range first:last (last excluded)")
+    parser.add_argument("--gpu", action="store_true", help="build and run the passing procs on the local GPU")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per proc's run on the GPU")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soundness_fuzz_results.md"))
+    parser.add_argument("--failures", type=Path, default=ROOT / "benchmarks" / "soundness_fuzz_failures")
+    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sources", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run_one is not None or args.build_one is not None:
+        print(run_one(args.run_one or args.build_one, args.sources, args.build_one is not None))
+        return 0
+
+    first, last = map(int, args.seeds.split(":"))
+    start = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
+        cases = list(pool.map(make_case, range(first, last)))
+    elapsed = time.perf_counter() - start
+    passing = [c for c in cases if c["verdict"] == "passes"]
+    outcomes = gpu_outcomes(passing, args.timeout, args.failures) if args.gpu else {}
+    for c in cases:
+        c["gpu"] = outcomes.get(c["seed"], "")
+
+    verdicts = collections.Counter(c["verdict"] for c in cases)
+    on_gpu = collections.Counter(map(outcome_kind, outcomes.values()))
+    lines = [
+        "# Soundness fuzz: random schedules that sync_check passes, run on the GPU against the CPU",
+        "",
+        f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}`; "
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+        f"{', GPU ' + gpu_name() if args.gpu else ''}; cases made and checked in {elapsed:.0f} s.",
+        "",
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts.most_common()) + ".",
+        *(["", "On the GPU (passing procs): " + ", ".join(f"{k} {v}" for k, v in on_gpu.most_common()) + "."]
+          if args.gpu else []),
+        "",
+        "| seed | start | steps | verdict | GPU run |",
+        "|---|---|---|---|---|",
+        *(f"| {c['seed']} | {c['start']} | {', '.join(c['steps'])} | {c['verdict']} | {c['gpu'].replace('|', '/')} |"
+          for c in cases),
+    ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:8]))
+    bad = [c for c in cases if c["verdict"].startswith("internal") or outcome_kind(c["gpu"]) not in OK_OUTCOMES]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
