@@ -232,6 +232,14 @@ class Runner:
 
         return run
 
+    def broken_assertion(self, shape: tuple) -> str | None:
+        """The kernel's first assertion that (M, N, K) = shape breaks (e.g. a persistent GEMM's K: a multiple of its
+        ring's S K-blocks), which the timed sweep reports and passes over; None where they all hold."""
+        from spork_lab.runtime._args import evaluate
+
+        sizes = dict(zip((a.name for a in self.built.spec.args if a.kind == "int"), shape))
+        return next((str(pred) for pred in self.built.spec.preds if evaluate(pred, sizes) is False), None)
+
     def checked(self, shape: tuple) -> tuple:
         """(A, B, C, max rel err) after one run on fresh inputs; RuntimeError past the tolerance or on a CUDA error."""
         import torch
@@ -373,6 +381,9 @@ def main() -> int:
             for shape in k.checks:
                 runner.checked(shape)
             for shape in [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]:
+                if broken := runner.broken_assertion(shape):
+                    print(f"{k.name:48} {'x'.join(map(str, shape))}: not timed, its assertion {broken} does not hold")
+                    continue
                 r = runner.row(shape, a.reps, not a.show_launch)
                 rows.append(r)
                 print(f"{k.name:48} {r['M']}x{r['N']}x{r['K']}: {r['tflops']:7.1f} TFLOP/s, cuBLAS "
