@@ -145,6 +145,39 @@ def ring_copy_deadlock(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ Cuda
             Fence(cuda_in_order, cuda_in_order)
 
 
+# The consumer runs one turn behind the producer (Await ~1, reading the slot filled the turn before) and the producer
+# waits for the release of two turns before (ReverseAwait ~2): three slots of data. Before arrive i the producer
+# knows only that the consumer finished turn i - 2, whose Await took arrive i - 3, so the forward ring needs
+# 1 + 2 = 3 mbarriers (it had 2, and the check reported a DEADLOCK).
+@proc
+def ring_copy_consumer_lags(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 64 == 0
+    with CudaDeviceFunction(warp_config=ring_warps):
+        for task in cuda_tasks(0, 1):
+            buf: f32[3, 32] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            for it in seq(0, n / 32 + 1):
+                with CudaWarps(name="producer"):
+                    ReverseAwait(bar, cuda_in_order, ~2)
+                    if it < n / 32:
+                        for t in cuda_threads(0, 32):
+                            buf[it % 3, t] = src[it * 32 + t]
+                    Arrive(cuda_in_order, 1) >> bar
+                with CudaWarps(name="consumer"):
+                    Await(bar, cuda_in_order, ~1)
+                    if it >= 1:
+                        for t in cuda_threads(0, 32):
+                            dst[(it - 1) * 32 + t] = buf[(it - 1) % 3, t]
+                    ReverseArrive(cuda_in_order, 1) >> bar
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# Two slots of data are one too few for that ring: the producer refills slot (i % 2) while the consumer may still read it.
+ring_copy_consumer_lags_two_slots = rename(
+    parse_source(str(ring_copy_consumer_lags).replace("% 3", "% 2").replace("f32[3, 32]", "f32[2, 32]")),
+    "ring_copy_consumer_lags_two_slots")
+
+
 def _release_only_if(p: Procedure, cond: str, name: str) -> Procedure:
     """p with `if cond:` around its ReverseArrive."""
     lines = str(p).splitlines()

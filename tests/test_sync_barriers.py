@@ -96,6 +96,28 @@ def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
     assert "spork_mbar_init(&bar_f[i], 1u)" in cu and "spork_mbar_wait" in cu
 
 
+def test_a_consumer_lagging_behind_gets_a_deeper_ring():
+    """Await ~1 with ReverseAwait ~2: before arrive i the producer knows only that the consumer's Await of arrive
+    i - 3 is done, so the forward ring has 3 mbarriers (it had 2 and the check reported a deadlock)."""
+    (info,) = analyze(P.ring_copy_consumer_lags).barriers.values()
+    assert (info.forward_lag, info.reverse_lag, info.forward_depth, info.reverse_depth) == (1, 2, 3, 3)
+    for engine in ("compiled", "python"):
+        assert sync_check(P.ring_copy_consumer_lags, n=256, engine=engine).ok
+        report = sync_check(P.ring_copy_consumer_lags_two_slots, n=256, engine=engine)
+        assert not report.ok and {(h.kind, h.buffer) for h in report.hazards} == {("WAR", "buf")}
+
+
+@pytest.mark.gpu
+def test_the_gpu_runs_a_consumer_lagging_behind():
+    pytest.importorskip("cupy")
+    import numpy as np
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    n = 32 * 1000
+    src = np.random.default_rng().standard_normal(n).astype(np.float32)
+    assert_gpu_matches_cpu(P.ring_copy_consumer_lags, n=n, src=src, dst=np.full_like(src, np.nan))
+
+
 def test_a_fence_in_cpu_code_is_a_user_error():
     from spork_lab.platforms.cuda import cuda_in_order
     from spork_lab.scheduling import insert_fence

@@ -541,10 +541,12 @@ def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
         derived.update(reverse_lag=backward.lag, reverse_arrivals=backward.arrivals)
     if mem.pairs_by_lag and uses:
         # Ring depths: an arrive may reuse a slot only once the phase it overwrites was awaited.
-        # Self-synchronizing threads get there with lag + 1 slots; a producer throttled by
-        # reverse awaits of lag Lr with Lr slots; the reverse ring needs Lf + Lr.
+        # Self-synchronizing threads get there with lag + 1 slots. A producer throttled by reverse
+        # awaits of lag Lr knows, before its arrive i, that the consumers finished turn i - Lr, whose
+        # await took arrive i - Lr - Lf: Lf + Lr slots hold the arrives not yet awaited. The reverse
+        # ring needs Lf + Lr by the same count from the consumers' side.
         lf, lr = forward.lag, backward.lag if backward is not None else 0
-        derived["forward_depth"] = max(lf + 1, lr if backward is not None else 0)
+        derived["forward_depth"] = max(lf + 1, lf + lr if backward is not None else 0)
         derived["reverse_depth"] = max(lr + 1, lf + lr) if backward is not None else 0
     return replace(info, **derived)
 
