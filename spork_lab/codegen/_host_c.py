@@ -27,7 +27,7 @@ from exo.backend.mem_analysis import MemoryAnalysis
 from exo.backend.parallel_analysis import ParallelAnalysis
 from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import LoopIR, T
 
 from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
 from ._windows import WindowAliases
@@ -55,6 +55,13 @@ _HEADER_PREAMBLE = """
 
 class HostCompiler(FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler with our expressions and window aliases."""
+
+    def comp_e(self, e, prec=0):
+        """f16 arithmetic rounds to f16 at every operation, as CUDA's `__half` operators do: gcc's `_Float16`
+        keeps excess precision up to the assignment (`(float)(a * b)` of two f16 was the exact product)."""
+        if isinstance(e, LoopIR.BinOp) and e.type == T.f16 and e.op in ("+", "-", "*", "/"):
+            return f"((_Float16)({super().comp_e(e, 0)}))"
+        return super().comp_e(e, prec)
 
 
 def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
