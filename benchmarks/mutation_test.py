@@ -160,6 +160,21 @@ def gpu_name() -> str:
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
+def child_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hidden arguments with which run_on_gpu starts the script again, for one build or one run."""
+    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sources", type=Path, default=None, help=argparse.SUPPRESS)
+
+
+def ran_as_child(args: argparse.Namespace, run_one) -> bool:
+    """In a child process: make its one build or run (`run_one(key, sources, build_only)`) and print the outcome."""
+    if args.run_one is None and args.build_one is None:
+        return False
+    print(run_one(args.run_one or args.build_one, args.sources, args.build_one is not None))
+    return True
+
+
 def build_all(script: str, keys: list, extra: tuple = ()) -> None:
     """Build mutants in parallel, one process each, as many at a time as there are CPUs (nvcc is slow; sl.build
     caches the libraries); `extra`: more arguments of the script's --build-one / --run-one."""
@@ -196,12 +211,9 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="build and run surviving mutants on the local GPU")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per survivor's run on the GPU")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "mutation_test_results.md"))
-    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--sources", type=Path, default=None, help=argparse.SUPPRESS)
+    child_arguments(parser)
     args = parser.parse_args()
-    if args.run_one is not None or args.build_one is not None:
-        print(run_one(args.run_one or args.build_one, args.sources, args.build_one is not None))
+    if ran_as_child(args, run_one):
         return 0
 
     all_mutants, survivors = [], {}

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from mutation_test import gpu_name, run_on_gpu  # noqa: E402 -- found through the path above
+from mutation_test import child_arguments, gpu_name, ran_as_child, run_on_gpu  # noqa: E402 -- found through the path above
 
 MAX_STEPS = 4
 CPU_MAX_OPS = 10**9  # larger cases would take the CPU reference minutes: reported, not run
@@ -127,12 +127,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per proc's run on the GPU")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soundness_fuzz_results.md"))
     parser.add_argument("--failures", type=Path, default=ROOT / "benchmarks" / "soundness_fuzz_failures")
-    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--sources", type=Path, default=None, help=argparse.SUPPRESS)
+    child_arguments(parser)
     args = parser.parse_args()
-    if args.run_one is not None or args.build_one is not None:
-        print(run_one(args.run_one or args.build_one, args.sources, args.build_one is not None))
+    if ran_as_child(args, run_one):
         return 0
 
     first, last = map(int, args.seeds.split(":"))
