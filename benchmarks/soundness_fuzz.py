@@ -1,13 +1,15 @@
 """Soundness fuzz: a random schedule that sl.sync_check passes must compute on the GPU what it computes sequentially.
 
-Each seed starts from an example kernel (three times in five) or one of its single-sync mutants (tests/schedule_steps.py), applies one to
-four random scheduling steps (plain ones, and ones that change loop modes, memories and sync statements) and runs
-sl.sync_check at the sizes the tests check it at (tests/conftest.py, check_sizes). With --gpu, every proc that
-passes is built with nvcc and run on the local GPU at those sizes, on small random integers (so that summation
-order, FMA contraction and tensor-core arithmetic can neither hide nor fake a difference), and its arrays must end
-exactly as sl.run_cpu leaves them. A wrong result is a soundness bug: its source goes to --failures.
+Each seed starts from an example kernel (three times in five) or one of its single-sync mutants
+(tests/schedule_steps.py), applies one to four random scheduling steps (plain ones, and ones that change loop
+modes, memories and sync statements) and runs sl.sync_check at the sizes the tests check it at (tests/conftest.py,
+check_sizes). With --gpu, every proc that passes is built with nvcc and run on the local GPU at those sizes, on
+small random integers (so that summation order, FMA contraction and tensor-core arithmetic can neither hide nor
+fake a difference), and its arrays must end exactly as sl.run_cpu leaves them. A wrong result is a soundness bug:
+its source goes to --failures. With --engines (no GPU needed), the reference engine checks each case too and must
+report the hazards the compiled engine reports.
 
-    python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--out benchmarks/soundness_fuzz_results.md]
+    python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--engines] [--out benchmarks/soundness_fuzz_results.md]
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import functools
 import json
 import os
 import platform
@@ -30,10 +33,12 @@ from mutation_test import child_arguments, gpu_name, ran_as_child, run_on_gpu  #
 
 MAX_STEPS = 4
 CPU_MAX_OPS = 10**9  # larger cases would take the CPU reference minutes: reported, not run
+ENGINE_SECONDS = 30  # the reference engine is ~300x slower than the compiled one: larger cases are reported, not run
 
 
-def make_case(seed: int) -> dict:
-    """The seed's proc and its verdict: {seed, start, steps, sizes, verdict, source (when it passes)}."""
+def make_case(seed: int, engines: bool = False) -> dict:
+    """The seed's proc and its verdict: {seed, start, steps, sizes, verdict, source (when it passes), and with
+    `engines` whether the reference engine agrees}."""
     from conftest import check_sizes
     from schedule_steps import OTHER, PLAIN, STARTS, NoTarget, RandomDraw, user_error
 
@@ -57,10 +62,42 @@ def make_case(seed: int) -> dict:
                 return dict(seed=seed, start=name, steps=steps + [step], verdict=f"internal error {type(e).__name__}")
     case = dict(seed=seed, start=name, steps=steps, sizes=check_sizes(p))
     try:
-        ok = sl.sync_check(p, max_events=0, **case["sizes"]).ok
+        report = sl.sync_check(p, max_events=0, **case["sizes"])
     except (SchedulingError, SporkError) as e:
         return {**case, "verdict": type(e).__name__ if user_error(e) else f"internal error {type(e).__name__}"}
-    return {**case, "verdict": "passes", "source": str(p)} if ok else {**case, "verdict": "hazard"}
+    if engines:
+        case["engines"] = _engines_agree(p, case["sizes"], report)
+    return {**case, "verdict": "passes", "source": str(p)} if report.ok else {**case, "verdict": "hazard"}
+
+
+class _TooSlow(BaseException):
+    """The reference engine's time is up (a BaseException: nothing on the way catches it)."""
+
+
+def _engines_agree(p, sizes: dict, report) -> str:
+    """Whether the reference engine (Python, written for clarity) finds the hazards the compiled one found: the
+    kinds and buffers of both reports, "agree", "DISAGREE ...", or "reference over ENGINE_SECONDS"."""
+    import signal
+
+    import spork_lab as sl
+
+    def found(r) -> list:
+        return sorted({(h.kind, h.buffer) for h in r.hazards})
+
+    def stop(*_):
+        raise _TooSlow
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(ENGINE_SECONDS)
+    try:
+        reference = sl.sync_check(p, max_events=0, engine="python", **sizes)
+    except _TooSlow:
+        return f"reference over {ENGINE_SECONDS} s"
+    finally:
+        signal.alarm(0)
+    if found(reference) == found(report):
+        return "agree"
+    return f"DISAGREE compiled {found(report)}, reference {found(reference)}"
 
 
 def run_one(key: str, sources: Path, build_only: bool) -> str:
@@ -125,6 +162,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="0:200", help="a range first:last (last excluded)")
     parser.add_argument("--gpu", action="store_true", help="build and run the passing procs on the local GPU")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per proc's run on the GPU")
+    parser.add_argument("--engines", action="store_true", help="also check each case with the reference engine")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soundness_fuzz_results.md"))
     parser.add_argument("--failures", type=Path, default=ROOT / "benchmarks" / "soundness_fuzz_failures")
     child_arguments(parser)
@@ -135,7 +173,7 @@ def main() -> int:
     first, last = map(int, args.seeds.split(":"))
     start = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
-        cases = list(pool.map(make_case, range(first, last)))
+        cases = list(pool.map(functools.partial(make_case, engines=args.engines), range(first, last)))
     elapsed = time.perf_counter() - start
     passing = [c for c in cases if c["verdict"] == "passes"]
     outcomes = gpu_outcomes(passing, args.timeout, args.failures) if args.gpu else {}
@@ -144,25 +182,31 @@ def main() -> int:
 
     verdicts = collections.Counter(c["verdict"] for c in cases)
     on_gpu = collections.Counter(map(outcome_kind, outcomes.values()))
+    engines = collections.Counter(c["engines"].split(" ")[0] if c["engines"].startswith("DISAGREE") else c["engines"]
+                                  for c in cases if "engines" in c)
     lines = [
         "# Soundness fuzz: random schedules that sync_check passes, run on the GPU against the CPU",
         "",
-        f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}`; "
+        f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}"
+        f"{' --engines' if args.engines else ''}`; "
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         f"{', GPU ' + gpu_name() if args.gpu else ''}; cases made and checked in {elapsed:.0f} s.",
         "",
         "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts.most_common()) + ".",
         *(["", "On the GPU (passing procs): " + ", ".join(f"{k} {v}" for k, v in on_gpu.most_common()) + "."]
           if args.gpu else []),
+        *(["", "The reference engine against the compiled one (hazard kinds and buffers): "
+           + ", ".join(f"{k} {v}" for k, v in engines.most_common()) + "."] if args.engines else []),
         "",
-        "| seed | start | steps | verdict | GPU run |",
-        "|---|---|---|---|---|",
-        *(f"| {c['seed']} | {c['start']} | {', '.join(c['steps'])} | {c['verdict']} | {c['gpu'].replace('|', '/')} |"
-          for c in cases),
+        "| seed | start | steps | verdict | GPU run | engines |",
+        "|---|---|---|---|---|---|",
+        *(f"| {c['seed']} | {c['start']} | {', '.join(c['steps'])} | {c['verdict']} | {c['gpu'].replace('|', '/')} | "
+          f"{c.get('engines', '')} |" for c in cases),
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:8]))
-    bad = [c for c in cases if c["verdict"].startswith("internal") or outcome_kind(c["gpu"]) not in OK_OUTCOMES]
+    bad = [c for c in cases if c["verdict"].startswith("internal") or outcome_kind(c["gpu"]) not in OK_OUTCOMES
+           or c.get("engines", "").startswith("DISAGREE")]
     return 1 if bad else 0
 
 
