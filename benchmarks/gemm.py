@@ -235,10 +235,10 @@ class Runner:
     def broken_assertion(self, shape: tuple) -> str | None:
         """The kernel's first assertion that (M, N, K) = shape breaks (e.g. a persistent GEMM's K: a multiple of its
         ring's S K-blocks), which the timed sweep reports and passes over; None where they all hold."""
-        from spork_lab.runtime._args import evaluate
+        from spork_lab.runtime._args import broken_assertion
 
-        sizes = dict(zip((a.name for a in self.built.spec.args if a.kind == "int"), shape))
-        return next((str(pred) for pred in self.built.spec.preds if evaluate(pred, sizes) is False), None)
+        pred = broken_assertion(self.built.spec, dict(zip((a.name for a in self.built.spec.args if a.kind == "int"), shape)))
+        return None if pred is None else str(pred)
 
     def checked(self, shape: tuple) -> tuple:
         """(A, B, C, max rel err) after one run on fresh inputs; RuntimeError past the tolerance or on a CUDA error."""

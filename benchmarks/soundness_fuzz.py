@@ -120,11 +120,11 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
     values = make_args(spec, sizes, np.random.default_rng(), small_integers=True)
     args = {a.name: v for a, v in zip(spec.args, values)}
     try:
-        sl.run_cpu(p, max_ops=CPU_MAX_OPS, **args)
+        cpu = sl.run_cpu(p, max_ops=CPU_MAX_OPS, **args)
     except sl.SporkError as e:
         return f"no CPU reference: {e.message.splitlines()[0][:100]}"
     try:
-        assert_gpu_matches_cpu(p, **args)
+        assert_gpu_matches_cpu(p, cpu=cpu, **args)
     except AssertionError as e:
         return "WRONG " + " ".join(str(e).split())[:140]
     return "correct"

@@ -8,13 +8,14 @@ from exo.API import Procedure
 import spork_lab as sl
 
 
-def assert_gpu_matches_cpu(p: Procedure, arch=None, **args) -> None:
+def assert_gpu_matches_cpu(p: Procedure, arch=None, cpu: dict | None = None, **args) -> None:
     """Build p for the local GPU (or `arch`), run it on copies of `args` (sizes and NumPy arrays, in p's argument
-    order) and check that CUDA reported no error and every array ends exactly as run_cpu leaves it."""
+    order) and check that CUDA reported no error and every array ends exactly as run_cpu leaves it (`cpu`: those
+    arrays, where the caller has run it)."""
     import cupy
 
     built = getattr(sl.build([p], arch=arch), p.name())
-    want = sl.run_cpu(p, **args)
+    want = sl.run_cpu(p, **args) if cpu is None else cpu
     dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     built(*dev.values())
     cupy.cuda.runtime.deviceSynchronize()

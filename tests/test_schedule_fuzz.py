@@ -2,7 +2,8 @@
 
 Each case starts from an example kernel, or one of its mutants with a sync
 statement deleted, and applies up to three scheduling steps drawn at random
-with random targets (loops, gaps, allocations of the current proc):
+with random targets (loops, gaps, allocations, sync statements of the current
+proc; the steps are in tests/schedule_steps.py):
 
 - every step, and `analyze`, `sync_check` and the code generator on the
   result, either succeed or raise exo's SchedulingError or a SporkError that

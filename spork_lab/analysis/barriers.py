@@ -546,7 +546,7 @@ def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
         # await took arrive i - Lr - Lf: Lf + Lr slots hold the arrives not yet awaited. The reverse
         # ring needs Lf + Lr by the same count from the consumers' side.
         lf, lr = forward.lag, backward.lag if backward is not None else 0
-        derived["forward_depth"] = max(lf + 1, lf + lr if backward is not None else 0)
+        derived["forward_depth"] = max(lf + 1, lf + lr)  # lr = 0 without a reverse queue
         derived["reverse_depth"] = max(lr + 1, lf + lr) if backward is not None else 0
     return replace(info, **derived)
 

@@ -27,7 +27,7 @@ from exo.API import Procedure
 from ..codegen import compile_procs_to_strings, lib_name
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
-from ..runtime._args import ProcSpec, evaluate, proc_spec
+from ..runtime._args import ProcSpec, broken_assertion, evaluate, proc_spec
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -102,9 +102,9 @@ def _check_proc_sizes(spec: ProcSpec, sizes: dict[str, int]) -> None:
     missing = [a.name for a in spec.args if a.kind == "int" and a.name not in sizes]
     if missing:
         raise BenchError(f"{spec.name}: --sizes gives no value for {', '.join(missing)}")
-    for pred in spec.preds:
-        if evaluate(pred, sizes) is False:
-            raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
+    pred = broken_assertion(spec, sizes)
+    if pred is not None:
+        raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
 
 
 def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator, small_integers: bool = False) -> list:

@@ -106,6 +106,11 @@ def evaluate(e, env: dict):
     return None
 
 
+def broken_assertion(spec: ProcSpec, sizes: dict):
+    """The proc's first assertion that these sizes make false (one that needs more than sizes holds), or None."""
+    return next((pred for pred in spec.preds if evaluate(pred, sizes) is False), None)
+
+
 def _c_contiguous(shape: tuple, strides: Optional[tuple], itemsize: int) -> bool:
     if strides is None:
         return True
@@ -135,11 +140,10 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
                 raise ValueError(f"{where}: {a.name} = {v} is out of range: GPU code indexes with 32-bit ints, so "
                                  f"sizes and indices must be below 2^31")
             env[a.name] = bool(v) if want is bool else int(v)
-    for pred in spec.preds:
-        holds = evaluate(pred, env)
-        if holds is not None and not holds:
-            sizes = ", ".join(f"{k}={v}" for k, v in env.items())
-            raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes}")
+    pred = broken_assertion(spec, env)
+    if pred is not None:
+        sizes = ", ".join(f"{k}={v}" for k, v in env.items())
+        raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes}")
     raw, extents = [], []
     for a, v in zip(spec.args, values):
         if a.kind in ("int", "bool"):
