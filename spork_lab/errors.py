@@ -127,7 +127,8 @@ class TimelineError(SporkError):
 
 
 class DataTypeError(SporkError):
-    """An instr argument's element type differs from its parameter's (instrs reinterpret bits)."""
+    """Element types that do not fit: an instr argument's differs from its parameter's (instrs reinterpret bits),
+    or an operation or extern call mixes precisions (exo's rules, which exo checks only in its C generator)."""
 
 
 class DistributedMemoryError(SporkError):

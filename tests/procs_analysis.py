@@ -654,3 +654,27 @@ def cpu_window_in_cuda(x: f32[8] @ CudaGmemLinear):
         for task in cuda_tasks(0, 1):
             for t in cuda_threads(0, 1):
                 xw[0] = 2.0  # error here
+
+
+# exo's own checks at C generation (were TypeErrors from inside exo at a build or run_cpu)
+@proc
+def mixed_precisions(a: f16[4] @ DRAM, y: f32[4] @ DRAM):
+    for i in seq(0, 4):
+        y[i] = a[i] * a[i] + y[i]  # error here
+
+
+@proc
+def racy_par_loop(x: f32[8] @ DRAM):
+    for i in par(0, 8):  # error here
+        x[0] += x[i]
+
+
+@proc
+def zero_four(x: f32[4] @ DRAM):
+    for i in seq(0, 4):
+        x[i] = 0.0
+
+
+@proc
+def window_for_tensor(y: f32[8] @ DRAM):
+    zero_four(y[0:4])  # error here

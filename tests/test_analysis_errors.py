@@ -10,6 +10,7 @@ import pytest
 from spork_lab.analysis import analyze
 from spork_lab.errors import (
     CollectiveError,
+    DataTypeError,
     DeviceScopeError,
     MemoryMismatchError,
     SporkError,
@@ -113,6 +114,12 @@ CASES = [
     ("gmem_scalar_in_cuda", MemoryMismatchError, ["a is one f32 value", "`a: f32[1] @ CudaGmemLinear`"]),
     ("window_argument_in_cuda", MemoryMismatchError, ["x is a window: pass the whole tensor"]),
     ("cpu_window_in_cuda", MemoryMismatchError, ["`xw[0] = 2.0` uses xw", "xw is a window"]),
+    # exo's checks at C generation: were exo's TypeErrors from inside exo when building
+    ("mixed_precisions", DataTypeError, ["`y[i] = a[i] * a[i] + y[i]`: cannot compute operation '+' between "
+                                         "inconsistent precision types: f16 and f32", "exo's precision rules"]),
+    ("racy_par_loop", SporkTypeError, ["`for i in par(0, 8):`: parallel loop's body is not parallelizable"]),
+    ("window_for_tensor", SporkTypeError, ["`zero_four(y[0:4])`: expected a non-window tensor",
+                                           "a window argument needs a window parameter"]),
 ]
 
 

@@ -91,7 +91,7 @@ def test_cuda_spells_f16_half_and_bf16_nv_bfloat16(tmp_path):
     assert "_Float16" not in cu and "const __half *x" in cu and "_Float16" in c  # nvcc cannot compile _Float16
     c, h, cu, cuh = _sources(reverse_bf16, tmp_path)
     assert "typedef __nv_bfloat16 spork_bf16;" in cuh and "const spork_bf16 *x" in cu
-    assert "typedef struct spork_bf16" in h  # host C copies bf16 values; arithmetic on them does not compile
+    assert "typedef struct spork_bf16" in h  # host C holds the bits and converts them (test_bf16_in_cpu_code_...)
 
 
 def test_set_precision_takes_bf16():
@@ -105,36 +105,61 @@ def test_set_precision_takes_bf16():
     assert tile.type.basetype() is bf16 and reads and all(r.type is bf16 for r in reads)
 
 
-def test_bf16_arithmetic_in_cpu_code_is_refused_at_the_statement():
-    """The host C copies bf16 structs but cannot compute with them: gcc failed on the generated C (audit E, B3)."""
+def test_bf16_in_cpu_code_converts_and_rounds():
+    """Host C held a bf16 as a struct it could only copy: gcc failed on anything else (audit E, B3), and it was
+    refused at the statement. It now computes in float and rounds each bf16 result (to nearest even)."""
     @proc
-    def copy_bf16(x: bf16[4] @ DRAM, y: bf16[4] @ DRAM):
-        for i in seq(0, 4):
-            y[i] = x[i]
-
-    @proc
-    def add_bf16(x: bf16[4] @ DRAM, y: bf16[4] @ DRAM):
+    def cpu_bf16(x: bf16[4] @ DRAM, y: bf16[4] @ DRAM, h: f16[4] @ DRAM, z: bf16[4] @ DRAM, c: bf16[4] @ DRAM,
+                 d: f64[4] @ DRAM):
         for i in seq(0, 4):
             y[i] += x[i]
+            h[i] = x[i]
+            z[i] = 0.1
+            c[i] = x[i]
+            x[i] = d[i]
 
+    x = np.array([1.0, 2.0 ** -8, -3.0, 256.0])
+    y = np.array([1.0, 1.0, 2.0 ** -8, 1.0])
+    d = np.array([1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -8, 3.0, 0.0])  # in f32, d[0] would be d[1]: a tie
+    out = sl.run_cpu(cpu_bf16, bf16_bits(x), bf16_bits(y), np.zeros(4, np.float16), np.zeros(4, np.uint16),
+                     np.zeros(4, np.uint16), d)
+    np.testing.assert_array_equal(bf16_values(out["x"]), [1 + 2.0 ** -7, 1.0, 3.0, 0.0])  # one rounding from f64
+    np.testing.assert_array_equal(bf16_values(out["y"]), [2.0, 1.0, -3.0, 256.0])  # 1 + 2^-8, 256 + 1: ties, to even
+    np.testing.assert_array_equal(out["h"], x.astype(np.float16))
+    assert bf16_values(out["z"])[0] == bf16_round(0.1) == 0.10009765625
+    np.testing.assert_array_equal(out["c"], bf16_bits(x))
+
+
+def bf16_round(x):
+    """The bf16 nearest each x (to nearest even, normal range), from frexp: a model independent of the C's bits."""
+    mantissa, exponent = np.frexp(np.asarray(x, np.float64))
+    return np.ldexp(np.round(mantissa * 256), exponent - 8)
+
+
+def bf16_bits(x) -> np.ndarray:
+    """The bits of bf16 values (exact ones: rounded by bf16_round first)."""
+    return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def test_mixed_precisions_are_a_data_type_error_at_the_statement():
+    """exo checks its precision rules only in its C generator: a build or run_cpu raised exo's TypeError."""
     @proc
-    def bf16_to_f16(x: bf16[4] @ DRAM, y: f16[4] @ DRAM):
+    def mixed(a: f16[4] @ DRAM, b: f16[4] @ DRAM, y: f32[4] @ DRAM):
         for i in seq(0, 4):
-            y[i] = x[i]
+            y[i] = a[i] * b[i] + y[i]
 
-    @proc
-    def zero_bf16(y: bf16[4] @ DRAM):
-        for i in seq(0, 4):
-            y[i] = 0.0
-
-    c = sl.compile_procs_to_strings([copy_bf16], "k")[0]
-    assert "y[i] = x[i];" in c
-    for p in (add_bf16, bf16_to_f16, zero_bf16):
-        with pytest.raises(sl.CodegenError, match="computes with bf16 values in CPU code: the host C holds a bf16 as a "
-                                                  "2-byte struct it can copy but not convert or compute with") as e:
-            sl.compile_procs_to_strings([p], "k")
-        assert (e.value.filename, e.value.lineno) == (__file__, p._loopir_proc.body[0].body[0].srcinfo.lineno)
-        sl.analyze(p)  # a sequential spec, e.g. the first step of a schedule, is not refused
+    line = mixed._loopir_proc.body[0].body[0].srcinfo.lineno
+    arrays = (np.zeros(4, np.float16), np.zeros(4, np.float16), np.zeros(4, np.float32))
+    for call in (lambda: sl.analyze(mixed), lambda: sl.compile_procs_to_strings([mixed], "k"),
+                 lambda: sl.run_cpu(mixed, *arrays)):
+        with pytest.raises(sl.DataTypeError, match=r"`y\[i\] = a\[i\] \* b\[i\] \+ y\[i\]`: cannot compute operation "
+                                                   r"'\+' between inconsistent precision types: f16 and f32") as e:
+            call()
+        assert (e.value.filename, e.value.lineno) == (__file__, line)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -156,36 +181,63 @@ def test_bf16_arguments_take_bits_or_bfloat16():
     assert np.dtype(spec.args[1].dtype) == np.uint16
 
 
-@proc
-def f16_arithmetic(n: size, a: f16[n] @ CudaGmemLinear, b: f16[n] @ CudaGmemLinear, c: f16[n] @ CudaGmemLinear,
-                   y: f32[n] @ CudaGmemLinear, z: f16[n] @ CudaGmemLinear):
+def _arithmetic(dtype: str):
+    """Products, sums and an f32 accumulated into a 16-bit element, one element per thread."""
+    src = f"""
+def {dtype}_arithmetic(n: size, a: {dtype}[n] @ CudaGmemLinear, b: {dtype}[n] @ CudaGmemLinear,
+                       c: {dtype}[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear, z: {dtype}[n] @ CudaGmemLinear,
+                       w: {dtype}[n] @ CudaGmemLinear):
     assert n % 128 == 0
     with CudaDeviceFunction(blockDim=128):
         for task in cuda_tasks(0, n / 128):
             for t in cuda_threads(0, 128):
                 y[task * 128 + t] = a[task * 128 + t] * b[task * 128 + t]
                 z[task * 128 + t] = a[task * 128 + t] + b[task * 128 + t] + c[task * 128 + t]
+                w[task * 128 + t] += y[task * 128 + t]
+"""
+    return sl.parse_source(src.strip("\n"), filename=__file__)
 
 
-def _f16_inputs(n: int) -> dict:
+ARITHMETIC = {dtype: _arithmetic(dtype) for dtype in ("f16", "bf16")}
+
+
+def rounded(dtype: str, x) -> np.ndarray:
+    """The nearest values of a 16-bit type (to nearest even), as float64."""
+    return bf16_round(x) if dtype == "bf16" else np.asarray(x).astype(np.float16).astype(np.float64)
+
+
+def as_array(dtype: str, values) -> np.ndarray:
+    """NumPy's array of values exact in the 16-bit type (a bf16 array as its bits)."""
+    return bf16_bits(values) if dtype == "bf16" else np.asarray(values).astype(np.float16)
+
+
+def as_values(dtype: str, array: np.ndarray) -> np.ndarray:
+    return bf16_values(array) if dtype == "bf16" else array.astype(np.float64)
+
+
+def _arithmetic_inputs(dtype: str, n: int) -> dict:
     rng = np.random.default_rng()
-    a, b, c = (rng.standard_normal(n).astype(np.float16) for _ in range(3))
-    return dict(n=n, a=a, b=b, c=c, y=np.zeros(n, np.float32), z=np.zeros(n, np.float16))
+    a, b, c, w = (as_array(dtype, rounded(dtype, rng.standard_normal(n))) for _ in range(4))
+    return dict(n=n, a=a, b=b, c=c, y=np.zeros(n, np.float32), z=np.zeros_like(a), w=w)
 
 
-def test_f16_arithmetic_on_the_cpu_rounds_every_operation():
-    """As CUDA's __half operators do. gcc's _Float16 kept excess precision up to the assignment: run_cpu's
-    `y = a * b` was the exact product (4073 of 4096 elements unlike the GPU's, audit D)."""
-    args = _f16_inputs(4096)
-    out = sl.run_cpu(f16_arithmetic, **args)
-    a, b, c = (args[k].astype(np.float64) for k in "abc")  # sums and products of two f16 are exact in f64
-    np.testing.assert_array_equal(out["y"], (a * b).astype(np.float16).astype(np.float32))
-    np.testing.assert_array_equal(out["z"], ((a + b).astype(np.float16).astype(np.float64) + c).astype(np.float16))
+@pytest.mark.parametrize("dtype", ARITHMETIC)
+def test_16_bit_arithmetic_on_the_cpu_rounds_every_operation(dtype):
+    """As CUDA's __half and __nv_bfloat16 operators do. gcc's _Float16 kept excess precision up to the assignment:
+    run_cpu's `y = a * b` was the exact product (4073 of 4096 elements unlike the GPU's, audit D); and run_cpu
+    refused bf16 arithmetic."""
+    args = _arithmetic_inputs(dtype, 4096)
+    out = sl.run_cpu(ARITHMETIC[dtype], **args)
+    a, b, c, w = (as_values(dtype, args[k]) for k in "abcw")  # sums and products of two are exact in f64
+    np.testing.assert_array_equal(out["y"], rounded(dtype, a * b))
+    np.testing.assert_array_equal(as_values(dtype, out["z"]), rounded(dtype, rounded(dtype, a + b) + c))
+    np.testing.assert_array_equal(as_values(dtype, out["w"]), rounded(dtype, w + rounded(dtype, a * b)))
 
 
 @pytest.mark.gpu
-def test_f16_arithmetic_on_the_gpu_is_the_cpus():
+@pytest.mark.parametrize("dtype", ARITHMETIC)
+def test_16_bit_arithmetic_on_the_gpu_is_the_cpus(dtype):
     pytest.importorskip("cupy")
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
-    assert_gpu_matches_cpu(f16_arithmetic, **_f16_inputs(128 * 64))
+    assert_gpu_matches_cpu(ARITHMETIC[dtype], **_arithmetic_inputs(dtype, 128 * 64))

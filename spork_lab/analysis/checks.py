@@ -11,8 +11,12 @@ Synchronization statements and barriers are the sync checker's business.
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
+from exo.backend.parallel_analysis import ParallelAnalysis
+from exo.backend.prec_analysis import PrecisionAnalysis
+from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import Memory
 
@@ -24,7 +28,7 @@ from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SyncError, TimelineError
+from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SporkTypeError, SyncError, TimelineError
 from ..lang.printer import head_text
 from .result import StmtInfo
 
@@ -34,6 +38,31 @@ def run(ctx) -> None:
     scopes = ctx.results["scopes"]
     check_statements(ctx.proc, scopes.stmts, ctx.analyze)
     _check_kernel_args(ctx.proc, scopes)
+    _check_exo_c_rules(ctx.proc, scopes.stmts)
+
+
+# exo runs these passes only when it generates C, and raises a TypeError from inside them: (run, error, rule)
+_EXO_C_CHECKS = (
+    (lambda p: ParallelAnalysis().run(p), SporkTypeError, "exo's check that a par loop has no races"),
+    (lambda p: PrecisionAnalysis().run(p), DataTypeError, "exo's precision rules: the operands of an operation, "
+                                                          "and the arguments of an extern, have one type"),
+    (lambda p: WindowAnalysis().apply_proc(p), SporkTypeError, "a window argument needs a window parameter, "
+                                                               "written [f32][n]"),
+)
+
+
+def _check_exo_c_rules(proc_ir: LoopIR.proc, stmts: tuple) -> None:
+    """exo's checks at C generation, said here at the statement instead of as exo's TypeError from a build."""
+    for run_pass, error, rule in _EXO_C_CHECKS:
+        try:
+            run_pass(proc_ir)
+        except TypeError as e:
+            first = re.search(r"^(.+):(\d+):\d+: (.+)$", str(e), re.MULTILINE)
+            place = first and (first.group(1), int(first.group(2)))
+            at = place and next((s for s, _ in stmts if (s.srcinfo.filename, s.srcinfo.lineno) == place), None)
+            if at is None:
+                raise
+            raise error(f"`{head_text(at)}`: {first.group(3)} ({rule})", at.srcinfo) from None
 
 
 def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callable) -> None:

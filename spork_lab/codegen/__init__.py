@@ -292,6 +292,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     structs = sorted({cuda_source(w.definition) for d in code for w in d.window_structs})
     half_types = any(t in d.kernel for d in code for t in ("__half", BF16_C_NAME))
     instr_globals = list(dict.fromkeys(g for d in code for g in d.cuda_globals))
+    extern_globals = list(dict.fromkeys(g for d in code for g in d.extern_globals))
     sm90 = [SM90_PRELUDE] if instr_globals or any(d.uses_tensor_maps for d in code) else []
     maps = [_TENSOR_MAP_ENCODER] if any(d.uses_tensor_maps for d in code) else []
     cu = "\n\n".join(
@@ -301,6 +302,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
             *sm90,
             *maps,
             *instr_globals,
+            *extern_globals,
             *structs,
             *(d.kernel for d in code),
             *(d.launcher for d in code),

@@ -22,13 +22,11 @@ from exo.core.prelude import Sym
 
 from ..analysis import analyze
 from ..core.blocks import CudaDeviceFunction
-from ..core.dtypes import is_bf16
-from ..core.ir import free_syms, numeric_reads, type_syms
+from ..core.ir import free_syms, type_syms
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..core.tensor_maps import tensor_map_spec
 from ..errors import CodegenError
-from ..lang.printer import head_text
 from ._device import DeviceCode, DeviceFunction, compile_device_function
 from ._sync import position_expr
 from .barrier_text import lowering
@@ -49,23 +47,6 @@ def device_function_owner(name: str) -> Optional[str]:
     """The proc whose kernel or launcher `name` would be (see `device_function_name`), else None."""
     generated = re.fullmatch(r"(\w+)_device\d+(?:_launch)?", name)
     return generated.group(1) if generated else None
-
-
-def computes_with_bf16(s: LoopIR.stmt) -> bool:
-    """Whether an assignment converts or computes with bf16 values. Host C holds a bf16 as a 2-byte struct (exo
-    1.0 has no bfloat16): it copies one, but such a statement fails in gcc."""
-    copy = isinstance(s, LoopIR.Assign) and isinstance(s.rhs, LoopIR.Read) and is_bf16(s.rhs.type) == is_bf16(s.type)
-    reads: list = []
-    numeric_reads(s.rhs, reads)
-    return not copy and (is_bf16(s.type) or any(is_bf16(r.type) for r in reads))
-
-
-def _check_no_bf16_arithmetic(s: LoopIR.stmt) -> None:
-    """Said at the statement instead of by gcc (see computes_with_bf16)."""
-    if computes_with_bf16(s):
-        raise CodegenError(f"`{head_text(s)}` computes with bf16 values in CPU code: the host C holds a bf16 as a "
-                           "2-byte struct it can copy but not convert or compute with; do it in a device function, "
-                           "or give the CPU code f32 data", s.srcinfo)
 
 
 def _launch_arg(a: LoopIR.fnarg) -> str:
@@ -130,8 +111,6 @@ class HostRewriter:
             elif isinstance(s, LoopIR.Call):
                 out.append(s.update(f=self.rewrite(s.f)))
             else:
-                if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-                    _check_no_bf16_arithmetic(s)
                 if isinstance(s, LoopIR.Alloc):
                     env[s.name] = (s.type, s.mem)
                 elif isinstance(s, LoopIR.WindowStmt):  # a window (tensor map) of a buffer: its memory

@@ -10,6 +10,7 @@ forward declarations, bodies).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from exo.backend.LoopIR_compiler import (
@@ -18,7 +19,6 @@ from exo.backend.LoopIR_compiler import (
     _compile_externs,
     _compile_memories,
     find_all_configs,
-    find_all_externs,
     find_all_mems,
     find_all_subprocs,
     sanitize_str,
@@ -29,7 +29,9 @@ from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T
 
+from ..core.dtypes import BF16, BF16_C_NAME
 from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
+from ._externs import ExternCalls
 from ._windows import WindowAliases
 
 # exo's header preamble: stdint/stdbool and EXO_ASSUME (which exo's compiler emits for assertions).
@@ -53,15 +55,57 @@ _HEADER_PREAMBLE = """
 """
 
 
-class HostCompiler(FaithfulExprs, WindowAliases, Compiler):
+class HostCompiler(ExternCalls, FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler with our expressions and window aliases."""
 
     def comp_e(self, e, prec=0):
         """f16 arithmetic rounds to f16 at every operation, as CUDA's `__half` operators do: gcc's `_Float16`
-        keeps excess precision up to the assignment (`(float)(a * b)` of two f16 was the exact product)."""
-        if isinstance(e, LoopIR.BinOp) and e.type == T.f16 and e.op in ("+", "-", "*", "/"):
+        keeps excess precision up to the assignment (`(float)(a * b)` of two f16 was the exact product). A bf16
+        value is a float in C expressions, rounded to bf16 at every operation (see `BF16_TYPEDEF_C`)."""
+        if isinstance(e, LoopIR.BinOp) and e.type == T.f16 and e.op in _ROUNDED_OPS:
             return f"((_Float16)({super().comp_e(e, 0)}))"
+        if not isinstance(e.type, BF16):
+            return super().comp_e(e, prec)
+        if isinstance(e, LoopIR.Read):
+            return f"{BF16_C_NAME}_to_f32({super().comp_e(e)})"
+        if isinstance(e, LoopIR.Const):
+            return f"{_bf16_value(e.val)!r}f"
+        if isinstance(e, LoopIR.BinOp) and e.op in _ROUNDED_OPS:
+            return f"{BF16_C_NAME}_round({super().comp_e(e, 0)})"
         return super().comp_e(e, prec)
+
+    def rounded_from_float(self, text: str, base) -> str:
+        return f"{BF16_C_NAME}_round({text})" if isinstance(base, BF16) else super().rounded_from_float(text, base)
+
+    def comp_s(self, s):
+        """An assignment to bf16 stores the float value rounded; `x += e` is `x = x + e` with e rounded to bf16
+        first, as CUDA's `x += (__nv_bfloat16)(e)`."""
+        if not (isinstance(s, (LoopIR.Assign, LoopIR.Reduce)) and isinstance(s.type.basetype(), BF16)):
+            return super().comp_s(s)
+        lhs = super().comp_e(LoopIR.Read(s.name, s.idx, s.type, s.srcinfo))
+        if isinstance(s, LoopIR.Assign) and isinstance(s.rhs, LoopIR.Read) and isinstance(s.rhs.type, BF16):
+            return self.add_line(self.mems[s.name].write(s, lhs, super().comp_e(s.rhs)))  # a copy keeps the bits
+        value = self.comp_e(s.rhs)
+        if isinstance(s, LoopIR.Reduce):
+            rounded = value if isinstance(s.rhs.type, BF16) else f"{BF16_C_NAME}_to_f32({_to_bf16(value, s.rhs.type)})"
+            value = f"{BF16_C_NAME}_to_f32({lhs}) + {rounded}"
+        self.add_line(self.mems[s.name].write(s, lhs, _to_bf16(value, s.rhs.type)))
+
+
+_ROUNDED_OPS = ("+", "-", "*", "/")
+
+
+def _to_bf16(value: str, value_type) -> str:
+    """C of the bf16 nearest a float (or double) expression."""
+    return f"{BF16_C_NAME}_from_{'f64' if value_type == T.f64 else 'f32'}({value})"
+
+
+def _bf16_value(x: float) -> float:
+    """The bf16 nearest x (to nearest even), as a Python float: a bf16 constant's exact value."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    mantissa, exponent = math.frexp(x)
+    return math.ldexp(round(mantissa * 256), exponent - 8)
 
 
 def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
@@ -70,8 +114,8 @@ def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
     public = {p.name for p in procs}  # the procs asked for; their callees are static
     everything = sorted(find_all_subprocs(procs), key=lambda p: p.name)
     ctxt_name, ctxt_def = _compile_context_struct(find_all_configs(everything), lib)
-    structs, helpers = set(), set()
-    public_decls, private_decls, bodies, instr_globals, compiled = [], [], [], [], []
+    structs, helpers, externs = set(), set(), set()
+    public_decls, private_decls, bodies, instr_globals = [], [], [], []
     seen = set()
     for p in everything:
         if p.name in seen:
@@ -88,9 +132,9 @@ def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
         decl, body = comp.comp_top()
         structs |= comp.struct_defns()
         helpers |= comp.needed_helpers()
+        externs |= comp.extern_uses
         (public_decls if p.name in public else private_decls).append(decl)
         bodies.append(body)
-        compiled.append(p)
     struct_text = [s.definition for s in sorted(structs, key=lambda s: s.name)]
     header_body = "\n".join([_HEADER_PREAMBLE, *ctxt_def, *struct_text, *public_decls])
     guard = f"{lib}_H".upper()
@@ -115,7 +159,7 @@ def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
         [FLOOR_HELPERS[h].format(q="static") for h in sorted(helpers)],
         instr_globals,
         _compile_memories(find_all_mems(everything)),
-        _compile_externs(find_all_externs(compiled)),
+        _compile_externs(externs),
         private_decls,
         bodies,
     ]

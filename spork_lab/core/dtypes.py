@@ -5,8 +5,8 @@ exo's analyses and scheduling ops treat it as any 16-bit float (isinstance
 checks), while it compares unequal to `T.f16`, so a bf16 buffer never unifies
 with an f16 instr parameter. Its C type is `spork_bf16`, which the generated
 files define (`BF16_TYPEDEF_CUDA` in the .cu, `BF16_TYPEDEF_C` in the host
-header: a struct, so host C can copy bf16 values but arithmetic on them is a
-compile error rather than silently wrong integer math).
+header: a struct of the bits, with the conversions through which host C
+computes in float and rounds each bf16 operation, as CUDA's operators do).
 
 The front end spells it `bf16` (`x: bf16[n] @ CudaGmemLinear`, `[bf16][16, 8]`
 in instr signatures); the printer prints it back as `bf16`.
@@ -25,10 +25,30 @@ from exo.core.LoopIR import UAST, LoopIR
 
 BF16_C_NAME = "spork_bf16"
 BF16_TYPEDEF_CUDA = f"#include <cuda_fp16.h>\n#include <cuda_bf16.h>\ntypedef __nv_bfloat16 {BF16_C_NAME};"
-BF16_TYPEDEF_C = (
-    f"#ifndef SPORK_BF16_DEFINED\n#define SPORK_BF16_DEFINED\n"
-    f"typedef struct {BF16_C_NAME} {{ uint16_t bits; }} {BF16_C_NAME};  // bfloat16: copy only on the CPU\n#endif"
-)
+# Host C computes a bf16 operation in float and rounds it to bf16 (to nearest even; NaN as CUDA's 0x7fff): float's
+# 24 bits hold the exact sum, difference or product of two bf16 values, and are more than 2 x 8 + 2 for a quotient,
+# so one rounding gives CUDA's `__nv_bfloat16` result. A double rounds to float towards odd first (one rounding
+# in effect, as CUDA's double conversion).
+BF16_TYPEDEF_C = f"""#ifndef SPORK_BF16_DEFINED
+#define SPORK_BF16_DEFINED
+#include <string.h>
+typedef struct {BF16_C_NAME} {{ uint16_t bits; }} {BF16_C_NAME};  // bfloat16's bits
+static inline float {BF16_C_NAME}_to_f32({BF16_C_NAME} x) {{
+    uint32_t u = (uint32_t) x.bits << 16; float f; memcpy(&f, &u, sizeof f); return f;
+}}
+static inline {BF16_C_NAME} {BF16_C_NAME}_from_f32(float f) {{
+    uint32_t u; memcpy(&u, &f, sizeof u);
+    {BF16_C_NAME} r;
+    r.bits = f != f ? (uint16_t) 0x7fff : (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}}
+static inline {BF16_C_NAME} {BF16_C_NAME}_from_f64(double d) {{
+    float f = (float) d; uint32_t u; memcpy(&u, &f, sizeof u);
+    if ((double) f != d && d == d) {{ u -= (f < 0 ? -f : f) > (d < 0 ? -d : d); u |= 1u; memcpy(&f, &u, sizeof f); }}
+    return {BF16_C_NAME}_from_f32(f);
+}}
+static inline float {BF16_C_NAME}_round(float f) {{ return {BF16_C_NAME}_to_f32({BF16_C_NAME}_from_f32(f)); }}
+#endif"""
 
 
 @attrs.frozen(init=False)

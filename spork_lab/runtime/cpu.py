@@ -22,14 +22,12 @@ from exo.core.LoopIR import LoopIR, LoopIR_Rewrite
 from exo.core.memory import DRAM
 
 from ..codegen import compile_procs_to_strings
-from ..codegen._host import computes_with_bf16
 from ..core.build_cache import build_once, cache_dir, content_key
 from ..core.cache import ProcCache
 from ..core.ir import walk_stmts
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
-from ..lang.printer import head_text
-from ..errors import ArgumentError, BuildError, CodegenError, SporkTypeError, user_facing, user_frame
+from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
 from ..scheduling import inline, inline_window
 from ._args import check_args, evaluate, proc_spec
 
@@ -125,11 +123,6 @@ def _library(c: str, h: str, name: str) -> Path:
 
 def _load(seq: Procedure) -> tuple:
     """(the C function, the ctypes type of int_fast32_t) of a sequential proc, built and loaded."""
-    for s in walk_stmts(seq._loopir_proc.body):
-        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)) and computes_with_bf16(s):
-            raise CodegenError(f"run_cpu: `{head_text(s)}` computes with bf16 values, and the host C that runs a proc "
-                               "on the CPU has no bf16 arithmetic (it holds a bf16 as a 2-byte struct): check the "
-                               "kernel's f16 or f32 version on the CPU", s.srcinfo)
     name = seq.name()
     c, h, _, _ = compile_procs_to_strings([seq], name)
     lib = ctypes.CDLL(str(_library(c, h, name)))

@@ -1,0 +1,78 @@
+"""exo's externs in CPU and CUDA code (spork_lab.codegen._externs): a call inside another's arguments, externs in
+device functions, and 16-bit types computed in float and rounded once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from exo.libs.externs import expf, fmaxf, relu, select, sigmoid, sin, sqrt
+from test_dtypes import as_values, bf16_bits, bf16_round
+
+import spork_lab as sl
+from spork_lab.platforms.cuda import *
+
+DTYPES = ("f32", "f16", "bf16", "f64")
+# NumPy arrays of each type (bf16 as its bits), and the values they hold
+_NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "f64": np.float64}
+
+
+def _kernel(name: str, dtype: str, body: str):
+    """y = body(X) elementwise (X: x's element), in a device function of 128 threads per task."""
+    src = f"""
+def {name}_{dtype}(n: size, x: {dtype}[n] @ CudaGmemLinear, y: {dtype}[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                y[task * 128 + t] = {body.replace("X", "x[task * 128 + t]")}
+"""
+    return sl.parse_source(src.strip("\n"), filename=__file__, func_globals={**globals()})
+
+
+# exact in every type: a selection, a comparison, one rounded product
+_EXACT = "select(X, 0.0, fmaxf(X, -1.0), relu(X * 3.0))"
+_ALL = "select(X, 0.0, sigmoid(X), expf(X)) + sin(X) + sqrt(relu(X))"
+
+
+def _inputs(dtype: str, n: int = 128 * 8) -> dict:
+    x = np.random.default_rng().standard_normal(n) * 4
+    x = bf16_bits(bf16_round(x)) if dtype == "bf16" else x.astype(_NUMPY[dtype])
+    return dict(n=n, x=x, y=np.zeros(n, _NUMPY[dtype]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nested_externs_run_on_the_cpu(dtype):
+    """exo's LoopIR_FindExterns missed relu inside select's arguments: `_relu_float` was undefined (ctypes'
+    OSError from run_cpu, gcc's from a build)."""
+    args = _inputs(dtype)
+    out = sl.run_cpu(_kernel("exact", dtype, _EXACT), **args)
+    x = as_values(dtype, args["x"])
+    tripled = bf16_round(x * 3.0) if dtype == "bf16" else (x * 3.0).astype(_NUMPY[dtype])  # x * 3 rounded
+    maxed = np.maximum(x.astype(np.float32) if dtype == "f64" else x, -1.0)  # exo's fmaxf is C's: f64 goes through float
+    np.testing.assert_array_equal(as_values(dtype, out["y"]), np.where(x < 0, maxed, np.maximum(tripled, 0)))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_externs_compile_in_device_code(tmp_path):
+    """Nothing defined exo's extern helpers in the .cu (nvcc: `_relu_float` is undefined), and for __half and
+    __nv_bfloat16 their C (`x > 0.0`) would not compile: every extern, in each type."""
+    procs = [_kernel("all", dtype, _ALL) for dtype in DTYPES]
+    c, h, cu, cuh = sl.compile_procs_to_strings(procs, "ext")
+    assert "static __device__ inline float _relu_float(float x)" in cu and "_relu___half" not in cu
+    for ext, text in zip(("c", "h", "cu", "cuh"), (c, h, cu, cuh)):
+        (tmp_path / f"ext.{ext}").write_text(text)
+    res = subprocess.run(["nvcc", "-c", "-std=c++17", "-arch=sm_80", "ext.cu", "ext.c"], cwd=tmp_path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_externs_on_the_gpu_are_the_cpus(dtype):
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    assert_gpu_matches_cpu(_kernel("exact", dtype, _EXACT), **_inputs(dtype))
