@@ -29,7 +29,7 @@ def {name}_{dtype}(n: size, x: {dtype}[n] @ CudaGmemLinear, y: {dtype}[n] @ Cuda
             for t in cuda_threads(0, 128):
                 y[task * 128 + t] = {body.replace("X", "x[task * 128 + t]")}
 """
-    return sl.parse_source(src.strip("\n"), filename=__file__, func_globals={**globals()})
+    return sl.parse_source(src.strip("\n"), filename=__file__, func_globals=globals())
 
 
 # exact in every type: a selection, a comparison, one rounded product
