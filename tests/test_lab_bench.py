@@ -166,6 +166,20 @@ def test_gemm_shaped_procs_get_cublas_and_flops():
     assert set(np.unique(a)) == {-2, -1, 0, 1, 2}  # what the soundness fuzz runs on: exact in any summation order
 
 
+def test_bf16_arguments_are_bf16_values():
+    """A bf16 parameter takes bits (uint16): make_args drew random bits below 100, subnormals whose products are
+    all 0, so the soundness fuzz's bf16 GEMMs compared zeros with zeros."""
+    from sm90_gemm import make_gemm
+    from test_dtypes import bf16_values
+
+    spec = proc_spec(make_gemm("bf16", CL=1, G=1)._loopir_proc)
+    sizes = {"M": 128, "N": 256, "K": 64}
+    small = _bench.make_args(spec, sizes, np.random.default_rng(0), small_integers=True)
+    assert small[3].dtype == np.uint16 and set(np.unique(bf16_values(small[3]))) == {-2, -1, 0, 1, 2}
+    normal = bf16_values(_bench.make_args(spec, sizes, np.random.default_rng(0))[4])
+    assert 0.5 < normal.std() < 2 and np.abs(normal).max() < 10
+
+
 def test_a_gemm_with_b_transposed_is_checked_in_f32_and_timed_at_its_own_type():
     """The Sm90 GEMM computes C = A @ B^T from f16 A[M, K], B[N, K]: its reference transposes B, checks against
     the float32 product and times cuBLAS at f16 (NumPy stands in for CuPy: the same calls)."""

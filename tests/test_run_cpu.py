@@ -121,3 +121,28 @@ def test_no_compiler_is_a_build_error(monkeypatch):
 def test_not_a_proc_is_a_type_error():
     with pytest.raises(sl.SporkTypeError, match="sequential takes a proc"):
         sl.sequential(add.name())
+
+
+@pytest.mark.parametrize("gemm", ["sm80", "sm90"])
+def test_bf16_tensor_core_gemms_run_on_the_cpu(gemm):
+    """run_cpu refused bf16 arithmetic, so the bf16 GEMMs had no CPU reference. Their instrs inline to products
+    rounded to bf16 (exo's precision of `a * b`): exact on small integers, as the soundness fuzz runs them."""
+    from test_dtypes import bf16_values
+
+    from spork_lab.lab._bench import make_args
+    from spork_lab.runtime._args import proc_spec
+
+    if gemm == "sm80":
+        import sm80_gemm
+
+        p, sizes, b_nk = sm80_gemm.sync_check_kernel("bf16"), {"M": 256, "N": 256, "K": 128}, False
+    else:
+        import sm90_gemm
+
+        p, sizes, b_nk = sm90_gemm.make_gemm("bf16", CL=1, G=1), {"M": 128, "N": 256, "K": 128}, True
+    spec = proc_spec(p._loopir_proc)
+    args = dict(zip((a.name for a in spec.args), make_args(spec, sizes, np.random.default_rng(), small_integers=True)))
+    a, b = bf16_values(args["A"]), bf16_values(args["B"])
+    want = a @ (b.T if b_nk else b)
+    assert np.abs(want).max() > 4  # not zeros
+    np.testing.assert_array_equal(sl.run_cpu(p, **args)["C"], want)

@@ -27,7 +27,7 @@ from exo.API import Procedure
 from ..codegen import compile_procs_to_strings, lib_name
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
-from ..runtime._args import ProcSpec, broken_assertion, evaluate, proc_spec
+from ..runtime._args import ProcSpec, bf16_bits, broken_assertion, evaluate, proc_spec
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -123,6 +123,8 @@ def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator, s
             shape = tuple(evaluate(d, sizes) for d in a.shape)
             if gemm and a.name == gemm.c or a.dtype.kind not in "fiu":
                 out.append(np.zeros(shape, dtype=a.dtype))
+            elif a.bf16:  # values' bits: random uint16 bits below 100 were subnormals, whose products are 0
+                out.append(bf16_bits(rng.integers(-2, 3, shape) if small_integers else rng.standard_normal(shape)))
             elif a.dtype.kind == "f" and small_integers:
                 out.append(rng.integers(-2, 3, shape).astype(a.dtype))
             elif a.dtype.kind == "f":
