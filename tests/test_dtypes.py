@@ -16,7 +16,7 @@ from spork_lab.core.dtypes import BF16, bf16
 from spork_lab.core.ir import walk_stmts
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
-from spork_lab.runtime._args import check_args, proc_spec
+from spork_lab.runtime._args import bf16_bits, check_args, proc_spec
 
 
 def _reverse(dtype: str):
@@ -134,11 +134,6 @@ def bf16_round(x):
     """The bf16 nearest each x (to nearest even, normal range), from frexp: a model independent of the C's bits."""
     mantissa, exponent = np.frexp(np.asarray(x, np.float64))
     return np.ldexp(np.round(mantissa * 256), exponent - 8)
-
-
-def bf16_bits(x) -> np.ndarray:
-    """The bits of bf16 values (exact ones: rounded by bf16_round first)."""
-    return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
 def bf16_values(bits: np.ndarray) -> np.ndarray:

@@ -8,11 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
-from exo.libs.externs import expf, fmaxf, relu, select, sigmoid, sin, sqrt
-from test_dtypes import as_values, bf16_bits, bf16_round
+from exo.libs.externs import expf, fmaxf, relu, select, sigmoid, sin, sqrt  # noqa: F401 (the kernels name them)
+from test_dtypes import as_values, bf16_round
 
 import spork_lab as sl
 from spork_lab.platforms.cuda import *
+from spork_lab.runtime._args import bf16_bits
 
 DTYPES = ("f32", "f16", "bf16", "f64")
 # NumPy arrays of each type (bf16 as its bits), and the values they hold

@@ -12,6 +12,7 @@ import pytest
 import spork_lab as sl
 from spork_lab import proc
 from spork_lab.platforms.cuda import *
+from spork_lab.runtime._args import bf16_bits
 from spork_lab.scheduling import divide_loop, set_loop_mode, wrap_with_context
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -106,8 +107,7 @@ class _OnGpu:
 
 
 def test_bf16_widens_exactly():
-    x = (np.arange(-8, 8, dtype=np.float32) * 0.375).view(np.uint32) >> 16  # bf16 bits of exact values
-    out = sl.run_cpu(widen, 16, x.astype(np.uint16), np.zeros(16, np.float32))
+    out = sl.run_cpu(widen, 16, bf16_bits(np.arange(-8, 8) * 0.375), np.zeros(16, np.float32))  # exact in bf16
     np.testing.assert_array_equal(out["y"], np.arange(-8, 8, dtype=np.float32) * 0.375)
 
 
