@@ -185,7 +185,9 @@ def main() -> int:
     engines = collections.Counter(c["engines"].split(" ")[0] if c["engines"].startswith("DISAGREE") else c["engines"]
                                   for c in cases if "engines" in c)
     lines = [
-        "# Soundness fuzz: random schedules that sync_check passes, run on the GPU against the CPU",
+        "# Soundness fuzz: random schedules that sync_check passes"
+        + (", run on the GPU against the CPU" if args.gpu else "")
+        + (", each checked by both engines" if args.engines else ""),
         "",
         f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}"
         f"{' --engines' if args.engines else ''}`; "

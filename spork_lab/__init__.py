@@ -13,6 +13,7 @@ from .errors import (
     SporkSyntaxError,
     SporkTypeError,
     MemoryMismatchError,
+    OutputPathError,
     SizesError,
     SyncError,
     TimelineError,
@@ -105,5 +106,6 @@ __all__ = [
     "SizesError",
     "CodegenError",
     "BuildError",
+    "OutputPathError",
     "ArgumentError",
 ]

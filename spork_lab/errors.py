@@ -152,6 +152,11 @@ class CodegenError(SporkError):
     """A proc that passes the analyses cannot be lowered to CUDA."""
 
 
+class OutputPathError(SporkError):
+    """compile_procs cannot write its files where it was asked: the directory is a file, or a file there is not one
+    spork_lab generated (it is left as it is), or the system refused."""
+
+
 class BuildError(SporkError):
     """nvcc or gcc failed, or no toolchain was found."""
 
@@ -189,6 +194,7 @@ def user_facing(fn: Callable) -> Callable:
 
 # spork_lab's and exo's own code: frames there are never the user's
 LIBRARIES = (str(Path(__file__).resolve().parent), str(Path(exo.__file__).resolve().parent))
+_LIBRARY_MODULES = ("spork_lab.", "exo.")
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
@@ -203,11 +209,17 @@ def user_frame(frame=None) -> Optional[SimpleNamespace]:
     while f is not None:
         name = f.f_code.co_filename
         python_itself = name.startswith("<frozen") or (name.startswith(_STDLIB) and "site-packages" not in name)
-        shell = f.f_globals.get("__name__", "").startswith(_SHELLS)
-        if not name.startswith(LIBRARIES) and not python_itself and not shell:
+        if not _library(f) and not python_itself and not f.f_globals.get("__name__", "").startswith(_SHELLS):
             return SimpleNamespace(filename=name, lineno=f.f_lineno)
         f = f.f_back
     return None
+
+
+def _library(frame) -> bool:
+    """A frame of spork_lab's or exo's code, or of code they generate as they run: it has no file, but runs in their
+    modules (a dataclass's `__init__`, file `<string>`)."""
+    return (frame.f_code.co_filename.startswith(LIBRARIES)
+            or frame.f_globals.get("__name__", "").startswith(_LIBRARY_MODULES))
 
 
 def install_excepthook() -> None:
@@ -222,7 +234,8 @@ def install_excepthook() -> None:
         if not isinstance(exc, SporkError):
             return previous(exc_type, exc, tb)
         shown = traceback.TracebackException(exc_type, exc, tb)
-        shown.stack = traceback.StackSummary.from_list([f for f in shown.stack if not f.filename.startswith(LIBRARIES)])
+        frames = [f for f, _ in traceback.walk_tb(tb)]  # one to each line of shown.stack
+        shown.stack = traceback.StackSummary.from_list([s for s, f in zip(shown.stack, frames) if not _library(f)])
         sys.stderr.write("".join(shown.format()))
 
     hook.spork_lab = True

@@ -15,11 +15,13 @@ from exo.API_scheduling import ForCursorA as _ForCursorA
 from exo.API_scheduling import NestedForCursorA as _NestedForCursorA
 from exo.core.LoopIR import T as _T
 from exo.core.LoopIR import LoopIR as _LoopIR
+from exo.core.internal_cursors import forward_identity as _forward_identity
 from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the point of this module
 
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
 from .core.ir import constant_value as _constant_value
+from .core.ir import unshared as _unshared_ir
 from .core.loop_modes import CudaThreads as _CudaThreads
 from .core.loop_modes import WithBlock as _WithBlock
 from .core.sync_stmts import BarrierMemory as _BarrierMemory
@@ -56,8 +58,10 @@ class _UserFacingOp(_AtomicSchedulingOp):
             if self.__name__ in _MOVES_OUT:
                 self._check_nest(given, result)
             if divided is not None:
-                return _keep_threads(result, given["new_iters"][0], divided)
-            return _make_thread_loop(result, given["new_iter_name"], *fused) if fused else result
+                result = _keep_threads(result, result.forward(divided[1]), divided[0])
+            elif fused:
+                result = _make_thread_loop(result, given["new_iter_name"], *fused)
+            return _unshared(result)
         proc = given.get("proc")
         raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
                       given).with_traceback(None) from None
@@ -119,35 +123,36 @@ def _fused_thread_loop(given: dict):
 
 
 def _thread_loop_mode(given: dict):
-    """The mode of the loop divide_loop divides, if it is a cuda_threads loop."""
+    """(the mode, the cursor) of the loop divide_loop divides, if it is a cuda_threads loop."""
     try:
-        node = _ForCursorA()(given["loop_cursor"], given)._impl._node
+        loop = _ForCursorA()(given["loop_cursor"], given)
     except Exception:  # noqa: BLE001 -- no such loop: exo's own call says so
         return None
-    return node.loop_mode if isinstance(node.loop_mode, _CudaThreads) else None
+    return (loop._impl._node.loop_mode, loop) if isinstance(loop._impl._node.loop_mode, _CudaThreads) else None
 
 
-def _keep_threads(proc: _Procedure, outer_name: str, mode) -> _Procedure:
+def _keep_threads(proc: _Procedure, outer, mode) -> _Procedure:
     """divide_loop of a cuda_threads loop: exo gives both loops its mode, so each outer iteration was one `unit`
     where its inner loop needs `inner bound` of them. The outer loop's unit becomes the inner loop's threads, so
     every iteration stays on the threads it had (as mult_loops joins them back), and its bound a constant (exo
-    leaves `(128 + 47) / 48`)."""
-    outer = proc.find_loop(outer_name)._impl._node
-    inner = outer.body[0] if len(outer.body) == 1 and isinstance(outer.body[0], _LoopIR.For) else None
-    count = _constant_value(outer.hi)
+    leaves `(128 + 47) / 48`). `outer` is the op's own loop (a cursor: a loop found by name was the first of
+    that name, another branch's; audit of session 31)."""
+    node = outer._impl._node
+    inner = node.body[0] if len(node.body) == 1 and isinstance(node.body[0], _LoopIR.For) else None
+    count = _constant_value(node.hi)
     if inner is None or not isinstance(inner.hi, _LoopIR.Const) or inner.loop_mode != mode or count is None:
         return proc
-    return _make_thread_loop(proc, outer_name, count, _CudaThreads(inner.hi.val * mode.unit))
+    return _make_thread_loop(proc, outer, count, _CudaThreads(inner.hi.val * mode.unit))
 
 
-def _make_thread_loop(proc: _Procedure, name: str, count: int, mode) -> _Procedure:
-    """Loop `name` with the constant bound `count` and the cuda_threads `mode` (mult_loops' product loop,
-    divide_loop's outer loop)."""
-    loop = proc.find_loop(name)._impl
-    bound = _LoopIR.Const(count, _T.index, loop._node.hi.srcinfo)
-    ir, fwd = loop._child_node("hi")._replace(bound)
+def _make_thread_loop(proc: _Procedure, loop, count: int, mode) -> _Procedure:
+    """`loop` (a name or a cursor) with the constant bound `count` and the cuda_threads `mode` (mult_loops'
+    product loop, divide_loop's outer loop)."""
+    loop = proc.find_loop(loop) if isinstance(loop, str) else loop
+    bound = _LoopIR.Const(count, _T.index, loop._impl._node.hi.srcinfo)
+    ir, fwd = loop._impl._child_node("hi")._replace(bound)
     with_bound = _Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
-    return _gpu_ops.set_loop_mode(with_bound, name, mode)
+    return _gpu_ops.set_loop_mode(with_bound, with_bound.forward(loop), mode)
 
 
 def _check_not_a_barrier(given: dict) -> None:
@@ -166,11 +171,27 @@ def _check_not_a_barrier(given: dict) -> None:
                                     user_frame())
 
 
+def _unshared(result):
+    """The op's proc with every statement a distinct object (`core.ir.unshared`): the analysis answers per object."""
+    if not isinstance(result, _Procedure):
+        return result
+    ir = _unshared_ir(result._loopir_proc)
+    if ir is None:
+        return result
+    return _Procedure(ir, _provenance_eq_Procedure=result, _forward=_forward_identity(ir))
+
+
 def _user_facing(op):
-    if not isinstance(op, _AtomicSchedulingOp):
+    if isinstance(op, _AtomicSchedulingOp):
+        return _functools.wraps(op)(_UserFacingOp(op.sig, op.arg_procs, op.func))
+    if not callable(op) or isinstance(op, type):
         return op
-    wrapped = _UserFacingOp(op.sig, op.arg_procs, op.func)
-    return _functools.wraps(op)(wrapped)
+
+    @_functools.wraps(op)
+    def composite(*args, **kwargs):  # exo's ops made of others (tile_loops): theirs are exo's own, unwrapped
+        return _unshared(op(*args, **kwargs))
+
+    return composite
 
 
 _MOVES_OUT = ("reorder_loops", "lift_scope")  # exo's ops that move a loop (or an if) out of the statement around it

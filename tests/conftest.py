@@ -39,11 +39,12 @@ def _sizes_allowed(p, sizes: dict) -> bool:
     return True
 
 
-def _smallest(p, names: list, name: str) -> int:
+def _smallest(p, names: list, name: str, flags: dict) -> int:
     """The smallest candidate for size `name` with the others large: 1024, or 1536 where a size must be a multiple
     of 768 (the persistent GEMM with Q = 3)."""
     for big in (1024, 1536):
-        found = next((v for v in _SIZE_CANDIDATES if _sizes_allowed(p, {**dict.fromkeys(names, big), name: v})), None)
+        found = next((v for v in _SIZE_CANDIDATES
+                      if _sizes_allowed(p, {**flags, **dict.fromkeys(names, big), name: v})), None)
         if found is not None:
             return found
     raise AssertionError(f"no size {name} for {p.name()}")
@@ -52,8 +53,10 @@ def _smallest(p, names: list, name: str) -> int:
 def check_sizes(p) -> dict:
     """Small sizes for sync_check: the smallest each assertion allows (found with the other sizes large),
     the last one doubled when allowed, so that there are two tasks or two iterations of the inner loop."""
-    names = [str(a.name) for a in p._loopir_proc.args if not a.type.is_numeric()]
-    sizes = {n: _smallest(p, names, n) for n in names}
+    args = [a for a in p._loopir_proc.args if not a.type.is_numeric()]
+    flags = {str(a.name): True for a in args if a.type == T.bool}  # bool arguments
+    names = [str(a.name) for a in args if a.type != T.bool]
+    sizes = {**flags, **{n: _smallest(p, names, n, flags) for n in names}}
     assert _sizes_allowed(p, sizes), f"no sizes for {p.name()}"
     if names and _sizes_allowed(p, {**sizes, names[-1]: 2 * sizes[names[-1]]}):
         sizes[names[-1]] *= 2

@@ -191,6 +191,14 @@ def threads_lo_nonzero(y: f32[32] @ CudaGmemLinear):
 
 
 @proc
+def threads_hi_folds_to_a_constant(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 32 - 0):  # error here
+                y[t] = 0.0
+
+
+@proc
 def threads_hi_not_constant(n: size, y: f32[n] @ CudaGmemLinear):
     assert n <= 32
     with CudaDeviceFunction(blockDim=32):
@@ -356,6 +364,39 @@ def cp_async_to_a_column(A: f32[16, 4] @ CudaGmemLinear):
             for t in cuda_threads(0, 16):
                 with CudaAsync(Sm80_cp_async_instr):
                     Sm80_cp_async_f32(A_smem[0:4, t], A[t, 0:4], size=16)  # error here
+
+
+@proc
+def cp_async_from_a_column_alias(src: f32[8, 8] @ CudaGmemLinear):
+    # the column through an alias was copied as 16 adjacent bytes of a row (audit of session 31)
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[8] @ CudaSmemLinear
+            col = src[:, 4]
+            for t in cuda_threads(0, 2):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[4 * t:4 * t + 4], col[4 * t:4 * t + 4], size=16)  # error here
+
+
+@proc
+def cp_async_misaligned_through_alias(src: f32[8, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[8] @ CudaSmemLinear
+            rows = src[:, 1:9]
+            for t in cuda_threads(0, 2):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[4 * t:4 * t + 4], rows[t, 0:4], size=16)  # error here
+
+
+@proc
+def mma_store_to_a_bare_alias(C: f32[16, 8] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            D: f32[16, 8] @ Sm80_RmemMatrixD
+            Cw = C[:, :]
+            Sm80_mma_zero_d_tf32(D)
+            Sm80_mma_store_d_tf32(Cw, D)  # error here
 
 
 @proc

@@ -150,7 +150,7 @@ def tma_row_per_thread(n: size, src: f32[32 * n, 8] @ CudaGmemLinear, dst: f32[3
             Fence(cuda_in_order, cuda_in_order)
 
 
-# A TMA load through a window alias of 8 columns of 40-element rows: only the run knows the alias's layout.
+# A TMA load through a window alias of 8 columns of 40-element rows: the analysis sees through the alias.
 @proc
 def tma_load_through_padded_alias(n: size, src: f32[8 * n, 8] @ CudaGmemLinear, dst: f32[8 * n, 8] @ CudaGmemLinear):
     src_tm = src[:, :] @ Sm90_tensorMap(0, 8, 8)

@@ -717,3 +717,25 @@ def ring_released_by_part_of_its_awaiters(n: size, x: f32[n, 4, 32] @ CudaGmemLi
 ring_released_by_all_its_awaiters = rename(parse_source(str(ring_released_by_part_of_its_awaiters).replace(
     "with CudaWarps(0, 2):\n                    Fence(cuda_in_order, cuda_in_order)",
     "Fence(cuda_in_order, cuda_in_order)")), "ring_released_by_all_its_awaiters")
+
+
+@proc
+def repeated_increments(n: size, x: f32[128] @ CudaGmemLinear):
+    # n only counts trips: the arguments stay small at any n
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            for it in seq(0, n):
+                for t in cuda_threads(0, 128):
+                    x[t] += 1.0
+                Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def increments_if(n: size, twice: bool, x: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                x[task * 128 + t] += 1.0
+                if twice:
+                    x[task * 128 + t] += 1.0

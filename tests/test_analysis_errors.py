@@ -33,6 +33,7 @@ CASES = [
     # cuda_threads loops and collectives
     ("threads_lo_nonzero", CollectiveError, ["starts at 0, not at 1"]),
     ("threads_hi_not_constant", CollectiveError, ["compile-time constant bound, not n"]),
+    ("threads_hi_folds_to_a_constant", CollectiveError, ["constant bound, not 32 - 0 (it is 32: simplify(p) folds it)"]),
     ("too_many_threads", CollectiveError, ["10 x 4 = 40 threads > 32 threads", "cuda_warp"]),
     ("mma_by_thread", CollectiveError, ["Sm80_mma_zero_d_tf32", "unit cuda_warp", "cuda_thread (1 thread)"]),
     ("cp_async_by_warp", CollectiveError, ["Sm80_cp_async_f32 must", "unit cuda_thread", "cuda_warp (32 threads)"]),
@@ -48,6 +49,12 @@ CASES = [
      ["Sm80_mma_load_a_f16 needs each row of smem aligned to 16 bytes", "pad A_s's rows to a multiple of 8 elements"]),
     ("cp_async_to_a_column", MemoryMismatchError,
      ["Sm80_cp_async_f32 takes dst as contiguous rows", "`A_smem[0:4, t]` is not A_smem's last"]),
+    # through a window alias: checked on the buffer's own dimensions
+    ("cp_async_from_a_column_alias", MemoryMismatchError,
+     ["Sm80_cp_async_f32 takes src as contiguous rows", "`src[4 * t:4 * t + 4, 4]` is not src's last"]),
+    ("cp_async_misaligned_through_alias", MemoryMismatchError,
+     ["Sm80_cp_async_f32 needs each row of src aligned to 16 bytes"]),
+    ("mma_store_to_a_bare_alias", MemoryMismatchError, ["pass gmem as a window of Cw, `Cw[:, :]`"]),
     # fragments: scalar code would index a lane's registers as if they held the fragment's row-major elements
     ("fragment_scalar_read", MemoryMismatchError,
      ["`y[t] = D[0, 1]`", "D @ Sm80_RmemMatrixD", "spread over the lanes", "pass windows of D to the instrs"]),
@@ -173,7 +180,7 @@ def test_errors_leave_the_api_with_the_users_frames_only():
     (lambda: sync_check(P.seed_threads, max_hazards="all"), SporkTypeError,
      "sync_check(max_hazards='all'): give an int >= 0"),
     (lambda: sync_check(), SporkTypeError, "sync_check: missing a required argument: 'p'; it takes (p, "
-     "max_hazards=50, max_events=10000, engine='compiled', max_elements=4194304, **sizes)"),
+     "max_hazards=50, max_events=10000, engine='compiled', max_elements=4194304, max_ops=500000000, **sizes)"),
 ])  # fmt: skip
 def test_entry_points_given_the_wrong_things_name_the_users_line(call, family, message):
     """Were a TypeError or ValueError raised in spork_lab's frames, naming no line; sync_check("p") said "analyze

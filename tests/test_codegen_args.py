@@ -109,17 +109,25 @@ def test_a_built_proc_called_wrongly_names_the_users_line(args, kwargs, fragment
 
 
 def test_build_and_benchmark_given_the_wrong_things_say_what_to_write():
-    """sl.build(p) was `'Procedure' object is not iterable`; flags="-O2" reached nvcc as `- O 2`; benchmark of an
-    unbuilt proc failed inside it (importing CuPy, or calling the Procedure)."""
+    """sl.build(p) was `'Procedure' object is not iterable`, and a proc's name in the list an AttributeError inside it;
+    flags="-O2" reached nvcc as `- O 2`; benchmark of an unbuilt proc failed inside it (importing CuPy, or calling the
+    Procedure), and with reps=0 in statistics.median."""
     import spork_lab as sl
     from spork_lab.errors import SporkTypeError
 
     for call, message in [(lambda: sl.build(block_reduce, arch="sm_90a"),
                            "build takes a list of procs: write sl.build([p], ...)"),
+                          (lambda: sl.build([block_reduce, "block_reduce_wide"], arch="sm_90a"),
+                           "build takes a list of procs (made with @proc), and 'block_reduce_wide' is a str: give the "
+                           "proc itself"),
                           (lambda: sl.build([block_reduce], arch="sm_90a", flags="-O2"),
                            "build(flags=...) takes a list of nvcc flags, e.g. flags=['-O2'], not a string"),
                           (lambda: sl.benchmark(block_reduce, [512]), "benchmark times a proc of a built module, not "
-                           "Procedure: k = sl.build([p]); sl.benchmark(k.p, args)")]:
+                           "Procedure: k = sl.build([p]); sl.benchmark(k.p, args)"),
+                          (lambda: sl.benchmark(_built(block_reduce), [512], reps=0),
+                           "benchmark(reps=0): give an int >= 1"),
+                          (lambda: sl.benchmark(_built(block_reduce), [512], warmup="5"),
+                           "benchmark(warmup='5'): give an int >= 0")]:
         with pytest.raises(SporkTypeError) as info:
             call()
         assert (info.value.filename, info.value.message) == (__file__, message)

@@ -236,3 +236,47 @@ def test_16_bit_arithmetic_on_the_gpu_is_the_cpus(dtype):
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
     assert_gpu_matches_cpu(ARITHMETIC[dtype], **_arithmetic_inputs(dtype, 128 * 64))
+
+
+@proc
+def bf16_from_ints_and_tiny_constants(n: size, xi: i32[n] @ CudaGmemLinear, yb: bf16[n] @ CudaGmemLinear,
+                                      yb2: bf16[n] @ CudaGmemLinear, x: bf16[n] @ CudaGmemLinear,
+                                      z: bf16[n] @ CudaGmemLinear, c: bf16[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                yb[task * 128 + t] = xi[task * 128 + t]
+                yb2[task * 128 + t] += xi[task * 128 + t]
+                z[task * 128 + t] = x[task * 128 + t] * 1e-40
+                c[task * 128 + t] = -1e-40
+
+
+def _ints_and_tiny_inputs(n: int) -> dict:
+    rng = np.random.default_rng()
+    xi = rng.integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
+    xi[:3] = [16842753, -16842753, 2**24 + 2**16 + 3]  # float rounds them to a bf16 tie first
+    x = bf16_bits(2.0 ** rng.integers(0, 40, n))  # powers of two: x * 2^-133 is exact
+    return dict(n=n, xi=xi, yb=np.zeros(n, np.uint16), yb2=np.zeros(n, np.uint16), x=x, z=np.zeros(n, np.uint16),
+                c=np.zeros(n, np.uint16))
+
+
+def test_bf16_from_ints_rounds_once_and_tiny_constants_are_bf16_subnormals():
+    """An i32 went to bf16 through float: two roundings (16842753 became 2^24, not 2^24 + 2^17); a constant below
+    bf16's normal range kept 8 significant bits (1e-40 was 1.0000e-40, not bf16's 2^-133)."""
+    args = _ints_and_tiny_inputs(512)
+    out = sl.run_cpu(bf16_from_ints_and_tiny_constants, **args)
+    want = bf16_round(args["xi"].astype(np.float64))
+    assert want[0] == 2**24 + 2**17
+    np.testing.assert_array_equal(bf16_values(out["yb"]), want)
+    np.testing.assert_array_equal(bf16_values(out["yb2"]), want)  # 0 + xi
+    np.testing.assert_array_equal(bf16_values(out["z"]), bf16_values(args["x"]) * 2.0**-133)
+    np.testing.assert_array_equal(out["c"], 0x8001)  # -2^-133
+
+
+@pytest.mark.gpu
+def test_bf16_from_ints_and_tiny_constants_on_the_gpu_are_the_cpus():
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    assert_gpu_matches_cpu(bf16_from_ints_and_tiny_constants, **_ints_and_tiny_inputs(128 * 16))

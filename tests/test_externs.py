@@ -61,6 +61,7 @@ def test_externs_compile_in_device_code(tmp_path):
     """Nothing defined exo's extern helpers in the .cu (nvcc: `_relu_float` is undefined), and for __half and
     __nv_bfloat16 their C (`x > 0.0`) would not compile: every extern, in each type."""
     procs = [_kernel("all", dtype, _ALL) for dtype in DTYPES]
+    procs.append(_kernel("ints", "i32", "relu(X) + sin(X)"))  # nvcc: no sin(int) in device code, a host _relu_int32_t
     c, h, cu, cuh = sl.compile_procs_to_strings(procs, "ext")
     assert "static __device__ inline float _relu_float(float x)" in cu and "_relu___half" not in cu
     for ext, text in zip(("c", "h", "cu", "cuh"), (c, h, cu, cuh)):
@@ -77,3 +78,45 @@ def test_externs_on_the_gpu_are_the_cpus(dtype):
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
     assert_gpu_matches_cpu(_kernel("exact", dtype, _EXACT), **_inputs(dtype))
+
+
+def test_sigmoid_in_f32_and_f64_in_one_c_file():
+    """exo names its helper `sigmoid` in every type: C refused a proc that calls it on f32 and f64 (gcc: conflicting
+    types for 'sigmoid')."""
+    src = """
+def sigmoids(n: size, x: f32[n] @ DRAM, y: f64[n] @ DRAM):
+    for i in seq(0, n):
+        x[i] = sigmoid(x[i])
+        y[i] = sigmoid(y[i])
+"""
+    p = sl.parse_source(src.strip("\n"), filename=__file__, func_globals=globals())
+    rng = np.random.default_rng()
+    x, y = rng.standard_normal(64).astype(np.float32) * 4, rng.standard_normal(64) * 4
+    out = sl.run_cpu(p, n=64, x=x, y=y)
+    np.testing.assert_allclose(out["x"], 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-7)  # exp in double
+    np.testing.assert_allclose(out["y"], 1 / (1 + np.exp(-y)), rtol=1e-15)
+
+
+# C's sqrt, sin and exp compute in double: the call's result is rounded to its type before the sum (the host added
+# `sqrt(x) + x` in double), and the GPU calls them on a double too (CUDA C++ picked sinf and expf)
+_IN_DOUBLE = "sqrt(relu(X)) + X + sin(X) + sigmoid(X)"
+
+
+def test_an_extern_call_is_rounded_to_its_type_on_the_cpu():
+    args = _inputs("f32")
+    x = args["x"].astype(np.float64)
+    out = sl.run_cpu(_kernel("in_double", "f32", _IN_DOUBLE), **args)
+    f32 = np.float32
+    want = (f32(np.sqrt(np.maximum(x, 0))) + args["x"]) + f32(np.sin(x))  # in float, each call rounded first
+    np.testing.assert_allclose(out["y"], want + f32(1 / (1 + np.exp(-x))), rtol=2e-7)
+    exact = sl.run_cpu(_kernel("sqrt_sum", "f32", "sqrt(relu(X)) + X"), **args)["y"]
+    np.testing.assert_array_equal(exact, f32(np.sqrt(np.maximum(x, 0))) + args["x"])
+
+
+@pytest.mark.gpu
+def test_double_externs_on_the_gpu_are_the_cpus():
+    """57 of 4096 `sqrt(x) + x`, and sin and sigmoid in f32, differed (audit of session 31)."""
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    assert_gpu_matches_cpu(_kernel("in_double", "f32", _IN_DOUBLE), **_inputs("f32"))

@@ -88,6 +88,13 @@ CASES = {
         ["Sm80_mma_zero_d_tf32 takes rmem of shape [16, 8], but `D` has shape [16, 16]"]),
     "unknown instr": ("Sm80_mma_zero_d_tf3(x)  # <-", ["unknown proc or instr 'Sm80_mma_zero_d_tf3'",
                                                       "did you mean Sm80_mma_zero_d_tf32?"]),
+    # was a NameError from inside exo's parser, naming no line
+    "unknown function in a value": ("for t in cuda_threads(0, 64):\n    x[t] = sqrtf(x[t])  # <-",
+                                    ["unknown function 'sqrtf' (did you mean sqrt?): an expression calls exo's externs "
+                                     "(expf, fmaxf, relu, select, sigmoid, sin, sqrt); import them, as in "
+                                     "`from exo.libs.externs import sqrt`"]),
+    "unknown function in a condition": ("for t in cuda_threads(0, 64):\n    if expo(x[t]) > 0.0:  # <-\n"
+                                        "        x[t] = 0.0", ["unknown function 'expo' (did you mean expf?)"]),
     # exo's type checker pairs arguments with parameters by zip: the extra one was dropped without a word
     "extra instr argument": ("for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 8] @ Sm80_RmemMatrixD\n"
                              "    Sm80_mma_zero_d_tf32(D, D)  # <-",

@@ -101,6 +101,7 @@ def test_bad_arguments_are_clear_errors(shell, toolchain):
 @pytest.mark.parametrize("sizes, message", [
     ("m=4096", "--sizes names m, which no proc here takes; their sizes are n"),
     ("n=100", "scale: the sizes {'n': 100} violate its assertion n % 128 == 0"),
+    ("n=0", "scale: --sizes n=0, but n is a size: give a positive int"),  # was built, and "nothing was run"
 ])  # fmt: skip
 def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, sizes, message):
     """Without a GPU they were accepted (the report said only that nothing ran); with one, said after the build."""
@@ -108,6 +109,14 @@ def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, si
     with pytest.raises(_bench.BenchError) as info:
         shell.run_cell_magic("spork_bench", f"--sizes {sizes}", CELL)
     assert info.value.message == message and not log.exists()
+
+
+def test_no_timed_runs_is_an_error_before_nvcc_runs(shell, toolchain):
+    """--reps 0 was built, then (with a GPU) a StatisticsError from the median of no times."""
+    log, _ = toolchain
+    with pytest.raises(_bench.BenchError) as info:
+        shell.run_cell_magic("spork_bench", "--sizes n=128 --reps 0", CELL)
+    assert info.value.message == "--reps 0: give at least 1 timed run" and not log.exists()
 
 
 def test_a_failed_build_shows_the_compiler_output(shell, toolchain):

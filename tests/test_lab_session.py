@@ -428,6 +428,30 @@ def test_misused_session_calls_say_what_to_write():
         wb.select("for tid in")
 
 
+@pytest.mark.parametrize("call, kind, message", [
+    (lambda wb: wb.select("x[_]"), SporkSchedulingError, "select('x[_]') finds a part of an expression, and select "
+     "takes a statement: a pattern such as \"y[_] += _\", or a loop's iterator name"),
+    (lambda wb: wb.proc_at("1"), SporkTypeError, "proc_at takes a step number, an int from 0 (the initial proc) to 0, "
+     "not '1'"),
+    (lambda wb: wb.view("last"), SporkTypeError, "view takes a step number, an int from 0 (the initial proc) to 0, not "
+     "'last'"),
+    (lambda wb: wb.view(2), IndexError, "step 2: this workbench has steps 0 to 0"),
+])  # fmt: skip
+def test_a_selection_or_step_of_the_wrong_kind_says_what_is_taken(call, kind, message):
+    """Were a bare StopIteration (select of an expression), `'<=' not supported between 'int' and 'str'` and a
+    traitlets TraitError, each from inside the workbench (audit G)."""
+    with pytest.raises(kind) as e:
+        call(Workbench(seq_reverse))
+    assert (e.value.message, e.value.filename, e.value.lineno) == (message, __file__, call.__code__.co_firstlineno)
+
+
+def test_select_takes_a_loop_by_its_name():
+    """select("task") found the read of `task` in an index, and raised StopIteration (audit G)."""
+    wb = Workbench(seq_reverse)
+    assert wb.select("task")._selection == wb.select("for task in _: _")._selection
+    assert wb.select("tid #1")._selection == wb.select("for tid in _: _ #1")._selection
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: Workbench("seq_reverse"), "Workbench needs a proc (made with @proc), got str"),
     (lambda: Workbench(seq_reverse, sizes=1024),

@@ -102,6 +102,17 @@ def test_sizes_too_large_for_the_cpu_are_refused_before_the_call():
         sl.run_cpu(dist_gemm.PROCS[0], **args)
 
 
+@pytest.mark.parametrize("max_ops", ["1e9", 1e9, True, -1])
+def test_max_ops_is_an_int(max_ops):
+    """max_ops="1e9" (a string) was a TypeError comparing it, from inside run_cpu."""
+    x = np.zeros(256, np.float32)
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(sl.SporkTypeError) as e:
+        sl.run_cpu(gpu_add(), 256, x, x.copy(), max_ops=max_ops)
+    assert e.value.message == f"run_cpu(max_ops={max_ops!r}): give an int >= 0"
+    assert (e.value.filename, e.value.lineno) == (__file__, line)
+
+
 class _OnGpu:
     __cuda_array_interface__ = {"shape": (256,), "typestr": "<f4", "data": (0, False), "version": 3}
 

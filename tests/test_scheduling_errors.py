@@ -141,6 +141,16 @@ def test_a_block_argument_given_an_expression_says_what_a_block_is():
                  "wrap_with_context: block takes a block of statements, not a read cursor: a loop (p.find_loop(...))")
 
 
+def test_a_block_made_with_wrong_arguments_names_the_users_line():
+    """A block built outside a proc (for wrap_with_context) raised a plain TypeError from inside spork_lab (audit G)."""
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(sl.SporkTypeError) as e:
+        CudaAsync(Sm80_cp_async)
+    assert (e.value.filename, e.value.lineno) == (__file__, line)
+    assert e.value.message == ("CudaAsync takes an instr-tl, and Sm80_cp_async is a sync-tl: write "
+                               "CudaAsync(Sm80_cp_async_instr)")
+
+
 def test_a_cursor_of_the_wrong_kind_says_what_to_pass():
     """Were exo's "expected a GapCursor" (naming neither what was given nor how to get a gap) and "expected a
     ForCursor, not <class 'exo.API_cursors.ReduceCursor'>"."""
@@ -172,9 +182,12 @@ def test_make_tensor_map_errors():
 
 
 def test_a_barrier_takes_a_new_name():
-    """A barrier `x` beside the argument `x` printed as `x_1`, and "x" in a later insert_arrive named the argument."""
+    """A barrier `x` beside the argument `x` printed as `x_1`, and "x" in a later insert_arrive named the argument.
+    A barrier named like a loop's iterator was taken: the user's loop `row` printed as `row_1` (audit G)."""
     _raises_here(lambda: insert_barrier_alloc(add_rows, add_rows.find_loop("row").before(), "x", [], CudaMbarrier),
                  "insert_barrier_alloc: 'x' is already a name in add_rows")
+    _raises_here(lambda: insert_barrier_alloc(add_rows, add_rows.find_loop("row").before(), "row", [], CudaMbarrier),
+                 "insert_barrier_alloc: 'row' is already a name in add_rows")
 
 
 def test_make_tensor_map_renames_the_reads():
@@ -208,8 +221,8 @@ def test_single_thread_refuses_a_name_in_use_where_the_block_is():
     """A loop named like an enclosing one printed as `col_1`, and the next sl.analyze refused `col` at the new
     loop's line: "iterator 'col' is already used by an enclosing cuda_threads loop"."""
     _raises_here(lambda: single_thread(add_rows, add_rows.find("y[_] += _").as_block(), "col"),
-                 "single_thread: 'col' is already a name where the block is (an argument, a buffer or an enclosing "
-                 "loop's iterator): give the loop another")
+                 "single_thread: 'col' is already a name in add_rows (an argument, a buffer or a loop's iterator): "
+                 "give the loop another")
     _raises_here(lambda: single_thread(add_rows, add_rows.find("y[_] += _").as_block(), "x"), "'x' is already a name")
 
 
@@ -444,3 +457,15 @@ def test_divide_loop_of_a_thread_loop_keeps_each_iteration_on_its_threads():
     with pytest.raises(sl.CollectiveError, match=r"needs 3 x 48 = 144 threads > 128 threads in the enclosing "
                        r"collective \(the whole CTA, blockDim=128: give the CudaDeviceFunction a larger blockDim"):
         sl.analyze(guarded)
+
+
+def test_divide_loop_fixes_the_loop_it_made_not_a_namesake():
+    """The outer loop's unit was fixed on the first loop of its name: after one branch of a specialize was divided
+    into wo/wi, dividing the other left its wo with exo's unit, refused at the user's line ("128 threads > 32";
+    audit of session 31)."""
+    p = specialize(copy_by_warps, copy_by_warps.find_loop("w"), ["task % 2 == 0"])
+    p = divide_loop(p, p.find_loop("w #0"), 2, ["wo", "wi"], perfect=True)
+    p = divide_loop(p, p.find_loop("w"), 4, ["wo", "wi"], perfect=True)
+    text = str(p)
+    assert "for wo in cuda_threads(0, 2, unit=2 * cuda_warp):" in text and "for wo in cuda_threads(0, 1, unit=cuda_warpgroup):" in text, text
+    assert sl.sync_check(p, n=2).ok

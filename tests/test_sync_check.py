@@ -321,6 +321,31 @@ def test_sizes_too_big_to_track_are_refused_before_the_run():
     assert sync_check(P.reverse_tiles, n=512, max_elements=1024).ok
 
 
+def test_sizes_that_would_run_for_hours_are_refused_before_the_run():
+    """n = 10**9 only counts a loop's trips: sync_check ran for hours, and a C call cannot be interrupted."""
+    with pytest.raises(SyncError, match=r"at n=1000000000 the program runs about 1\.3e\+11 statements \(thread by "
+                                        r"thread\), more than max_ops=5e\+08") as e:
+        sync_check(P.repeated_increments, n=10**9)
+    assert (e.value.filename, e.value.lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    assert sync_check(P.repeated_increments, n=4).ok
+    with pytest.raises(SyncError, match=r"more than max_ops=1e\+02"):
+        sync_check(P.repeated_increments, n=4, max_ops=100)
+
+
+@pytest.mark.parametrize("n", [2**64, 2**64 + 1, 2**31])
+def test_sizes_past_32_bits_are_refused(n):
+    """The machine's ints wrapped: n = 2**64 ran as n = 0 and said ok, having checked nothing."""
+    with pytest.raises(SyncError, match=rf"n={n}, but device code indexes with 32-bit ints: give less than 2147483648"):
+        sync_check(P.repeated_increments, n=n)
+
+
+def test_a_bool_argument_takes_true_or_false():
+    """`twice=True` was refused ("twice is bool: give an int") and `twice=1` taken."""
+    assert sync_check(P.increments_if, n=256, twice=True).ok and sync_check(P.increments_if, n=256, twice=False).ok
+    with pytest.raises(SyncError, match="twice=1, but twice is bool: give True or False"):
+        sync_check(P.increments_if, n=256, twice=1)
+
+
 def _accesses(p, line: int, buffer: str, write: bool) -> list:
     """The Access ops the lowering made for one statement of p (by source line) on one buffer."""
     from spork_lab.sync import program as prog

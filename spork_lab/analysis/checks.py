@@ -71,6 +71,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
     `analyze_callee(proc)` analyses a CPU callee that opens device functions of its own.
     """
     memories, shapes = _memories(proc_ir), _shapes(proc_ir)
+    aliases = {s.name: s.rhs for s in walk_stmts(proc_ir.body) if isinstance(s, LoopIR.WindowStmt)}
     for s, info in stmts:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
             _check_scalar_code(s, info, writes=True)
@@ -89,7 +90,7 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
             raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
                                 "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
-            _check_call(s, info, memories, shapes, analyze_callee)
+            _check_call(s, info, memories, shapes, aliases, analyze_callee)
             _check_tma(s, info)
 
 
@@ -232,15 +233,18 @@ def _threads(n: int) -> str:
 # -- timelines ----------------------------------------------------------------
 
 
-def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, analyze_callee: Callable) -> None:
+def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, aliases: dict,
+                analyze_callee: Callable) -> None:
     effects = _param_effects(s.f)
     gpu = instr_info(s)
     if gpu is not None:
         _check_instr_arg_types(s)
-        _check_unit_stride(s)
-        _check_fragment_windows(s, memories, shapes)
-        _check_alignment(s, gpu.aligned, shapes)
-        _check_smem_box(s, gpu.smem_box, shapes)
+        _refuse_bare_alias(s, aliases)
+        on_buffers = s.update(args=[_through_aliases(arg, aliases) for arg in s.args])
+        _check_unit_stride(on_buffers)
+        _check_fragment_windows(on_buffers, memories, shapes)
+        _check_alignment(on_buffers, gpu.aligned, shapes)
+        _check_smem_box(on_buffers, gpu.smem_box, shapes)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -277,6 +281,43 @@ def _check_instr_arg_types(s: LoopIR.Call) -> None:
                 f"but the argument given holds {arg.type.basetype()}",
                 s.srcinfo,
             )
+
+
+def _through_aliases(arg, aliases: dict):
+    """Window `arg` as a window of the buffer under its aliases: with `col = src[:, 4]`, `col[0:4]` is
+    `src[0:4, 4]`. The layout checks below need the buffer's own dimensions (an alias's last dimension need not
+    be its buffer's: a column passed through an alias was copied as a row; audit of session 31)."""
+    while isinstance(arg, LoopIR.WindowExpr) and arg.name in aliases:
+        outer, inner, idx = aliases[arg.name], iter(arg.idx), []
+        for w in outer.idx:
+            if isinstance(w, LoopIR.Point):
+                idx.append(w)
+                continue
+            v = next(inner)
+            if isinstance(v, LoopIR.Point):
+                idx.append(LoopIR.Point(_plus(w.lo, v.pt), v.srcinfo))
+            else:
+                idx.append(LoopIR.Interval(_plus(w.lo, v.lo), _plus(w.lo, v.hi), v.srcinfo))
+        arg = LoopIR.WindowExpr(outer.name, idx, arg.type, arg.srcinfo)
+    return arg
+
+
+def _plus(a, b):
+    """`a + b`, folded where both are constants (errors then quote `tile[0:8, 32:40]`)."""
+    va, vb = constant_value(a), constant_value(b)
+    if va is not None and vb is not None:
+        return LoopIR.Const(va + vb, T.index, b.srcinfo)
+    return b if va == 0 else a if vb == 0 else LoopIR.BinOp("+", a, b, T.index, b.srcinfo)
+
+
+def _refuse_bare_alias(s: LoopIR.Call, aliases: dict) -> None:
+    """exo's instr templates take windows written as windows: a bare alias (`Cw` for `Cw = C[:, :]`) failed an
+    assertion inside exo's code generator."""
+    for param, arg in zip(s.f.args, s.args):
+        if isinstance(arg, LoopIR.Read) and not arg.idx and arg.name in aliases:
+            whole = ", ".join(":" for w in aliases[arg.name].idx if isinstance(w, LoopIR.Interval))
+            raise MemoryMismatchError(f"`{head_text(s)}`: pass {param.name} as a window of {arg.name}, "
+                                      f"`{arg.name}[{whole}]`: instrs take windows, not a window's name", s.srcinfo)
 
 
 def _check_unit_stride(s: LoopIR.Call) -> None:

@@ -20,6 +20,7 @@ from ..core.coll import CollTiling
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import written_name
 from ..core.timelines import InstrTl
+from ..errors import SporkSchedulingError
 from ..lang.printer import head_text
 
 Path = tuple  # child indices from the proc body; "else" marks a step into an If's orelse
@@ -158,7 +159,16 @@ class Scopes:
     device_functions: tuple  # (DeviceFunctionInfo, ...)
 
     def __post_init__(self):
-        object.__setattr__(self, "_by_id", {id(s): info for s, info in self.stmts})
+        by_id: dict = {}
+        for s, info in self.stmts:
+            first = by_id.setdefault(id(s), info)
+            if first is not info and first != info:
+                raise SporkSchedulingError(
+                    f"`{head_text(s)}` is one statement object at two places of the proc, run by other threads at "
+                    "each: exo keeps a statement it copies unchanged as one object, and what the analysis knows of "
+                    "a statement is known per object. Schedule with spork_lab.scheduling's ops, which give each "
+                    "place its own", s.srcinfo)
+        object.__setattr__(self, "_by_id", by_id)
 
     def info(self, stmt: LoopIR.stmt) -> Optional[StmtInfo]:
         return self._by_id.get(id(stmt))

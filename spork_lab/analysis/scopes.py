@@ -25,6 +25,7 @@ from ..core.coll import (
     cuda_warp,
     cuda_warpgroup,
 )
+from ..core.ir import constant_value
 from ..core.loop_modes import CudaTasks, CudaThreads, WithBlock
 from ..core.timelines import InstrTl, cpu_in_order_instr, cuda_in_order_instr
 from ..errors import CollectiveError, DeviceScopeError, TimelineError
@@ -239,8 +240,10 @@ class ScopeWalker:
         if not (isinstance(s.lo, LoopIR.Const) and s.lo.val == 0):
             raise CollectiveError(f"{what}: a cuda_threads loop starts at 0, not at {s.lo}", s.srcinfo)
         if not isinstance(s.hi, LoopIR.Const):
+            value = constant_value(s.hi)  # of `128 - 0`, which exo's stage_mem or a cut divide_loop leave
+            hint = f" (it is {value}: simplify(p) folds it)" if value is not None else ""
             raise CollectiveError(
-                f"{what}: a cuda_threads loop needs a compile-time constant bound, not {s.hi}", s.srcinfo
+                f"{what}: a cuda_threads loop needs a compile-time constant bound, not {s.hi}{hint}", s.srcinfo
             )
         try:
             tiling = scope.tiling.tile(s.iter.name(), s.hi.val, mode.unit)

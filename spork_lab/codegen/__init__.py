@@ -13,6 +13,7 @@ Pipeline (order matters):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Optional, Sequence
@@ -25,7 +26,7 @@ from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..core.ir import walk_stmts
 from ..core.sync_stmts import is_barrier_alloc
-from ..errors import CodegenError, SporkTypeError, user_facing, user_frame
+from ..errors import CodegenError, OutputPathError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
 from ._device import check_smem
@@ -133,8 +134,25 @@ static void spork_cuda_free(void *ptr) {{ {lib}_record_error((int) cudaFreeAsync
 """
 
 
+def proc_list(procs: Sequence[Procedure], call: str) -> list:
+    """The procs given to `call` (as the user writes it: "sl.build"), or a SporkTypeError at the user's call where
+    they are not a list of procs."""
+    name = call.removeprefix("sl.")
+    if isinstance(procs, (Procedure, str)) or not isinstance(procs, Iterable):
+        raise SporkTypeError(f"{name} takes a list of procs: write {call}([p], ...)", user_frame())
+    procs = list(procs)
+    other = next((p for p in procs if not isinstance(p, Procedure)), None)
+    if other is not None:
+        raise SporkTypeError(f"{name} takes a list of procs (made with @proc), and {other!r} is a "
+                             f"{type(other).__name__}: give the proc itself", user_frame())
+    return procs
+
+
 def lib_name(basename: str) -> str:
-    return re.sub(r"\W", "_", basename)
+    """The C identifier of the files `basename.*`, which prefixes their functions (`add_set_stream`) and names their
+    header guards: `lib_` before a basename that starts with a digit (`01_add`), as no identifier may."""
+    name = re.sub(r"\W", "_", basename, flags=re.ASCII)
+    return f"lib_{name}" if name[:1].isdigit() else name
 
 
 def compute_capability(arch: Optional[str]) -> Optional[int]:
@@ -209,6 +227,44 @@ _RESERVED_NAMES = frozenset("""
 """.split())
 
 
+# Names the standard C headers of the generated host code declare (stdio.h, stdlib.h, stdint.h, stdbool.h, and
+# math.h where exo's externs are used): a proc of one of these names declares the function or macro again.
+_MATH_FUNCTIONS = """
+    acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb ldexp log log10
+    log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma tgamma ceil floor nearbyint rint
+    lrint llrint round lround llround trunc fmod remainder remquo copysign nan nextafter nexttoward fdim fmax fmin fma
+""".split()
+_C_HEADER_NAMES = frozenset(
+    [f + suffix for f in _MATH_FUNCTIONS for suffix in ("", "f", "l")]  # double, float and long double
+    + [f"{u}int{kind}{bits}_t" for u in ("", "u") for kind in ("", "_least", "_fast") for bits in (8, 16, 32, 64)]
+    # math.h's macros and types; stdio.h's; stdlib.h's; the rest of stdint.h's and stdbool.h's
+    + """
+    fpclassify isfinite isinf isnan isnormal signbit isgreater isgreaterequal isless islessequal islessgreater
+    isunordered float_t double_t HUGE_VAL HUGE_VALF HUGE_VALL INFINITY NAN math_errhandling
+
+    remove rename tmpfile tmpnam fclose fflush fopen freopen setbuf setvbuf fprintf fscanf printf scanf snprintf
+    sprintf sscanf vfprintf vfscanf vprintf vscanf vsnprintf vsprintf vsscanf fgetc fgets fputc fputs getc getchar
+    gets putc putchar puts ungetc fread fwrite fgetpos fseek fsetpos ftell rewind clearerr feof ferror perror FILE
+    fpos_t stdin stdout stderr EOF BUFSIZ FILENAME_MAX FOPEN_MAX TMP_MAX SEEK_SET SEEK_CUR SEEK_END size_t NULL
+
+    atof atoi atol atoll strtod strtof strtold strtol strtoll strtoul strtoull rand srand aligned_alloc calloc free
+    malloc realloc abort atexit at_quick_exit exit _Exit getenv quick_exit system bsearch qsort abs labs llabs div
+    ldiv lldiv mblen mbtowc wctomb mbstowcs wcstombs div_t ldiv_t lldiv_t EXIT_FAILURE EXIT_SUCCESS RAND_MAX
+    MB_CUR_MAX
+
+    intptr_t uintptr_t intmax_t uintmax_t true false
+    """.split()
+)
+# Functions the generated code calls (a DRAM buffer's malloc and free, CUDA's vector constructors in kernels and
+# launchers, exo's externs' math) and the headers' macros that stand for values: a buffer, size or loop of one of
+# these names hides the function from the code in its scope, or becomes the macro's value. Other names the headers
+# declare stay the user's (`y0`, `j1`, `exp`).
+_CALLED_NAMES = frozenset("""
+    malloc free dim3 make_float2 make_uint4 sin sqrt expf fmaxf sigmoid
+    true false NULL EOF INFINITY NAN HUGE_VAL HUGE_VALF HUGE_VALL EXIT_FAILURE EXIT_SUCCESS RAND_MAX
+""".split())
+
+
 # Prefixes of the names the generated code declares itself (its loop counters, instr locals, helpers).
 _GENERATED_PREFIXES = ("exo_", "spork_", "sm80_", "sm90_")
 _GENERATED_FUNCTION_PREFIXES = ("exo_", "spork_")  # of its functions beside the procs' (`spork_mbar_init`)
@@ -221,6 +277,10 @@ def _check_c_names(proc_ir) -> None:
     if proc_ir.name in _RESERVED_NAMES:
         raise CodegenError(f"'{proc_ir.name}' is a C/C++ keyword or a CUDA built-in, so it cannot name a proc: rename "
                            f"it (e.g. '{proc_ir.name}_')", proc_ir.srcinfo)
+    if proc_ir.name in _C_HEADER_NAMES:
+        raise CodegenError(f"'{proc_ir.name}' is a name the C library declares (stdio.h, stdlib.h, math.h, stdint.h, "
+                           f"stdbool.h), which the generated code includes, so it cannot name a proc: rename it (e.g. "
+                           f"'{proc_ir.name}_')", proc_ir.srcinfo)
     if proc_ir.name == "main" or proc_ir.name.startswith(_GENERATED_FUNCTION_PREFIXES):
         which = ("the C entry point's name" if proc_ir.name == "main"
                  else f"a name the generated code keeps for its functions ({', '.join(_GENERATED_FUNCTION_PREFIXES)}...)")
@@ -239,6 +299,9 @@ def _check_c_names(proc_ir) -> None:
         if name in _RESERVED_NAMES:
             raise CodegenError(f"'{name}' is a C/C++ keyword or a CUDA built-in, so the generated code cannot use it "
                                f"as a name: rename it (e.g. '{name}_')", srcinfo)
+        if name in _CALLED_NAMES:
+            raise CodegenError(f"'{name}' is a function or value of the C library that the generated code uses, which "
+                               f"this name would hide: rename it (e.g. '{name}_')", srcinfo)
         if name.startswith(_GENERATED_PREFIXES) or name in barrier_names:
             which = (f"for the barrier {barrier_names[name]}" if name in barrier_names
                      else f"names beginning {', '.join(_GENERATED_PREFIXES)} are kept for it")
@@ -260,12 +323,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
 
     With `arch` (e.g. "sm_80") device functions that target cannot run raise CodegenError.
     """
-    if isinstance(procs, Procedure):
-        raise SporkTypeError("compile_procs_to_strings takes a list of procs: write compile_procs_to_strings([p], ...)",
-                             user_frame())
-    procs = list(procs)
-    if not all(isinstance(p, Procedure) for p in procs):
-        raise SporkTypeError("compile_procs_to_strings takes a list of procs (made with @proc)", user_frame())
+    procs = proc_list(procs, "compile_procs_to_strings")
     if not isinstance(basename, str) or not basename or Path(basename).name != basename:
         raise SporkTypeError(f"the basename of the generated files is a file name without a folder, got {basename!r}: "
                              "give the folder as compile_procs' directory", user_frame())
@@ -278,7 +336,7 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     rewriter = HostRewriter(lib)
     try:
         host = [rewriter.rewrite(p._loopir_proc) for p in procs]
-        c, h = host_c_to_strings(host, f"{basename}.h")
+        c, h = host_c_to_strings(host, f"{basename}.h", lib)
     except MemGenError as e:
         raise _memory_error(e) from None
     if "spork_cuda_malloc(" in c:  # CPU code allocates global memory
@@ -332,16 +390,40 @@ def compile_procs_to_strings(procs: Sequence[Procedure], basename: str = "spork_
     return c, h, cu + "\n", cuh
 
 
+# The first line of each file compile_procs writes: a file there without it is the user's, never overwritten.
+GENERATED = "// generated by spork_lab; edits are lost when it is generated again"
+
+
+def _generated(path: Path) -> bool:
+    """A file compile_procs wrote, which it may write again."""
+    if not path.is_file():
+        return False
+    with path.open(errors="replace") as f:
+        return f.readline().startswith(GENERATED)
+
+
 @user_facing
 def compile_procs(procs: Sequence[Procedure], directory, basename: str, arch: Optional[str] = None) -> list:
-    """Write basename.c, .h, .cu and .cuh into `directory`; returns their paths."""
+    """Write basename.c, .h, .cu and .cuh into `directory`; returns their paths. Nothing is written where a file of
+    those names is not one spork_lab generated (the user's own `gemm.cu`): OutputPathError names it."""
+    sources = compile_procs_to_strings(procs, basename, arch)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext, text in zip(("c", "h", "cu", "cuh"), compile_procs_to_strings(procs, basename, arch)):
-        path = directory / f"{basename}.{ext}"
-        path.write_text(text)
-        paths.append(path)
+    paths = [directory / f"{basename}.{ext}" for ext in ("c", "h", "cu", "cuh")]
+    if directory.exists() and not directory.is_dir():
+        raise OutputPathError(f"{directory} is a file, not a directory: give a directory for the generated files",
+                              user_frame())
+    try:
+        theirs = next((p for p in paths if p.exists() and not _generated(p)), None)
+        if theirs is not None:
+            raise OutputPathError(f"{theirs} is not a file spork_lab generated (its first line is not "
+                                  f"`{GENERATED}`), so it is not overwritten: move it, or write into another directory "
+                                  "or under another basename", user_frame())
+        directory.mkdir(parents=True, exist_ok=True)
+        for path, text in zip(paths, sources):
+            path.write_text(f"{GENERATED}\n{text}")
+    except OSError as e:
+        raise OutputPathError(f"cannot write the generated files into {directory}: {e.strerror}",
+                              user_frame()) from None
     return paths
 
 

@@ -36,7 +36,7 @@ from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
 from ..platforms.Sm90 import TENSOR_MAP_DTYPES
 from ._c_exprs import FaithfulExprs
-from ._externs import ExternCalls, cuda_definition
+from ._externs import ExternCalls, cuda_definitions
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
 from ._windows import WindowAliases, with_alias_sources
@@ -85,7 +85,7 @@ class DeviceCode:
     smem_bytes: int = 0  # shared memory per CTA, static and dynamic, as laid out
     smem_parts: tuple = ()  # (what, bytes, srcinfo or None) making up smem_bytes, largest allocation first
     instr_targets: tuple = ()  # (InstrInfo.target, instr name, srcinfo) of the first instr needing each target
-    extern_globals: tuple = ()  # file-scope definitions of the extern helpers it calls (`_externs.cuda_definition`)
+    extern_globals: tuple = ()  # file-scope definitions of the extern helpers it calls (`_externs.cuda_definitions`)
 
 
 def param_decls(df: DeviceFunction, names: dict, launcher: bool = False) -> list:
@@ -211,7 +211,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     return DeviceCode(kernel, launcher, decl + ";", set(comp.window_defns), uses_mbarriers, cluster, df.block.srcinfo,
                       tuple(comp.cuda_globals), bool(maps), total, parts,
                       tuple((t, *first) for t, first in comp.instr_targets.items()),
-                      tuple(cuda_definition(f, t) for f, t in sorted(comp.extern_uses, key=lambda u: (u[0].name(), u[1]))))
+                      cuda_definitions(comp.extern_uses))
 
 
 def check_smem(code: DeviceCode, cc: Optional[int]) -> None:

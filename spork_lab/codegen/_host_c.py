@@ -11,17 +11,14 @@ forward declarations, bodies).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from exo.backend.LoopIR_compiler import (
     Compiler,
     _compile_context_struct,
-    _compile_externs,
     _compile_memories,
     find_all_configs,
     find_all_mems,
     find_all_subprocs,
-    sanitize_str,
 )
 from exo.backend.mem_analysis import MemoryAnalysis
 from exo.backend.parallel_analysis import ParallelAnalysis
@@ -31,7 +28,7 @@ from exo.core.LoopIR import LoopIR, T
 
 from ..core.dtypes import BF16, BF16_C_NAME
 from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
-from ._externs import ExternCalls
+from ._externs import ExternCalls, c_definitions
 from ._windows import WindowAliases
 
 # exo's header preamble: stdint/stdbool and EXO_ASSUME (which exo's compiler emits for assertions).
@@ -96,21 +93,24 @@ _ROUNDED_OPS = ("+", "-", "*", "/")
 
 
 def _to_bf16(value: str, value_type) -> str:
-    """C of the bf16 nearest a float (or double) expression."""
-    return f"{BF16_C_NAME}_from_{'f64' if value_type == T.f64 else 'f32'}({value})"
+    """C of the bf16 nearest an expression of `value_type`, rounded once: an f64 or an integer (which float may
+    not hold: 16842753 went to 2^24 through float, then to bf16) goes through the double path."""
+    in_float = isinstance(value_type, (LoopIR.F32, LoopIR.F16))  # f16 and bf16 too
+    return f"{BF16_C_NAME}_from_{'f32' if in_float else 'f64'}({value})"
 
 
 def _bf16_value(x: float) -> float:
-    """The bf16 nearest x (to nearest even), as a Python float: a bf16 constant's exact value."""
+    """The bf16 nearest x (to nearest even), as a Python float: a bf16 constant's exact value. bf16 keeps 8
+    significant bits, and below its smallest normal (2^-126) steps of its subnormals' 2^-133."""
     if x == 0 or not math.isfinite(x):
         return x
-    mantissa, exponent = math.frexp(x)
-    return math.ldexp(round(mantissa * 256), exponent - 8)
+    step = max(math.frexp(x)[1] - 8, -133)
+    return math.copysign(math.ldexp(round(math.ldexp(x, -step)), step), x)  # -1e-41 is bf16's -0
 
 
-def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
-    """(c source, header) of these LoopIR procs and everything they call, as exo lays them out."""
-    lib = sanitize_str(Path(h_file_name).stem)
+def host_c_to_strings(procs: list, h_file_name: str, lib: str) -> tuple:
+    """(c source, header) of these LoopIR procs and everything they call, as exo lays them out; `lib` (a C
+    identifier) names the header guard and the context struct."""
     public = {p.name for p in procs}  # the procs asked for; their callees are static
     everything = sorted(find_all_subprocs(procs), key=lambda p: p.name)
     ctxt_name, ctxt_def = _compile_context_struct(find_all_configs(everything), lib)
@@ -159,7 +159,7 @@ def host_c_to_strings(procs: list, h_file_name: str) -> tuple:
         [FLOOR_HELPERS[h].format(q="static") for h in sorted(helpers)],
         instr_globals,
         _compile_memories(find_all_mems(everything)),
-        _compile_externs(externs),
+        c_definitions(externs),
         private_decls,
         bodies,
     ]

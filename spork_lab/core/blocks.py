@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
+from ..errors import SporkTypeError, user_frame
 from .timelines import InstrTl, SyncTl, cuda_in_order_instr
 
 
@@ -16,7 +17,7 @@ def _check_int(owner: str, name: str, value, *, optional: bool = False) -> None:
     if value is None and optional:
         return
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
+        raise SporkTypeError(f"{owner}: {name} must be an int, got {value!r}", user_frame())
 
 
 def _source_args(obj, positional: Sequence[str] = ()) -> str:
@@ -59,7 +60,7 @@ class CudaWarpConfig:
 
     def __post_init__(self):
         if not isinstance(self.name, str):
-            raise TypeError(f"CudaWarpConfig: name must be a str, got {self.name!r}")
+            raise SporkTypeError(f"CudaWarpConfig: name must be a str, got {self.name!r}", user_frame())
         _check_int("CudaWarpConfig", "count", self.count)
         _check_int("CudaWarpConfig", "setmaxnreg", self.setmaxnreg, optional=True)
 
@@ -90,14 +91,16 @@ class CudaDeviceFunction(BlockContext):
             if not isinstance(self.warp_config, (list, tuple)) or not all(
                 isinstance(w, CudaWarpConfig) for w in self.warp_config
             ):
-                raise TypeError("CudaDeviceFunction: warp_config must be a list of CudaWarpConfig(name, count)")
+                raise SporkTypeError("CudaDeviceFunction: warp_config must be a list of CudaWarpConfig(name, count)",
+                                     user_frame())
             object.__setattr__(self, "warp_config", tuple(self.warp_config))
         if self.blockDim is not None and self.warp_config is not None:
-            raise TypeError("CudaDeviceFunction takes blockDim=... or warp_config=[CudaWarpConfig(...), ...], not both: "
-                            "with warp_config the CTA is its warps, 32 threads each")
+            raise SporkTypeError("CudaDeviceFunction takes blockDim=... or warp_config=[CudaWarpConfig(...), ...], not "
+                                 "both: with warp_config the CTA is its warps, 32 threads each", user_frame())
         if self.blockDim is None and self.warp_config is None:
-            raise TypeError(
-                "CudaDeviceFunction needs exactly one of blockDim=... or warp_config=[CudaWarpConfig(...), ...]"
+            raise SporkTypeError(
+                "CudaDeviceFunction needs exactly one of blockDim=... or warp_config=[CudaWarpConfig(...), ...]",
+                user_frame(),
             )
 
     @property
@@ -133,16 +136,19 @@ class CudaAsync(BlockContext):
 
     def __post_init__(self):
         if isinstance(self.instr_tl, SyncTl):
-            raise TypeError(
+            raise SporkTypeError(
                 f"CudaAsync takes an instr-tl, and {self.instr_tl.name} is a sync-tl: "
-                f"write CudaAsync({self.instr_tl.name}_instr)"
+                f"write CudaAsync({self.instr_tl.name}_instr)",
+                user_frame(),
             )
         if not isinstance(self.instr_tl, InstrTl):
-            raise TypeError(f"CudaAsync takes an instr-tl such as Sm80_cp_async_instr, got {self.instr_tl!r}")
+            raise SporkTypeError(f"CudaAsync takes an instr-tl such as Sm80_cp_async_instr, got {self.instr_tl!r}",
+                                 user_frame())
         if self.instr_tl is cuda_in_order_instr:  # (cpu_in_order_instr: the analysis says it is not CUDA's)
-            raise TypeError(
+            raise SporkTypeError(
                 f"CudaAsync takes an asynchronous instr-tl such as Sm80_cp_async_instr, and {self.instr_tl.name} is "
-                "in order: statements outside a CudaAsync block already run on it, so drop the `with`"
+                "in order: statements outside a CudaAsync block already run on it, so drop the `with`",
+                user_frame(),
             )
 
 
@@ -159,13 +165,14 @@ class CudaWarps(BlockContext):
         _check_int("CudaWarps", "lo", self.lo, optional=True)
         _check_int("CudaWarps", "hi", self.hi, optional=True)
         if (self.lo is None) != (self.hi is None):
-            raise TypeError("CudaWarps needs both lo and hi: write CudaWarps(lo, hi)")
+            raise SporkTypeError("CudaWarps needs both lo and hi: write CudaWarps(lo, hi)", user_frame())
         if self.lo is None and self.name is None:
-            raise TypeError('CudaWarps needs warps: write CudaWarps(lo, hi) or CudaWarps(name="...")')
+            raise SporkTypeError('CudaWarps needs warps: write CudaWarps(lo, hi) or CudaWarps(name="...")',
+                                 user_frame())
         if self.name is not None and not isinstance(self.name, str):
-            raise TypeError(f"CudaWarps: name must be a str, got {self.name!r}")
+            raise SporkTypeError(f"CudaWarps: name must be a str, got {self.name!r}", user_frame())
         if self.lo is not None and not 0 <= self.lo < self.hi:
-            raise TypeError(f"CudaWarps({self.lo}, {self.hi}): need 0 <= lo < hi")
+            raise SporkTypeError(f"CudaWarps({self.lo}, {self.hi}): need 0 <= lo < hi", user_frame())
 
 
 BLOCK_CONTEXTS = (CudaDeviceFunction, CudaAsync, CudaWarps)

@@ -8,6 +8,9 @@ from exo.API import Procedure
 from exo.API_cursors import StmtCursor
 from exo.core.LoopIR import LoopIR, T
 
+# Device code indexes with 32-bit ints (task, thread and loop iterators): larger sizes and arrays are refused.
+INDEX_LIMIT = 2**31
+
 
 def walk_stmts(stmts: list) -> Iterator:
     """Every statement of a block and of the blocks inside it, in program order (pre-order)."""
@@ -212,3 +215,73 @@ def expr_key(e) -> object:
     if isinstance(e, LoopIR.USub):
         return ("-", expr_key(e.arg))
     return str(e)
+
+
+def evaluate(e, env: dict):
+    """Value of an index/size expression or assertion (or of an int, already a value), or None if it needs more
+    than sizes."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, LoopIR.Const):
+        return e.val
+    if isinstance(e, LoopIR.Read) and not e.idx:
+        return env.get(str(e.name))
+    if isinstance(e, LoopIR.USub):
+        v = evaluate(e.arg, env)
+        return None if v is None else -v
+    if isinstance(e, LoopIR.BinOp):
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+        if lhs is None or rhs is None:
+            return None
+        ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+               "/": lambda a, b: a // b, "%": lambda a, b: a % b, "==": lambda a, b: a == b,
+               "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+               ">=": lambda a, b: a >= b, "and": lambda a, b: a and b, "or": lambda a, b: a or b}  # fmt: skip
+        return ops[e.op](lhs, rhs) if e.op in ops else None
+    return None
+
+
+def operation_count(stmts: list, env: dict) -> int:
+    """The assignments and calls the statements make at these sizes (`env`: size name -> value); a loop bound that
+    depends on another loop's iterator counts one trip: an estimate from below, for run_cpu's and sync_check's
+    guards against runs that would take hours (a running C call cannot be interrupted)."""
+    total = 0
+    for s in stmts:
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce, LoopIR.Call)):
+            total += 1
+        elif isinstance(s, LoopIR.For):
+            lo, hi = evaluate(s.lo, env), evaluate(s.hi, env)
+            trips = hi - lo if lo is not None and hi is not None else 1
+            total += max(trips, 0) * operation_count(s.body, env)
+        elif isinstance(s, LoopIR.If):
+            total += operation_count(s.body, env) + operation_count(s.orelse, env)
+    return total
+
+
+def unshared(proc_ir: LoopIR.proc) -> Optional[LoopIR.proc]:
+    """`proc_ir` with every statement a distinct object, or None if it is already. exo's ops keep a statement they
+    copy unchanged (a Fence, an instr call with constant arguments) as one object at each place, and what the
+    analysis knows of a statement (which threads run it) is looked up by the object: the last place's answer
+    served every place (a loop cut by divide_loop ran the tail's thread mapping; audit of session 31)."""
+    seen: set = set()
+    body, changed = _unshared_stmts(proc_ir.body, seen)
+    return proc_ir.update(body=body) if changed else None
+
+
+def _unshared_stmts(stmts: list, seen: set) -> tuple:
+    out, changed = [], False
+    for s in stmts:
+        new = s
+        if isinstance(s, LoopIR.For):
+            body, inner = _unshared_stmts(s.body, seen)
+            new = s.update(body=body) if inner else s
+        elif isinstance(s, LoopIR.If):
+            body, in_body = _unshared_stmts(s.body, seen)
+            orelse, in_orelse = _unshared_stmts(s.orelse, seen)
+            new = s.update(body=body, orelse=orelse) if in_body or in_orelse else s
+        if id(new) in seen:
+            new = new.update()  # a copy of its own
+        seen.add(id(new))
+        changed |= new is not s
+        out.append(new)
+    return out, changed

@@ -25,9 +25,10 @@ import numpy as np
 from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name
+from ..core.ir import evaluate
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
-from ..runtime._args import ProcSpec, bf16_bits, broken_assertion, evaluate, proc_spec
+from ..runtime._args import ProcSpec, bf16_bits, broken_assertion, proc_spec
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -98,10 +99,13 @@ def check_sizes(specs: Sequence[ProcSpec], sizes: dict[str, int]) -> None:
 
 
 def _check_proc_sizes(spec: ProcSpec, sizes: dict[str, int]) -> None:
-    """A value for every size of the proc, and its assertions true."""
+    """A value for every size of the proc, positive for a `size` parameter, and its assertions true."""
     missing = [a.name for a in spec.args if a.kind == "int" and a.name not in sizes]
     if missing:
         raise BenchError(f"{spec.name}: --sizes gives no value for {', '.join(missing)}")
+    zero = next((a.name for a in spec.args if a.positive and sizes[a.name] <= 0), None)
+    if zero is not None:
+        raise BenchError(f"{spec.name}: --sizes {zero}={sizes[zero]}, but {zero} is a size: give a positive int")
     pred = broken_assertion(spec, sizes)
     if pred is not None:
         raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
@@ -318,6 +322,8 @@ def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[R
 def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Callable], arch: Optional[str],
             flags: Sequence[str], tol: float, reps: int, profile: bool) -> BenchReport:
     """Build, then (with a GPU) check and time every proc at every size set against the reference."""
+    if reps < 1:  # before nvcc runs
+        raise BenchError(f"--reps {reps}: give at least 1 timed run")
     for sizes in size_sets:  # before nvcc runs, and without a GPU too, where nothing would run to find them
         check_sizes([proc_spec(p._loopir_proc) for p in procs], sizes)
     report = BenchReport()

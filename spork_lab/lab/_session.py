@@ -385,9 +385,16 @@ class Workbench:
 
     def proc_at(self, step: int) -> Procedure:
         """The proc after `step` steps (0: the initial proc)."""
+        self._check_step(step, "proc_at")
+        return self.steps[step - 1].proc if step else self.initial
+
+    def _check_step(self, step: int, call: str) -> None:
+        """`step` is a step of this workbench, or an error at the user's call."""
+        if not isinstance(step, numbers.Integral) or isinstance(step, bool):
+            raise SporkTypeError(f"{call} takes a step number, an int from 0 (the initial proc) to {len(self.steps)}, "
+                                 f"not {step!r}", user_frame())
         if not 0 <= step <= len(self.steps):
             raise SporkIndexError(f"step {step}: this workbench has steps 0 to {len(self.steps)}", user_frame())
-        return self.steps[step - 1].proc if step else self.initial
 
     def apply(self, op: Callable, *args, **kwargs) -> "Workbench":
         """Run `op(proc, *args, **kwargs)` as the next step; a failing op shows its error and changes nothing."""
@@ -462,15 +469,24 @@ class Workbench:
             v.steps_changed()
 
     def select(self, pattern: str) -> "Workbench":
-        """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next.
-        `Name(_)` also finds the first call of an instr template as the Code view prints it
-        (`Sm90_mma_async_f16(_)` for the instance `Sm90_mma_async_f16_m64n256`)."""
+        """Select the statement `proc.find(pattern)` finds (what clicking a line does) for the pictures shown next;
+        a bare name selects the loop of that iterator, as `find_loop` does. `Name(_)` also finds the first call of an
+        instr template as the Code view prints it (`Sm90_mma_async_f16(_)` for the instance
+        `Sm90_mma_async_f16_m64n256`)."""
+        if not isinstance(pattern, str):
+            raise SporkTypeError(f"select takes a pattern, as in wb.select(\"y[_] += _\"), not {pattern!r}",
+                                 user_frame())
         r = self.result()
+        find = self.proc.find_loop if re.fullmatch(r"\w+( #\d+)?", pattern) else self.proc.find
         try:
-            node = self.proc.find(pattern)._impl._node  # `Name(_)` finds an instr template's calls too
+            node = find(pattern)._impl._node  # `Name(_)` finds an instr template's calls too
         except (SchedulingError, SyntaxError) as e:
             raise explain(e, "select", self.proc, user_frame()).with_traceback(None) from None
-        index = next(i for i, s in enumerate(r.view.stmts) if s is node)
+        index = next((i for i, s in enumerate(r.view.stmts) if s is node), None)
+        if index is None:
+            raise SporkSchedulingError(f"select({pattern!r}) finds a part of an expression, and select takes a "
+                                       "statement: a pattern such as \"y[_] += _\", or a loop's iterator name",
+                                       user_frame())
         self._selection = (r.view.paths[index], type(r.view.stmts[index]))
         return self
 
@@ -663,6 +679,7 @@ class Workbench:
     def view(self, step: Optional[int] = None) -> WorkbenchView:
         """A new widget showing `step` (default: the current step), browsable to every step."""
         step = len(self.steps) if step is None else step
+        self._check_step(step, "view")
         v = WorkbenchView(self, step, self._current_error() if step == len(self.steps) else None)
         self._views.add(v)
         return v

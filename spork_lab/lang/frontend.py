@@ -26,11 +26,13 @@ from collections import ChainMap
 from typing import Callable, Optional
 
 from exo.API import Procedure
+from exo.core.extern import Extern
 from exo.core.LoopIR import UAST, LoopIR
 from exo.core.memory import Memory
 from exo.core.prelude import SrcInfo
 from exo.frontend.pyparser import ParseError, Parser
 from exo.frontend.typecheck import TypeChecker
+from exo.libs import externs as exo_externs
 from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
@@ -248,6 +250,7 @@ def _without_self(message: str) -> str:
     return re.sub(r"^[\w.]*__init__[(][)] ", "", message)
 
 
+_EXTERNS = sorted(name for name, value in vars(exo_externs).items() if isinstance(value, Extern))  # what exo has
 _ELEMENT_TYPES = ("R", "f16", "bf16", "f32", "f64", "i8", "ui8", "ui16", "i32")  # exo's parser's, and bf16
 
 
@@ -284,7 +287,7 @@ class _GpuSyntaxRewriter:
         except TypeError as e:
             callee = self.lookup(node.func) if isinstance(node, pyast.Call) else None
             usage = f"; write {callee.usage()}" if hasattr(callee, "usage") else ""
-            reason = _without_self(str(e))
+            reason = _without_self(getattr(e, "message", str(e)))  # a block's SporkTypeError names its own place
             prefix = "" if reason.startswith(what) else f"{what}: "  # the block's own check names it already
             self.err(node, f"{prefix}{reason}{usage}")
         except Exception as e:  # noqa: BLE001 -- any failure of user code is the user's error
@@ -381,6 +384,7 @@ class _GpuSyntaxRewriter:
         if isinstance(s, pyast.With):
             return self.with_block(s)
         if isinstance(s, pyast.If):
+            self.check_value_calls(s.test)
             self.check_no_barrier_data(s.test)
             s.body = self.block(s.body)
             s.orelse = self.block(s.orelse)
@@ -392,7 +396,7 @@ class _GpuSyntaxRewriter:
         if isinstance(s, pyast.Assign) and isinstance(s.value, pyast.BinOp) and isinstance(s.value.op, pyast.MatMult):
             return self.tensor_map(s)
         if isinstance(s, (pyast.Assign, pyast.AugAssign, pyast.AnnAssign)) and s.value is not None:
-            self.check_no_call_values(s.value)
+            self.check_value_calls(s.value)
         if isinstance(s, pyast.Expr) and isinstance(s.value, pyast.Call):
             func = s.value.func
             if isinstance(func, pyast.Name) and func.id not in self.env:
@@ -407,12 +411,20 @@ class _GpuSyntaxRewriter:
         self.check_no_barrier_data(s)
         return s
 
-    def check_no_call_values(self, node) -> None:
-        """Sync statements, instrs and procs are statements and return nothing; used as a value, exo said only
-        "expected called object to be a extern function"."""
+    def check_value_calls(self, node) -> None:
+        """A value calls only externs. Sync statements, instrs and procs are statements and return nothing; used as
+        a value, exo said only "expected called object to be a extern function". A name defined nowhere (C's
+        `sqrtf`) was a NameError from inside exo's parser."""
         for n in pyast.walk(node):
-            if isinstance(n, pyast.Call) and isinstance(self.lookup(n.func), (SyncSyntax, InstrTemplate, Procedure)):
+            if not isinstance(n, pyast.Call):
+                continue
+            if isinstance(self.lookup(n.func), (SyncSyntax, InstrTemplate, Procedure)):
                 self.err(n, f"`{pyast.unparse(n)}` is a statement and gives no value: write it on a line of its own")
+            name = n.func.id if isinstance(n.func, pyast.Name) else None
+            if name is not None and name != "stride" and name not in self.env:  # stride(x, 0): exo's own
+                self.err(n.func, f"unknown function '{name}'{_suggest(name, _EXTERNS)}: an expression calls exo's "
+                                 f"externs ({', '.join(_EXTERNS)}); import them, as in "
+                                 "`from exo.libs.externs import sqrt`")
 
     def check_no_barrier_data(self, node) -> None:
         for n in pyast.walk(node):

@@ -11,7 +11,6 @@ import re
 from typing import Optional, Union
 
 from exo.API import Procedure
-from exo.API_cursors import ForCursor, InvalidCursor
 from exo.API_scheduling import (
     ArgumentProcessor,
     BlockCursorA,
@@ -179,9 +178,9 @@ def insert_fence(proc: Procedure, gap, first_tl: SyncTl, second_tl: SyncTl) -> P
 
 
 def _names(ir) -> set:
-    """The names of a proc's arguments and of the buffers, barriers and windows it declares."""
-    return {a.name.name() for a in ir.args} | {s.name.name() for s in walk_stmts(ir.body)
-                                               if hasattr(s, "name") and isinstance(s.name, Sym)}
+    """The names of a proc's arguments and of the buffers, barriers, windows and loop iterators it declares."""
+    declared = {s.iter if isinstance(s, LoopIR.For) else getattr(s, "name", None) for s in walk_stmts(ir.body)}
+    return {a.name.name() for a in ir.args} | {sym.name() for sym in declared if isinstance(sym, Sym)}
 
 
 @sched_op([GapCursorA, NameA, _ShapeA, _BarrierMemoryA])
@@ -220,24 +219,13 @@ def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Proced
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
 
 
-def _enclosing_iterators(cursor) -> set:
-    """The iterators of the loops around a statement's cursor."""
-    names = set()
-    parent = cursor.parent()
-    while not isinstance(parent, InvalidCursor):
-        if isinstance(parent, ForCursor):
-            names.add(parent.name())
-        parent = parent.parent()
-    return names
-
-
 @sched_op([BlockCursorA, NameA])
 def single_thread(proc: Procedure, block, name: str) -> Procedure:
     """Wrap a block in `for name in cuda_threads(0, 1)`: one thread of the collective runs it (a TMA load's
     issuing thread). One iteration: the program computes what it did."""
-    if name in _names(proc._loopir_proc) | _enclosing_iterators(block[0]):  # printed `name_1`; analysed as `name`
-        raise SchedulingError(f"{name!r} is already a name where the block is (an argument, a buffer or an enclosing "
-                              "loop's iterator): give the loop another")
+    if name in _names(proc._loopir_proc):  # printed `name_1`; analysed as `name`
+        raise SchedulingError(f"{name!r} is already a name in {proc.name()} (an argument, a buffer or a loop's "
+                              "iterator): give the loop another")
     srcinfo = block[0]._impl._node.srcinfo
     zero, one = (LoopIR.Const(v, T.index, srcinfo) for v in (0, 1))
 

@@ -15,7 +15,7 @@ import re
 from exo import API_cursors as exo_api_cursors
 from exo.core import LoopIR_pprint as exo_pprint
 from exo.core import internal_cursors as ic
-from exo.core.LoopIR import LoopIR
+from exo.core.LoopIR import LoopIR, T
 
 from ..core.dtypes import is_bf16
 from ..core.instrs import template_call_of
@@ -34,7 +34,7 @@ EXO_PRINT_CURSOR = exo_pprint._print_cursor
 def proc_lines(p, env=None, marks: CursorMarks = None) -> list:
     """The unformatted source lines of a proc (with a cursor's marks, if given)."""
     env = env or exo_pprint.PrintEnv()
-    args = [_spell_bf16(_print_fnarg(a, env), a.type) for a in p.args]
+    args = [_arg_text(a, env) for a in p.args]
     lines = [f"def {p.name}({', '.join(args)}):"]
     indent = "  "
     if p.instr:
@@ -129,6 +129,14 @@ def stmt_lines(s, env, indent: str, marks: CursorMarks = None) -> list:
     if isinstance(s, LoopIR.Alloc):
         lines = [_spell_bf16(lines[0], s.type), *lines[1:]]
     return lines
+
+
+def _arg_text(a, env) -> str:
+    """exo prints a bool parameter `flag : bool @DRAM`, which its parser refuses ("size types should not be
+    annotated with memory locations"): printed as written, `flag : bool`."""
+    if a.type == T.bool:
+        return f"{env.get_name(a.name)} : bool"
+    return _spell_bf16(_print_fnarg(a, env), a.type)
 
 
 def _spell_bf16(text: str, typ) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import importlib.util
+import numbers
 import os
 import shutil
 import statistics
@@ -20,7 +21,7 @@ from typing import Callable, Optional, Sequence
 
 from exo.API import Procedure
 
-from ..codegen import compile_procs_to_strings, lib_name
+from ..codegen import compile_procs_to_strings, lib_name, proc_list
 from ..core.build_cache import build_once, cache_dir, content_key
 from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
 from ._args import ProcSpec, check_args, proc_spec
@@ -142,12 +143,10 @@ class BuiltModule:
 def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None,
           flags: Sequence[str] = ()) -> BuiltModule:
     """Compile procs to a shared library for `arch` (default: the local GPU), with extra nvcc `flags`, and load it."""
-    if isinstance(procs, Procedure):
-        raise SporkTypeError("build takes a list of procs: write sl.build([p], ...)", user_frame())
+    procs = proc_list(procs, "sl.build")
     if isinstance(flags, str):
         raise SporkTypeError(f"build(flags=...) takes a list of nvcc flags, e.g. flags=[{flags!r}], not a string",
                              user_frame())
-    procs = list(procs)
     specs = [proc_spec(p._loopir_proc) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
     try:
@@ -223,6 +222,9 @@ def benchmark(built_proc: BuiltProc, args: Sequence, reference: Optional[Callabl
     if not isinstance(built_proc, BuiltProc):
         raise SporkTypeError(f"benchmark times a proc of a built module, not {type(built_proc).__name__}: "
                              "k = sl.build([p]); sl.benchmark(k.p, args)", user_frame())
+    for name, value, least in (("reps", reps, 1), ("warmup", warmup, 0)):  # no timed run has no median
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+            raise SporkTypeError(f"benchmark({name}={value!r}): give an int >= {least}", user_frame())
     import cupy
 
     l2 = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["l2CacheSize"]

@@ -14,7 +14,7 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 from exo.core.memory import DRAM
 
 from ..core.dtypes import bf16
-from ..core.ir import walk_stmts
+from ..core.ir import INDEX_LIMIT, evaluate, walk_stmts
 from ..errors import BuildError
 from ..platforms.cuda import CudaGmemLinear
 
@@ -51,8 +51,6 @@ class ProcSpec:
     preds: tuple  # LoopIR expressions (the proc's assertions)
 
 
-# Device code indexes with 32-bit ints (task, thread and loop iterators): larger sizes and arrays are refused.
-INDEX_LIMIT = 2**31
 # The widest access any instr makes of a buffer's start (cp.async, vector stores): the analyses prove alignment
 # from offsets within a buffer, taking its start to be aligned this much.
 BASE_ALIGNMENT = 16
@@ -86,30 +84,6 @@ def proc_spec(p: LoopIR.proc) -> ProcSpec:
             mem = a.mem.name() if a.mem else ""
             raise BuildError(f"{p.name}: parameter {a.name} : {a.type} @ {mem} cannot be passed from Python yet", p.srcinfo)
     return ProcSpec(p.name, tuple(args), tuple(p.preds))
-
-
-def evaluate(e, env: dict):
-    """Value of an index/size expression or assertion (or of an int, already a value), or None if it needs more
-    than sizes."""
-    if isinstance(e, int):
-        return e
-    if isinstance(e, LoopIR.Const):
-        return e.val
-    if isinstance(e, LoopIR.Read) and not e.idx:
-        return env.get(str(e.name))
-    if isinstance(e, LoopIR.USub):
-        v = evaluate(e.arg, env)
-        return None if v is None else -v
-    if isinstance(e, LoopIR.BinOp):
-        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
-        if lhs is None or rhs is None:
-            return None
-        ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-               "/": lambda a, b: a // b, "%": lambda a, b: a % b, "==": lambda a, b: a == b,
-               "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
-               ">=": lambda a, b: a >= b, "and": lambda a, b: a and b, "or": lambda a, b: a or b}  # fmt: skip
-        return ops[e.op](lhs, rhs) if e.op in ops else None
-    return None
 
 
 def broken_assertion(spec: ProcSpec, sizes: dict):

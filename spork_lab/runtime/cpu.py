@@ -11,6 +11,7 @@ can be checked on a machine without a GPU, and a GPU run against them.
 from __future__ import annotations
 
 import ctypes
+import numbers
 import os
 import shutil
 import subprocess
@@ -24,12 +25,12 @@ from exo.core.memory import DRAM
 from ..codegen import compile_procs_to_strings
 from ..core.build_cache import build_once, cache_dir, content_key
 from ..core.cache import ProcCache
-from ..core.ir import walk_stmts
+from ..core.ir import operation_count, walk_stmts
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
 from ..scheduling import inline, inline_window
-from ._args import check_args, evaluate, proc_spec
+from ._args import check_args, proc_spec
 
 # Assignments a run may make: about 10 s of gcc -O1 code. A C call cannot be interrupted (in a notebook, only a
 # kernel restart stops it), so larger runs need an explicit max_ops=.
@@ -131,28 +132,14 @@ def _load(seq: Procedure) -> tuple:
     return fn, {4: ctypes.c_int32, 8: ctypes.c_int64}[getattr(lib, f"{name}_sizeof_int_fast32")()]
 
 
-def _operations(stmts: list, env: dict) -> int:
-    """The assignments the statements make at these sizes; a loop bound that depends on another loop's iterator
-    counts one trip (an estimate from below, for the guard)."""
-    total = 0
-    for s in stmts:
-        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-            total += 1
-        elif isinstance(s, LoopIR.For):
-            lo, hi = evaluate(s.lo, env), evaluate(s.hi, env)
-            trips = hi - lo if lo is not None and hi is not None else 1
-            total += max(trips, 0) * _operations(s.body, env)
-        elif isinstance(s, LoopIR.If):
-            total += _operations(s.body, env) + _operations(s.orelse, env)
-    return total
-
-
 @user_facing
 def run_cpu(p: Procedure, *args, max_ops: int = MAX_OPS, **kwargs) -> dict:
     """Run p's sequential meaning on the CPU: sizes as ints, tensors as NumPy arrays (also for CudaGmemLinear
     parameters), in p's argument order or by name. The arrays passed are not changed: returns a dict from each
     tensor parameter's name to its array after the call. Sizes at which it would make more than `max_ops`
     assignments are refused (a running C call cannot be interrupted)."""
+    if not isinstance(max_ops, numbers.Integral) or isinstance(max_ops, bool) or max_ops < 0:
+        raise SporkTypeError(f"run_cpu(max_ops={max_ops!r}): give an int >= 0", user_frame())
     seq = sequential(p)
     spec = proc_spec(seq._loopir_proc)
     names = [a.name for a in spec.args]
@@ -181,7 +168,7 @@ def run_cpu(p: Procedure, *args, max_ops: int = MAX_OPS, **kwargs) -> dict:
     except (TypeError, ValueError) as e:  # said at the user's call, without our frames
         raise ArgumentError(str(e).replace(f"{seq.name()}()", where, 1), user_frame()) from None
     sizes = {a.name: v for a, v in zip(spec.args, values) if a.kind == "int"}
-    ops = _operations(seq._loopir_proc.body, sizes)
+    ops = operation_count(seq._loopir_proc.body, sizes)
     if ops > max_ops:
         raise ArgumentError(f"{where}: at {', '.join(f'{k}={v}' for k, v in sizes.items())} the sequential program "
                             f"makes about {ops:.1e} assignments, more than max_ops={max_ops:.0e}: minutes or hours on "

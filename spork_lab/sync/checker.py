@@ -26,6 +26,7 @@ from exo.core.LoopIR import LoopIR, T
 
 from ..analysis import analyze
 from ..core.cache import ProcCache
+from ..core.ir import INDEX_LIMIT, operation_count
 from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .engine import Compiled, Unsupported
@@ -67,11 +68,14 @@ def _compiled(entry: list):
 # Elements of the arguments one run may track: each holds access state (a few hundred bytes once accessed),
 # and a size typed for the GPU (n = 1 << 28) would take the process's memory, and a notebook's kernel with it.
 MAX_ELEMENTS = 1 << 22
+# Statements one run may make, thread by thread: about a minute of the compiled machine (it runs 5-10 million
+# a second on a 2-core VM). A running check cannot be interrupted (in a notebook, only a kernel restart stops it).
+MAX_OPS = 5 * 10**8
 
 
 @user_facing
 def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = "compiled",
-               max_elements: int = MAX_ELEMENTS, **sizes) -> SyncReport:
+               max_elements: int = MAX_ELEMENTS, max_ops: int = MAX_OPS, **sizes) -> SyncReport:
     """Run the abstract machine on proc `p` with the given size arguments.
 
     engine="compiled" (default) runs the proc compiled to C; engine="python"
@@ -79,7 +83,9 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     ran and `report.engine_note` why the reference ran when the compiled engine
     was asked for. The barrier timeline keeps the first `max_events` events
     (`timeline_truncated` says when there were more). Sizes whose arguments
-    hold more than `max_elements` elements are refused: hazards show at small sizes.
+    hold more than `max_elements` elements are refused: hazards show at small sizes. So are sizes at which
+    the program would run more than `max_ops` statements (thread by thread): a running check cannot be
+    interrupted.
     """
     call = user_frame()  # argument errors name the user's call, as the sizes' do
     if not isinstance(p, (Procedure, LoopIR.proc)):
@@ -91,12 +97,18 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
         given = ", ".join(f"{k}={v!r}" for k, v in max_hazards.items())
         raise SporkTypeError(f"sync_check takes the sizes as keywords: write sync_check(p, {given}) or "
                              "sync_check(p, **sizes)", call)
-    for name, limit in (("max_hazards", max_hazards), ("max_events", max_events), ("max_elements", max_elements)):
+    for name, limit in (("max_hazards", max_hazards), ("max_events", max_events), ("max_elements", max_elements),
+                        ("max_ops", max_ops)):
         if not _is_int(limit) or limit < 0:
             raise SporkTypeError(f"sync_check({name}={limit!r}): give an int >= 0", call)
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
     values = size_values(ir, sizes, max_elements)
+    ops = operation_count(ir.body, sizes)
+    if ops > max_ops:
+        raise SizesError(f"sync_check: at {_sizes_text(sizes)} the program runs about {ops:.1e} statements (thread by "
+                         f"thread), more than max_ops={max_ops:.0e}: minutes or more, and a running check cannot be "
+                         "interrupted; hazards show at small sizes: use smaller ones (or pass a larger max_ops=)", call)
     entry = _engines(ir)
     program, runner, note = entry[0], entry[1], ""
     if engine == "compiled":
@@ -128,6 +140,10 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _sizes_text(sizes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
 def size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS, caller: str = "sync_check") -> tuple:
     """The size arguments' values in order, checked: every one given and positive, no other name given,
     every assertion true, and at most `max_elements` argument elements. Errors name the caller's line (the
@@ -145,11 +161,16 @@ def size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS, caller: str =
             if name not in sizes:
                 raise SizesError(f"{caller} needs a value for {name}: {caller}(p, {name}=...)", call)
             env[a.name] = P.Var(len(values))
-            if not _is_int(sizes[name]):
-                raise SizesError(f"{caller}: {name}={sizes[name]!r}, but {name} is {a.type}: give an int", call)
-            values.append(int(sizes[name]))
+            given, is_bool = sizes[name], isinstance(a.type, T.Bool)
+            if not (isinstance(given, bool) if is_bool else _is_int(given)):
+                raise SizesError(f"{caller}: {name}={given!r}, but {name} is {a.type}: give "
+                                 f"{'True or False' if is_bool else 'an int'}", call)
+            values.append(int(given))
             if values[-1] < 1 and isinstance(a.type, T.Size):
                 raise SizesError(f"{caller}: {name}={values[-1]}, but a size is positive", call)
+            if abs(values[-1]) >= INDEX_LIMIT:  # the machine's ints would wrap (2**64 ran as 0: an empty check)
+                raise SizesError(f"{caller}: {name}={values[-1]}, but device code indexes with 32-bit ints: give "
+                                 f"less than {INDEX_LIMIT}", call)
 
     def value(e) -> int:
         return python_function(index_expr(e, env))(values)
