@@ -39,8 +39,11 @@ class ExternCalls:
         narrow = isinstance(base, LoopIR.F16)  # f16 and bf16 (a subclass)
         ctype = "float" if narrow else base.ctype()
         self.extern_uses.add((e.f, ctype))
+        # exo's call text with holes for the arguments: our rewrites of it see exo's text only, not the arguments'
+        # (a nested call, already rewritten: `sin((double)(double)...`)
+        template = _in_double(_typed_names(e.f, ctype, e.f.compile([f"@{i}@" for i in range(len(e.args))], ctype)))
         args = [f"({self.comp_e(a)})" for a in e.args]  # exo casts `(float)a * b`: a only
-        call = _in_double(_typed_names(e.f, ctype, e.f.compile(args, ctype)))
+        call = re.sub(r"@(\d+)@", lambda m: args[int(m[1])], template)
         return self.rounded_from_float(call, base) if narrow else f"(({ctype}){call})"
 
     def rounded_from_float(self, text: str, base) -> str:
