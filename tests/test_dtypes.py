@@ -280,3 +280,59 @@ def test_bf16_from_ints_and_tiny_constants_on_the_gpu_are_the_cpus():
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
     assert_gpu_matches_cpu(bf16_from_ints_and_tiny_constants, **_ints_and_tiny_inputs(128 * 16))
+
+
+def _float_to_ints(dtype: str):
+    """x (a float type) stored into each integer type exo has, and added to an i32."""
+    src = f"""
+def float_to_ints_{dtype}(n: size, x: {dtype}[n] @ CudaGmemLinear, a: i8[n] @ CudaGmemLinear, b: ui8[n] @ CudaGmemLinear,
+                    c: ui16[n] @ CudaGmemLinear, d: i32[n] @ CudaGmemLinear, e: i32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            for t in cuda_threads(0, 128):
+                a[task * 128 + t] = x[task * 128 + t]
+                b[task * 128 + t] = x[task * 128 + t]
+                c[task * 128 + t] = x[task * 128 + t]
+                d[task * 128 + t] = x[task * 128 + t]
+                e[task * 128 + t] += x[task * 128 + t]
+"""
+    return sl.parse_source(src.strip("\n"), filename=__file__)
+
+
+FLOAT_TO_INTS = {dtype: _float_to_ints(dtype) for dtype in ("f32", "f64", "f16", "bf16")}
+_INT_OUTPUTS = {"a": np.int8, "b": np.uint8, "c": np.uint16, "d": np.int32, "e": np.int32}
+
+
+def _float_to_ints_inputs(dtype: str, n: int) -> dict:
+    """Values in and out of every integer range, NaN and infinities, exact in `dtype`."""
+    rng = np.random.default_rng()
+    edges = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e10, 300.0, -1.0, -0.5, 0.5, 255.5, 127.9, -128.9, 65535.5, 70000.0]
+    x = np.concatenate([edges, rng.standard_normal(n - len(edges)) * 10.0 ** rng.integers(0, 11, n - len(edges))])
+    with np.errstate(over="ignore"):  # to f16's infinity
+        x = rounded(dtype, x) if dtype in ("f16", "bf16") else x.astype(np.float32 if dtype == "f32" else np.float64)
+    arrays = {"x": as_array(dtype, x) if dtype in ("f16", "bf16") else x}
+    return dict(n=n, **arrays, **{k: np.zeros(n, t) for k, t in _INT_OUTPUTS.items()})
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TO_INTS)
+def test_floats_stored_into_integers_saturate_on_the_cpu(dtype):
+    """C leaves a float outside the integer's range (or NaN) undefined: gcc on x86 gave INT_MIN for 3e9 and NaN and
+    wrapped 300.0 into a ui8 as 44, where the GPU saturated (audit of session 31). Both now truncate toward zero,
+    saturate and give 0 for NaN."""
+    args = _float_to_ints_inputs(dtype, 1024)
+    out = sl.run_cpu(FLOAT_TO_INTS[dtype], **args)
+    x = as_values(dtype, args["x"]) if dtype in ("f16", "bf16") else args["x"].astype(np.float64)
+    for k, t in _INT_OUTPUTS.items():
+        info = np.iinfo(t)
+        want = np.clip(np.trunc(np.nan_to_num(x, nan=0.0)), info.min, info.max).astype(t)
+        np.testing.assert_array_equal(out[k], want, err_msg=f"{dtype} -> {t.__name__}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_TO_INTS)
+def test_floats_stored_into_integers_on_the_gpu_are_the_cpus(dtype):
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    assert_gpu_matches_cpu(FLOAT_TO_INTS[dtype], **_float_to_ints_inputs(dtype, 128 * 16))

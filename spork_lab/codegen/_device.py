@@ -36,6 +36,7 @@ from ..errors import CodegenError
 from ..platforms.cuda import CudaGmemLinear
 from ..platforms.Sm90 import TENSOR_MAP_DTYPES
 from ._c_exprs import FaithfulExprs
+from ._conversions import IntConversions
 from ._externs import ExternCalls, cuda_definitions
 from ._collectives import executing_collectives, iter_key, new_op, scope_tilings, stmt_pairs
 from ._sync import NamedBarrierIds, lower_fence, position_expr, split_sync_lines
@@ -261,7 +262,7 @@ def _encode_lines(a, comp) -> list:
     ]
 
 
-class CudaCompiler(ExternCalls, FaithfulExprs, WindowAliases, Compiler):
+class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler, taught the Exo-GPU loop modes, device memories and sync statements."""
 
     index_bits = 32  # iterators and indices are `int` in device code

@@ -28,6 +28,7 @@ from exo.core.LoopIR import LoopIR, T
 
 from ..core.dtypes import BF16, BF16_C_NAME
 from ._c_exprs import FLOOR_HELPERS, FaithfulExprs
+from ._conversions import IntConversions
 from ._externs import ExternCalls, c_definitions
 from ._windows import WindowAliases
 
@@ -52,7 +53,7 @@ _HEADER_PREAMBLE = """
 """
 
 
-class HostCompiler(ExternCalls, FaithfulExprs, WindowAliases, Compiler):
+class HostCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Compiler):
     """exo's C compiler with our expressions and window aliases."""
 
     def comp_e(self, e, prec=0):
