@@ -211,6 +211,24 @@ def test_a_gemm_with_b_transposed_is_checked_in_f32_and_timed_at_its_own_type():
     assert given.name == "reference (parse_sizes)" and given.check is given.timed is _bench.parse_sizes
 
 
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+def test_a_bf16_gemm_is_checked_against_the_product_of_its_values(out):
+    """A bf16 parameter takes bits (uint16), so a bf16 GEMM was not GEMM-shaped: %spork_bench ran it unchecked, with no
+    cuBLAS row. Its reference multiplies the bf16 values in f32 (and rounds a bf16 C); cuBLAS's bf16 GEMM times it."""
+    from sm90_gemm import make_gemm
+    from test_dtypes import bf16_values
+
+    spec = proc_spec(make_gemm("bf16", CL=1, G=1, out=out)._loopir_proc)
+    assert _bench.gemm_names(spec) == _bench.Gemm("A", "B", "C", b_nk=True)
+    args = _bench.make_args(spec, {"M": 128, "N": 256, "K": 64}, np.random.default_rng())
+    ref = _bench.reference_for(spec, None, np)
+    assert ref.name == "reference (cuBLAS bf16 A·Bᵀ)"
+    ref.check(*args)
+    want = bf16_values(args[3]) @ bf16_values(args[4]).T
+    got = bf16_values(args[5]) if out == "bf16" else args[5]
+    assert np.abs(got - want).max() <= (2.0**-8 if out == "bf16" else 1e-6) * np.abs(want).max()
+
+
 def test_the_report_draws_a_chart_and_a_table():
     rows = [_bench.Row("gemm_smem", {"M": 1024, "N": 1024, "K": 1024}, 1.0, 0.9, 1.1, 2.15, "TFLOP/s", 1e-6, True,
                        "reference (cuBLAS)"),
@@ -239,3 +257,13 @@ def test_on_a_gpu_profile_runs_nsight_compute(shell):
     shell.run_cell(CELL)
     report = shell.run_line_magic("spork_bench", "scale --sizes n=1048576 --reps 3 --profile")
     assert any("SpeedOfLight" in n or "Speed Of Light" in n or "Throughput" in n for n in report.notes), report.notes
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_bf16_gemm_is_checked_and_timed_against_cublas_bf16(shell):
+    shell.run_cell("import sys; sys.path.insert(0, 'examples'); from sm90_gemm import make_gemm; "
+                   "g = make_gemm('bf16', CL=1, G=1, out='bf16')")
+    report = shell.run_line_magic("spork_bench", "g --sizes M=N=K=1024 --reps 5")
+    name = shell.user_ns["g"].name()
+    [row], [ref] = ([r for r in report.rows if r.name == n] for n in (name, "reference (cuBLAS bf16 A·Bᵀ)"))
+    assert row.ok and row.error < 1e-2 and ref.rate > 0, report.rows

@@ -28,7 +28,7 @@ from ..codegen import compile_procs_to_strings, lib_name
 from ..core.ir import evaluate
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
-from ..runtime._args import ProcSpec, bf16_bits, broken_assertion, proc_spec
+from ..runtime._args import ProcSpec, bf16_bits, bf16_floats, broken_assertion, proc_spec
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -68,7 +68,7 @@ def gemm_names(spec: ProcSpec) -> Optional[Gemm]:
     """The proc's GEMM matrices if it is GEMM-shaped over three size arguments: float matrices A[M, K], B[K, N]
     (or B[N, K], multiplied transposed) and the one written, C[M, N]; else None."""
     ints = [a.name for a in spec.args if a.kind == "int"]
-    mats = [a for a in spec.args if a.kind == "cuda" and len(a.shape) == 2 and a.dtype.kind == "f"]
+    mats = [a for a in spec.args if a.kind == "cuda" and len(a.shape) == 2 and (a.dtype.kind == "f" or a.bf16)]
     if len(ints) != 3 or len(mats) != 3:
         return None
     dims = {a.name: tuple(str(d) for d in a.shape) for a in mats}
@@ -278,6 +278,11 @@ def build(procs: Sequence[Procedure], arch: str, flags: Sequence[str]) -> tuple:
     return build_library(sources, basename, arch, flags=flags), basename, specs
 
 
+def _values(array, arg, xp):
+    """An array's values: a bf16 parameter's bits as floats."""
+    return bf16_floats(array, xp) if arg.bf16 else array
+
+
 def _max_rel_error(got, want) -> float:
     scale = float(abs(want).max()) or 1.0
     return float(abs(got - want).max()) / scale
@@ -296,7 +301,8 @@ class Reference:
 def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[Reference]:
     """The given reference callable, or for a GEMM-shaped proc cuBLAS through CuPy: checked against the float32
     product (C starts at zero, so `C += A @ B` and `C = A @ B` agree), timed at the inputs' own type (cuBLAS's
-    f16 GEMM for f16 inputs, with B transposed for a B[N, K]); else None."""
+    f16 GEMM for f16 inputs, with B transposed for a B[N, K]; bf16 through cuBLAS directly, CuPy having no
+    bfloat16); else None."""
     if given is not None:
         return Reference(f"reference ({getattr(given, '__name__', 'given')})", given, given)
     gemm = gemm_names(spec)
@@ -305,18 +311,43 @@ def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[R
     names = [a.name for a in spec.args]
     ia, ib, ic = names.index(gemm.a), names.index(gemm.b), names.index(gemm.c)
 
-    def operands(args) -> tuple:
-        return args[ia], args[ib].T if gemm.b_nk else args[ib]
+    def floats(args, i: int):
+        return bf16_floats(args[i], cupy) if spec.args[i].bf16 else args[i].astype(cupy.float32)
 
     def check(*args) -> None:
-        a, b = operands(args)
-        cupy.matmul(a.astype(cupy.float32), b.astype(cupy.float32), out=args[ic])
+        b = floats(args, ib)
+        product = cupy.matmul(floats(args, ia), b.T if gemm.b_nk else b)
+        args[ic][...] = bf16_bits(product, cupy) if spec.args[ic].bf16 else product
 
     def timed(*args) -> None:
-        cupy.matmul(*operands(args))
+        if spec.args[ia].bf16:
+            _cublas_bf16_gemm(cupy, args[ia], args[ib], gemm.b_nk, bf16_c=spec.args[ic].bf16)
+        else:
+            cupy.matmul(args[ia], args[ib].T if gemm.b_nk else args[ib])
 
     dtype = spec.args[ia].dtype
-    return Reference(f"reference (cuBLAS {dtype.kind}{8 * dtype.itemsize} {gemm.product})", check, timed)
+    kind = "bf16" if spec.args[ia].bf16 else f"{dtype.kind}{8 * dtype.itemsize}"
+    return Reference(f"reference (cuBLAS {kind} {gemm.product})", check, timed)
+
+
+_CUDA_R_32F, _CUDA_R_16BF = 0, 14  # cudaDataType values (CUDA's library_types.h)
+
+
+def _cublas_bf16_gemm(cupy, a, b, b_nk: bool, bf16_c: bool):
+    """A @ B (or A @ B^T) by cuBLAS's bf16 GEMM with f32 accumulation, on bf16 bits, into a new f32 or bf16 C
+    (as cupy.matmul makes one). Row-major, so cuBLAS's column-major computes C^T = B^T A^T."""
+    from cupy_backends.cuda.libs import cublas
+
+    (m, k), n = a.shape, b.shape[0 if b_nk else 1]
+    c = cupy.empty((m, n), cupy.uint16 if bf16_c else cupy.float32)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    cublas.gemmEx(handle, cublas.CUBLAS_OP_T if b_nk else cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                  one.ctypes.data, b.data.ptr, _CUDA_R_16BF, k if b_nk else n, a.data.ptr, _CUDA_R_16BF, k,
+                  zero.ctypes.data, c.data.ptr, _CUDA_R_16BF if bf16_c else _CUDA_R_32F, n,
+                  cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    return c
 
 
 def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Callable], arch: Optional[str],
@@ -360,7 +391,8 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
                 ref_dev = [cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in host]
                 ref.check(*ref_dev)
                 written = [i for i, a in enumerate(spec.args) if a.kind == "cuda" and a.writes]
-                row.error = max((_max_rel_error(dev[i], ref_dev[i]) for i in written), default=0.0)
+                row.error = max((_max_rel_error(*(_values(x[i], spec.args[i], cupy) for x in (dev, ref_dev)))
+                                 for i in written), default=0.0)
                 row.ok = row.error <= tol
             timed_ref = ref.timed if ref is not None and ref.name not in ref_rows else None
             t = benchmark(built, dev, reference=timed_ref, reps=reps)

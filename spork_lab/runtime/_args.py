@@ -25,10 +25,16 @@ _DTYPES = {T.f32: np.float32, T.f64: np.float64, T.f16: np.float16, T.i8: np.int
 _BF16_BITS = {np.dtype(np.uint16), np.dtype(np.int16)}
 
 
-def bf16_bits(values: np.ndarray) -> np.ndarray:
-    """The bits (uint16) of the bf16 nearest each value (to nearest even), as a bf16 parameter takes them."""
-    bits = np.asarray(values, np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+def bf16_bits(values, xp=np):
+    """The bits (uint16) of the bf16 nearest each value (to nearest even), as a bf16 parameter takes them; `xp`:
+    NumPy, or CuPy for device arrays."""
+    bits = xp.asarray(values, xp.float32).view(xp.uint32)
+    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(xp.uint16)
+
+
+def bf16_floats(bits, xp=np):
+    """The float32 values of bf16 bits (exact: a bf16 is a float32's upper half)."""
+    return (bits.astype(xp.uint32) << 16).view(xp.float32)
 
 
 @dataclass(frozen=True)
