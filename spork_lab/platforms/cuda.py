@@ -158,6 +158,11 @@ class CudaMbarrier(BarrierMemory):
                                     f"no remote form), so it cannot arrive on a slice {name}[...] of the cluster's "
                                     "barriers: arrive on this CTA's barrier, then order the peers with a Fence by "
                                     "the whole cluster")
+            if u.spec.window_shape and any(a.tx_bytes for a in arrives):
+                raise _use_error(u, f"TMA loads complete on {name}, so an Arrive on it sets the bytes its phase "
+                                    "awaits (mbarrier.arrive.expect_tx on this CTA's barrier): arrive on this CTA's "
+                                    f"barrier ({name}[cta]), not a slice; a multicast TMA load completes on the "
+                                    "barrier of every CTA it writes by itself")
             if u.tx_bytes and tl.tma_to_smem_async_instr not in u.spec.first_tl.instr_tls:
                 raise _use_error(u, f"this Arrive closes a phase that TMA loads complete on: its first sync-tl must "
                                     f"include tma_to_smem_async (Arrive(tma_to_smem_async, 1)), not {u.spec.first_tl}")

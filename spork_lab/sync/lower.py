@@ -812,9 +812,7 @@ class _Lowering:
             self.emit(P.Check(P.Bin("and", P.Bin("<=", P.Const(0), offset), P.Bin("<", offset, P.Const(width))),
                               P.ERR_CTA, site))
             own = self.flat(bar, point, sliced, offset)
-        if bar.subs[0] != 1:
-            raise SyncError(f"sync_check does not model TMA loads completing on {arg.name}, whose Arrives are "
-                            "multicast", s.srcinfo)
+        assert bar.subs[0] == 1, "the analysis refuses multicast Arrives on a barrier TMA loads complete on"
         pair = tl.pair_bit(info.instr_tl)
         zero = P.Const(0)
         queues = tuple(self.let(bar.queue(d, False, zero)) for d in dests)
