@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from exo import config
 
 import spork_lab as sl
 from spork_lab import proc
@@ -583,3 +584,41 @@ def test_names_the_c_library_declares_are_refused_at_the_declaration():
     assert (e.value.filename, e.value.lineno) == (__file__, local_malloc.find("malloc : _")._impl._node.srcinfo.lineno)
     if shutil.which("gcc"):
         assert sl.run_cpu(bessel_names, 4, np.zeros(4, np.float32))["y0"].tolist() == [1.0] * 4
+
+
+@config
+class ScaleConfig:
+    scale: f32
+
+
+@proc
+def config_read_on_device(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    ScaleConfig.scale = 2.0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 32):
+                y[32 * task + t] = x[32 * task + t] * ScaleConfig.scale  # the config
+
+
+@proc
+def config_written_on_device(n: size, x: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for t in cuda_threads(0, 1):
+                ScaleConfig.scale = 3.0  # the config
+
+
+@pytest.mark.parametrize("p, message", [
+    (config_read_on_device, "config ScaleConfig.scale is read in CUDA code, but configs live in the host's context "
+                            "struct, which CUDA code cannot reach: give the proc the value as an argument instead"),
+    (config_written_on_device, "config ScaleConfig.scale is written in CUDA code, but configs live in the host's "
+                               "context struct, which CUDA code cannot reach: write configs in CPU code"),
+])
+def test_a_config_in_cuda_code_is_a_codegen_error_at_its_line(p, message):
+    """exo keeps configs in the host's context struct: nvcc said `ctxt` is undefined, in the generated file."""
+    with pytest.raises(sl.CodegenError, match=re.escape(message)) as info:
+        sl.compile_procs_to_strings([p], "k")
+    assert info.value.filename == __file__
+    assert "# the config" in Path(__file__).read_text().splitlines()[info.value.lineno - 1]

@@ -242,6 +242,15 @@ def check_smem(code: DeviceCode, cc: Optional[int]) -> None:
     )
 
 
+def _config_error(config, field: str, action: str, srcinfo) -> CodegenError:
+    """exo keeps a config in the host's context struct, which device code cannot reach (nvcc: `ctxt` undefined)."""
+    name = f"{config.name()}.{field}"
+    advice = ("give the proc the value as an argument instead (a size, or data in a one-element tensor "
+              "`f32[1] @ CudaGmemLinear`)" if action == "read" else "write configs in CPU code")
+    return CodegenError(f"config {name} is {action} in CUDA code, but configs live in the host's context struct, "
+                        f"which CUDA code cannot reach: {advice}", srcinfo)
+
+
 def _encode_lines(a, comp) -> list:
     """Launcher lines encoding the CUtensorMap of tensor-map argument `a` (exo_err set on failure)."""
     nm, spec = comp.env[a.name], tensor_map_spec(a.name)
@@ -303,6 +312,8 @@ class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Co
             if isinstance(mode, LoopIR.Par):
                 raise CodegenError("par loops (OpenMP) cannot appear in CUDA code", s.srcinfo)
             return self._seq_loop(s)
+        if isinstance(s, LoopIR.WriteConfig):
+            raise _config_error(s.config, s.field, "written", s.srcinfo)
         if isinstance(s, LoopIR.Alloc):
             return self._alloc(s)
         if isinstance(s, LoopIR.Free) and isinstance(s.mem, type) and issubclass(s.mem, BarrierMemory):
@@ -350,6 +361,8 @@ class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Co
     # ---- distributed memory: accesses see one shard (rule 4) ----
 
     def comp_e(self, e, prec=0):
+        if isinstance(e, LoopIR.ReadConfig):
+            raise _config_error(e.config, e.field, "read", e.srcinfo)
         d = self._dist.get(getattr(e, "name", None))
         if d and isinstance(e, LoopIR.Read) and e.idx:
             e = e.update(idx=e.idx[d:])
