@@ -129,6 +129,30 @@ def test_no_compiler_is_a_build_error(monkeypatch):
         sl.run_cpu(p, 128, np.zeros(128, np.float32), np.zeros(128, np.float32))
 
 
+@proc
+def multiply_add(n: size, a: f32[n], b: f32[n], c: f32[n], y: f32[n], z: f32[n]):
+    for i in seq(0, n):
+        y[i] = a[i] * b[i] + c[i]
+        z[i] += a[i] * b[i]
+
+
+def test_a_product_under_a_sum_rounds_twice_whatever_the_cpu(tmp_path, monkeypatch):
+    """gcc -O2 fuses `a * b + c` into one fma wherever the target has one (aarch64; here a CC adding -O2 -mfma): the
+    sequential meaning was the host's. Built with -ffp-contract=off, every operation rounds as the program says."""
+    cc = tmp_path / "gcc-fma"
+    cc.write_text('#!/bin/sh\nexec gcc "$@" -O2 -mfma\n')
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path / "cache"))  # nothing built with another compiler or flags
+    rng = np.random.default_rng()
+    a, b = (np.float32(1) + rng.integers(1, 2**12, 4096).astype(np.float32) * np.float32(2**-12) for _ in range(2))
+    c = -(a * b)  # rounded: a fused a * b + c is the product's rounding error, not 0
+    z = c.copy()
+    out = sl.run_cpu(multiply_add, 4096, a, b, c, np.zeros(4096, np.float32), z)
+    np.testing.assert_array_equal(out["y"], np.zeros(4096, np.float32))
+    np.testing.assert_array_equal(out["z"], np.zeros(4096, np.float32))
+
+
 def test_not_a_proc_is_a_type_error():
     with pytest.raises(sl.SporkTypeError, match="sequential takes a proc"):
         sl.sequential(add.name())

@@ -106,6 +106,11 @@ def sequential(p: Procedure) -> Procedure:
     return _SEQUENTIAL.get(p._loopir_proc, lambda _: _erase(p))
 
 
+# -ffp-contract=off: every operation rounds, as the program says. gcc's default (fast) fuses `a * b + c` into one
+# fma wherever the target has one (aarch64; x86 with -mfma in CC), and the sequential meaning would be the host's.
+_CC_FLAGS = ("-O1", "-ffp-contract=off", "-shared", "-fPIC")
+
+
 def _library(c: str, h: str, name: str) -> Path:
     """gcc's shared library of the sequential program's C (with a probe of int_fast32_t's width), cached by the
     sources and the compiler's version."""
@@ -115,8 +120,8 @@ def _library(c: str, h: str, name: str) -> Path:
                          "(e.g. apt-get install gcc) or set CC")
     c += f"\nint {name}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t); }}\n"
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
-    lib = cache_dir() / "cpu" / content_key(c, h, name, version) / f"lib{name}.so"
-    failed = build_once(lib, {f"{name}.c": c, f"{name}.h": h}, [[cc, "-O1", "-shared", "-fPIC", "-o", lib.name, f"{name}.c"]])
+    lib = cache_dir() / "cpu" / content_key(c, h, name, cc, version, *_CC_FLAGS) / f"lib{name}.so"
+    failed = build_once(lib, {f"{name}.c": c, f"{name}.h": h}, [[cc, *_CC_FLAGS, "-o", lib.name, f"{name}.c"]])
     if failed:
         raise BuildError(f"{cc} failed on the sequential program ({failed[0]}) in {failed[2]}:\n{failed[1]}")
     return lib
