@@ -126,6 +126,15 @@ CASES = {
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",
         ["Sm80_cp_async_f32 with size=16 takes dst of shape [4], but `s[4 * i:4 * i + 2]` has shape [2]"]),
+    # was exo's "expected argument of type '[f32][16, 8]', but got type 'Window(src_type=f32[128], as_tensor=...)'"
+    "instr window of fewer dimensions": (
+        "s: f32[128] @ CudaSmemLinear\nfor w in cuda_threads(0, 1, unit=cuda_warp):\n"
+        "    A: f32[16, 8] @ Sm80_RmemMatrixA\n    Sm80_mma_load_a_tf32(A[:, :], s[0:128])  # <-",
+        ["Sm80_mma_load_a_tf32 takes smem of shape [16, 8], but `s[0:128]` has shape [128]"]),
+    "instr window of a size's extent and fewer dimensions": (
+        "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 8] @ Sm80_RmemMatrixD\n"
+        "    Sm80_mma_store_d_tf32(x[0:n], D[:, :])  # <-",
+        ["Sm80_mma_store_d_tf32 takes gmem of shape [16, 8], but `x[0:n]` has shape [n]"]),
 }  # fmt: skip
 
 

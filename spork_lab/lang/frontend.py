@@ -37,7 +37,7 @@ from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
 from ..core.coll import CollUnit
-from .bounds import check_arity, check_bounds
+from .bounds import check_arity, check_bounds, check_ranks
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
@@ -200,8 +200,8 @@ def _attach_modes(stmts: list, modes: dict) -> list:
 
 
 class _TypeChecker(TypeChecker):
-    """exo's type checker, plus bf16 (spork_lab.core.dtypes), and able to window a window statement's
-    variable (`T[i:j, k:l]` of `T = A[...]`).
+    """exo's type checker, plus bf16 (spork_lab.core.dtypes), able to window a window statement's variable
+    (`T[i:j, k:l]` of `T = A[...]`), and saying a call argument of another rank in our words (`check_ranks`).
 
     exo 1.0 types a window statement's variable as a `T.Window`, which its
     WindowExpr rule cannot window again; tensor maps are windowed in device
@@ -212,6 +212,12 @@ class _TypeChecker(TypeChecker):
         if isinstance(typ, UBF16):
             return bf16
         return super().check_t(typ)
+
+    def check_single_stmt(self, stmt):
+        typed = super().check_single_stmt(stmt)
+        if isinstance(stmt, UAST.Call):
+            check_ranks(typed[0])
+        return typed
 
     def check_e(self, e, is_index=False):
         from exo.core.LoopIR import T, UAST
