@@ -300,6 +300,15 @@ MODULES = {
     "@instr template naming no parameter": ("@instr('{dst_data} = 0;')\n"
                                             "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
                                             ["template of zero1 names {dst_data}", "{d}, {d_data}, {d_int}"]),
+    # was exo's SchedulingError ("Cannot Pass the same buffer 'a' via multiple arguments") from inside exo, no line
+    "one buffer for two arguments": ("@proc\ndef sub(n: size, x: f32[n] @ DRAM, y: f32[n] @ DRAM):\n"
+                                     "    for i in seq(0, n):\n        y[i] = x[i] - y[i]\n"
+                                     "@proc\ndef k(n: size, a: f32[n] @ DRAM):\n    sub(n, a, a)  # <-\n",
+                                     ["`sub(n, a, a)` passes a for both x and y", "aliased", "distinct buffers"]),
+    "one buffer for two arguments, once through a window statement": (
+        "@proc\ndef sub(x: f32[4] @ DRAM, y: f32[4] @ DRAM):\n    for i in seq(0, 4):\n        y[i] = x[i]\n"
+        "@proc\ndef k(a: f32[8] @ DRAM):\n    lo = a[0:4]\n    sub(lo, a[4:8])  # <-\n",
+        ["`sub(lo, a[4:8])` passes a for both x (through lo) and y", "aliased"]),
 }  # fmt: skip
 
 

@@ -9,7 +9,9 @@ carry the call's source location. Before it, calls are checked for what exo
 1.0 lets through or reports obscurely: an argument whose constant shape
 differs from its parameter's (exo dumps its internal shape expressions).
 `check_arity` checks the number of arguments earlier, on the parsed proc, and
-`check_ranks` their numbers of dimensions as exo's type checker types each call.
+`check_ranks` their numbers of dimensions as exo's type checker types each call;
+`check_distinct_buffers` that no call passes one buffer twice, before exo's
+aliasing check.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..core.instrs import template_call_of
 from ..core.ir import interval_width, walk_stmts
 from ..core.sync_stmts import is_barrier_alloc, trailing_of
 from ..errors import SporkSyntaxError
+from .printer import head_text
 
 
 def check_bounds(ir: LoopIR.proc) -> None:
@@ -90,6 +93,29 @@ def check_ranks(call: LoopIR.Call) -> None:
     for param, arg in zip(call.f.args, call.args):
         if param.type.is_numeric() and arg.type.is_numeric() and len(arg.type.shape()) != len(param.type.shape()):
             raise _shape_error(call, param, arg)
+
+
+def check_distinct_buffers(ir: LoopIR.proc) -> None:
+    """No call passes one buffer for two data arguments, directly or through window statements. exo refuses
+    aliased arguments (even disjoint windows of one buffer) with its SchedulingError from inside its own frames,
+    naming no line."""
+    buffers = {}  # each window statement's name: the buffer under it
+    for s in walk_stmts(ir.body):
+        if isinstance(s, LoopIR.WindowStmt):
+            buffers[s.name] = buffers.get(s.rhs.name, s.rhs.name)
+        if not isinstance(s, LoopIR.Call):
+            continue
+        passed = {}  # each buffer passed so far: the text of its parameter
+        for param, arg in zip(s.f.args, s.args):
+            if not (param.type.is_numeric() and isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr))):
+                continue
+            buffer = buffers.get(arg.name, arg.name)
+            text = f"{param.name}" if buffer == arg.name else f"{param.name} (through {arg.name})"
+            if buffer in passed:
+                raise SporkSyntaxError(f"`{head_text(s)}` passes {buffer} for both {passed[buffer]} and {text}: exo "
+                                       "refuses aliased arguments (one buffer seen through two parameters, even as "
+                                       "disjoint windows); pass distinct buffers", s.srcinfo)
+            passed[buffer] = text
 
 
 def _check_calls(stmts: list) -> None:
