@@ -481,3 +481,14 @@ def test_divide_loop_fixes_the_loop_it_made_not_a_namesake():
     text = str(p)
     assert "for wo in cuda_threads(0, 2, unit=2 * cuda_warp):" in text and "for wo in cuda_threads(0, 1, unit=cuda_warpgroup):" in text, text
     assert sl.sync_check(p, n=2).ok
+
+
+def test_mult_loops_fixes_the_loop_it_made_not_a_namesake():
+    """The product loop was found by its name afterwards: after one branch of a specialize was fused into `t`,
+    fusing the other fixed the first branch's `t` again and left its own with exo's `cuda_threads(0, 4 * 32,
+    unit=cuda_warp)`, which the analysis refused (session 32)."""
+    p = specialize(copy_by_warps, copy_by_warps.find_loop("w"), ["task % 2 == 0"])
+    p = mult_loops(p, p.find_loop("w #0"), "t")
+    p = mult_loops(p, p.find_loop("w"), "t")
+    assert str(p).count("for t in cuda_threads(0, 128):") == 2, str(p)
+    assert sl.sync_check(p, n=2).ok
