@@ -583,3 +583,36 @@ def test_names_the_c_library_declares_are_refused_at_the_declaration():
     assert (e.value.filename, e.value.lineno) == (__file__, local_malloc.find("malloc : _")._impl._node.srcinfo.lineno)
     if shutil.which("gcc"):
         assert sl.run_cpu(bessel_names, 4, np.zeros(4, np.float32))["y0"].tolist() == [1.0] * 4
+
+
+from exo.libs.externs import sigmoid as exo_sigmoid  # noqa: E402
+
+
+@proc
+def local_sigmoid(n: size, x: f32[n] @ DRAM, y: f32[n] @ DRAM):
+    for i in seq(0, n):
+        sigmoid: f32 @ DRAM
+        sigmoid = x[i]
+        y[i] = exo_sigmoid(sigmoid)
+
+
+@proc
+def sigmoid_threads(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for sigmoid in cuda_threads(0, 32):
+                y[32 * task + sigmoid] = exo_sigmoid(x[32 * task + sigmoid])
+
+
+def test_a_local_named_like_an_extern_the_code_calls_by_another_name_is_the_users():
+    """exo's sigmoid helper is called `_sigmoid_float` (`_double`) in the generated C and CUDA (codegen/_externs.py),
+    so a buffer or loop named `sigmoid` hides nothing, even beside a call of the extern; it was refused as "a
+    function or value of the C library that the generated code uses" (session 32)."""
+    c, _, cu, _ = sl.compile_procs_to_strings([local_sigmoid, sigmoid_threads], "sig", arch="sm_80")
+    assert "_sigmoid_float(" in c and "_sigmoid_float(" in cu and not re.search(r"[^_]sigmoid\(", c + cu)
+    if shutil.which("gcc"):
+        x = np.linspace(-4.0, 4.0, 64, dtype=np.float32)
+        for p in (local_sigmoid, sigmoid_threads):
+            y = sl.run_cpu(p, 64, x, np.zeros(64, np.float32))["y"]
+            np.testing.assert_allclose(y, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)

@@ -255,12 +255,13 @@ _C_HEADER_NAMES = frozenset(
     intptr_t uintptr_t intmax_t uintmax_t true false
     """.split()
 )
-# Functions the generated code calls (a DRAM buffer's malloc and free, CUDA's vector constructors in kernels and
-# launchers, exo's externs' math) and the headers' macros that stand for values: a buffer, size or loop of one of
-# these names hides the function from the code in its scope, or becomes the macro's value. Other names the headers
-# declare stay the user's (`y0`, `j1`, `exp`).
+# Functions the generated code calls in a proc's scope (a DRAM buffer's malloc and free, CUDA's vector constructors
+# in kernels and launchers, the math exo's externs call inline) and the headers' macros that stand for values: a
+# buffer, size or loop of one of these names hides the function from the code in its scope, or becomes the macro's
+# value. Other names stay the user's: those the headers declare (`y0`, `j1`, `exp`, called by the sigmoid helper at
+# file scope) and exo's extern names, whose helpers the code calls by other names (`_sigmoid_float`, `_relu_float`).
 _CALLED_NAMES = frozenset("""
-    malloc free dim3 make_float2 make_uint4 sin sqrt expf fmaxf sigmoid
+    malloc free dim3 make_float2 make_uint4 sin sqrt expf fmaxf
     true false NULL EOF INFINITY NAN HUGE_VAL HUGE_VALF HUGE_VALL EXIT_FAILURE EXIT_SUCCESS RAND_MAX
 """.split())
 
