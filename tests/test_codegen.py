@@ -483,6 +483,19 @@ def test_two_procs_of_one_name_are_refused_at_the_second():
     sl.compile_procs_to_strings([vec_add, vec_add])  # the same proc twice is one function
 
 
+def test_a_proc_and_its_scheduled_version_are_named_at_their_one_def():
+    """Both versions come from one def: the error said "(the other is at line 16)" at line 16 itself (audit G, 40)."""
+    from spork_lab.scheduling import divide_loop
+
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([vec_add, divide_loop(vec_add, "tid", 32, ["w", "lane"], perfect=True)])
+    where = vec_add._loopir_proc.srcinfo
+    assert (e.value.filename, e.value.lineno) == (where.filename, where.lineno)
+    assert e.value.message == ("two different procs are named vec_add, both made from the def at this line (a proc "
+                               "and a scheduled version of it); each becomes a C function of its name: give one "
+                               "another, e.g. rename(p, \"vec_add_gpu\")"), e.value.message
+
+
 def test_names_the_generated_code_cannot_declare_are_refused_at_the_declaration():
     """exo writes names unchanged: a buffer `new` was `float *new = ...` in the .cu, which nvcc rejects."""
     @proc

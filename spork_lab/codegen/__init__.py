@@ -199,15 +199,19 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
 
 def _check_distinct_names(procs: list) -> None:
     """Each proc becomes a C function of its name: two different procs of one name (a proc and a scheduled
-    version of it, before `rename`) would be one function twice."""
+    version of it, before `rename`) would be one function twice. Versions of one def are said to be (their line
+    is one: "the other is at line 16", at line 16)."""
     seen: dict = {}
     for p in procs:
         ir = p._loopir_proc
         other = seen.setdefault(ir.name, ir)
-        if other is not ir:
-            raise CodegenError(f"two different procs are named {ir.name} (the other is at line {other.srcinfo.lineno}); "
-                               f"each becomes a C function of its name: give one another, e.g. "
-                               f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
+        if other is ir:
+            continue
+        one_def = (other.srcinfo.filename, other.srcinfo.lineno) == (ir.srcinfo.filename, ir.srcinfo.lineno)
+        where = (", both made from the def at this line (a proc and a scheduled version of it)" if one_def
+                 else f" (the other is at line {other.srcinfo.lineno})")
+        raise CodegenError(f"two different procs are named {ir.name}{where}; each becomes a C "
+                           f"function of its name: give one another, e.g. rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
     for name, ir in seen.items():
         owner = device_function_owner(name)
         if owner in seen:
