@@ -483,6 +483,18 @@ def test_two_procs_of_one_name_are_refused_at_the_second():
     sl.compile_procs_to_strings([vec_add, vec_add])  # the same proc twice is one function
 
 
+def test_a_plain_proc_called_by_one_thread_is_refused_as_the_analysis_refuses_more():
+    """The analysis takes a plain proc's call by one thread (sync_check checks it); the generated CUDA cannot call
+    it, which this says in the words the analysis uses for a call by many threads."""
+    import procs_analysis as P
+
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([P.plain_call_per_thread])
+    assert e.value.message == ("`zero4(y[t, 0:4])` calls the plain proc zero4 in device code, where the generated CUDA "
+                               "calls only instrs: inline it (p = inline(p, \"zero4(_)\"))"), e.value.message
+    assert e.value.lineno == P.plain_call_per_thread.find("zero4(_)")._impl._node.srcinfo.lineno
+
+
 def test_a_proc_and_its_scheduled_version_are_named_at_their_one_def():
     """Both versions come from one def: the error said "(the other is at line 16)" at line 16 itself (audit G, 40)."""
     from spork_lab.scheduling import divide_loop
