@@ -60,7 +60,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
             if divided is not None:
                 result = _keep_threads(result, result.forward(divided[1]), divided[0])
             elif fused:
-                result = _make_thread_loop(result, given["new_iter_name"], *fused)
+                count, mode, outer = fused
+                result = _make_thread_loop(result, result.forward(outer), count, mode)
             return _unshared(result)
         proc = given.get("proc")
         raise explain(failure, self.__name__, proc if isinstance(proc, _Procedure) else None, user_frame(),
@@ -100,12 +101,14 @@ def _fused_thread_loop(given: dict):
     """mult_loops of two cuda_threads loops: exo's product loop keeps the outer loop's mode (`cuda_threads(0, 4 * 32,
     unit=cuda_warp)`, 128 warps where the two loops had 4 warps of 32 threads). When the outer loop's unit is the
     inner loop's threads (inner bound x inner unit), the product runs each (outer, inner) pair on the thread the
-    two loops gave it with the inner loop's unit: (its iteration count, that mode). Other loop modes mixed with
-    cuda_threads have no such loop: refused."""
+    two loops gave it with the inner loop's unit: (its iteration count, that mode, the outer loop's cursor, which
+    forwards to the product loop: a loop found by name was the first of that name, another branch's; session 32).
+    Other loop modes mixed with cuda_threads have no such loop: refused."""
     try:
-        outer = _NestedForCursorA()(given["nested_loops"], given)._impl._node
+        cursor = _NestedForCursorA()(given["nested_loops"], given)
     except Exception:  # noqa: BLE001 -- no such loop nest: exo's own call says so
         return None
+    outer = cursor._impl._node
     inner = outer.body[0] if len(outer.body) == 1 else None
     modes = (outer.loop_mode, getattr(inner, "loop_mode", None))
     if not any(isinstance(m, _CudaThreads) for m in modes):
@@ -119,7 +122,7 @@ def _fused_thread_loop(given: dict):
         raise _SporkSchedulingError(f"mult_loops: {text}: the outer loop's unit is not the inner loop's threads "
                                     f"({inner.hi} x {inner.loop_mode.unit}), so one cuda_threads loop cannot run "
                                     "their iterations where they run", user_frame())
-    return outer.hi.val * inner.hi.val, inner.loop_mode
+    return outer.hi.val * inner.hi.val, inner.loop_mode, cursor
 
 
 def _thread_loop_mode(given: dict):
@@ -146,9 +149,8 @@ def _keep_threads(proc: _Procedure, outer, mode) -> _Procedure:
 
 
 def _make_thread_loop(proc: _Procedure, loop, count: int, mode) -> _Procedure:
-    """`loop` (a name or a cursor) with the constant bound `count` and the cuda_threads `mode` (mult_loops'
+    """The loop at the cursor `loop` with the constant bound `count` and the cuda_threads `mode` (mult_loops'
     product loop, divide_loop's outer loop)."""
-    loop = proc.find_loop(loop) if isinstance(loop, str) else loop
     bound = _LoopIR.Const(count, _T.index, loop._impl._node.hi.srcinfo)
     ir, fwd = loop._impl._child_node("hi")._replace(bound)
     with_bound = _Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)

@@ -529,6 +529,21 @@ def plain_call_by_warp(y: f32[32, 4] @ CudaGmemLinear):
             zero4(y[0, :])  # error here
 
 
+@proc
+def rows_by_lanes(y: f32[4, 32] @ CudaGmemLinear, w: index):
+    assert w >= 0 and w < 4
+    for lane in cuda_threads(0, 32):
+        y[w, lane] = 0.0
+
+
+@proc
+def plain_call_with_thread_loops_by_warps(y: f32[4, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                rows_by_lanes(y, w)  # error here
+
+
 # ---------------------------------------------------------------- rejected procs: timelines
 
 

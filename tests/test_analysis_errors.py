@@ -69,7 +69,11 @@ CASES = [
     ("fragment_alias", MemoryMismatchError,
      ["`Dw = D[1, 0:16, 0:8]`", "D @ Sm80_RmemMatrixD", "pass `D[1, 0:16, 0:8]` to the instrs directly"]),
     ("scalar_write_by_cta", CollectiveError, ["y[0] = 1.0", "cuda_warp (32 threads)", "single thread"]),
-    ("plain_call_by_warp", CollectiveError, ["zero4", "cuda_warp (32 threads)", "single thread"]),
+    # said "scalar writes need a single thread", where code generation then said "inline it": inlining comes first
+    ("plain_call_by_warp", CollectiveError, ["`zero4(y[0, 0:4])` calls the plain proc zero4 in device code",
+                                             'inline it (p = inline(p, "zero4(_)"))', "cuda_warp (32 threads)"]),
+    ("plain_call_with_thread_loops_by_warps", CollectiveError,
+     ["`rows_by_lanes(y, w)` calls the plain proc rows_by_lanes in device code", "inline it"]),
     # launch configuration
     ("block_dim_not_warps", CollectiveError, ["blockDim=100", "multiple of 32"]),
     ("cluster_dim_not_pow2", CollectiveError, ["clusterDim=3", "power of 2"]),

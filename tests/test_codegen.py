@@ -484,6 +484,31 @@ def test_two_procs_of_one_name_are_refused_at_the_second():
     sl.compile_procs_to_strings([vec_add, vec_add])  # the same proc twice is one function
 
 
+def test_a_plain_proc_called_by_one_thread_is_refused_as_the_analysis_refuses_more():
+    """The analysis takes a plain proc's call by one thread (sync_check checks it); the generated CUDA cannot call
+    it, which this says in the words the analysis uses for a call by many threads."""
+    import procs_analysis as P
+
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([P.plain_call_per_thread])
+    assert e.value.message == ("`zero4(y[t, 0:4])` calls the plain proc zero4 in device code, where the generated CUDA "
+                               "calls only instrs: inline it (p = inline(p, \"zero4(_)\"))"), e.value.message
+    assert e.value.lineno == P.plain_call_per_thread.find("zero4(_)")._impl._node.srcinfo.lineno
+
+
+def test_a_proc_and_its_scheduled_version_are_named_at_their_one_def():
+    """Both versions come from one def: the error said "(the other is at line 16)" at line 16 itself (audit G, 40)."""
+    from spork_lab.scheduling import divide_loop
+
+    with pytest.raises(sl.CodegenError) as e:
+        sl.compile_procs_to_strings([vec_add, divide_loop(vec_add, "tid", 32, ["w", "lane"], perfect=True)])
+    where = vec_add._loopir_proc.srcinfo
+    assert (e.value.filename, e.value.lineno) == (where.filename, where.lineno)
+    assert e.value.message == ("two different procs are named vec_add, both made from the def at this line (a proc "
+                               "and a scheduled version of it); each becomes a C function of its name: give one "
+                               "another, e.g. rename(p, \"vec_add_gpu\")"), e.value.message
+
+
 def test_names_the_generated_code_cannot_declare_are_refused_at_the_declaration():
     """exo writes names unchanged: a buffer `new` was `float *new = ...` in the .cu, which nvcc rejects."""
     @proc
@@ -622,3 +647,36 @@ def test_a_config_in_cuda_code_is_a_codegen_error_at_its_line(p, message):
         sl.compile_procs_to_strings([p], "k")
     assert info.value.filename == __file__
     assert "# the config" in Path(__file__).read_text().splitlines()[info.value.lineno - 1]
+
+
+from exo.libs.externs import sigmoid as exo_sigmoid  # noqa: E402
+
+
+@proc
+def local_sigmoid(n: size, x: f32[n] @ DRAM, y: f32[n] @ DRAM):
+    for i in seq(0, n):
+        sigmoid: f32 @ DRAM
+        sigmoid = x[i]
+        y[i] = exo_sigmoid(sigmoid)
+
+
+@proc
+def sigmoid_threads(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 32):
+            for sigmoid in cuda_threads(0, 32):
+                y[32 * task + sigmoid] = exo_sigmoid(x[32 * task + sigmoid])
+
+
+def test_a_local_named_like_an_extern_the_code_calls_by_another_name_is_the_users():
+    """exo's sigmoid helper is called `_sigmoid_float` (`_double`) in the generated C and CUDA (codegen/_externs.py),
+    so a buffer or loop named `sigmoid` hides nothing, even beside a call of the extern; it was refused as "a
+    function or value of the C library that the generated code uses" (session 32)."""
+    c, _, cu, _ = sl.compile_procs_to_strings([local_sigmoid, sigmoid_threads], "sig", arch="sm_80")
+    assert "_sigmoid_float(" in c and "_sigmoid_float(" in cu and not re.search(r"[^_]sigmoid\(", c + cu)
+    if shutil.which("gcc"):
+        x = np.linspace(-4.0, 4.0, 64, dtype=np.float32)
+        for p in (local_sigmoid, sigmoid_threads):
+            y = sl.run_cpu(p, 64, x, np.zeros(64, np.float32))["y"]
+            np.testing.assert_allclose(y, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)

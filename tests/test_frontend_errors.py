@@ -126,6 +126,15 @@ CASES = {
         "s: f32[64] @ CudaSmemLinear\nfor i in cuda_threads(0, 16):\n"
         "    with CudaAsync(Sm80_cp_async_instr):\n        Sm80_cp_async_f32(s[4 * i:4 * i + 2], x[4 * i:4 * i + 2], size=16)  # <-",
         ["Sm80_cp_async_f32 with size=16 takes dst of shape [4], but `s[4 * i:4 * i + 2]` has shape [2]"]),
+    # was exo's "expected argument of type '[f32][16, 8]', but got type 'Window(src_type=f32[128], as_tensor=...)'"
+    "instr window of fewer dimensions": (
+        "s: f32[128] @ CudaSmemLinear\nfor w in cuda_threads(0, 1, unit=cuda_warp):\n"
+        "    A: f32[16, 8] @ Sm80_RmemMatrixA\n    Sm80_mma_load_a_tf32(A[:, :], s[0:128])  # <-",
+        ["Sm80_mma_load_a_tf32 takes smem of shape [16, 8], but `s[0:128]` has shape [128]"]),
+    "instr window of a size's extent and fewer dimensions": (
+        "for w in cuda_threads(0, 1, unit=cuda_warp):\n    D: f32[16, 8] @ Sm80_RmemMatrixD\n"
+        "    Sm80_mma_store_d_tf32(x[0:n], D[:, :])  # <-",
+        ["Sm80_mma_store_d_tf32 takes gmem of shape [16, 8], but `x[0:n]` has shape [n]"]),
 }  # fmt: skip
 
 
@@ -291,6 +300,15 @@ MODULES = {
     "@instr template naming no parameter": ("@instr('{dst_data} = 0;')\n"
                                             "def zero1(d: [f32][1] @ CudaSmemLinear):  # <-\n    d[0] = 0.0\n",
                                             ["template of zero1 names {dst_data}", "{d}, {d_data}, {d_int}"]),
+    # was exo's SchedulingError ("Cannot Pass the same buffer 'a' via multiple arguments") from inside exo, no line
+    "one buffer for two arguments": ("@proc\ndef sub(n: size, x: f32[n] @ DRAM, y: f32[n] @ DRAM):\n"
+                                     "    for i in seq(0, n):\n        y[i] = x[i] - y[i]\n"
+                                     "@proc\ndef k(n: size, a: f32[n] @ DRAM):\n    sub(n, a, a)  # <-\n",
+                                     ["`sub(n, a, a)` passes a for both x and y", "aliased", "distinct buffers"]),
+    "one buffer for two arguments, once through a window statement": (
+        "@proc\ndef sub(x: f32[4] @ DRAM, y: f32[4] @ DRAM):\n    for i in seq(0, 4):\n        y[i] = x[i]\n"
+        "@proc\ndef k(a: f32[8] @ DRAM):\n    lo = a[0:4]\n    sub(lo, a[4:8])  # <-\n",
+        ["`sub(lo, a[4:8])` passes a for both x (through lo) and y", "aliased"]),
 }  # fmt: skip
 
 

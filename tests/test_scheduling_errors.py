@@ -363,6 +363,18 @@ def test_a_constant_barrier_index_past_its_array_is_refused_at_the_insert():
                  "insert_arrive: index 0 of bar[64] is 64, outside bar: barrier[64]")
 
 
+def test_an_arrive_count_other_than_one_is_refused_at_the_insert():
+    """insert_arrive(..., N=0) was accepted, and the next sl.analyze refused `Arrive(..., 0)` at the line of the
+    loop it was inserted after, not at the insert (audit G, 41)."""
+    from procs_sync import mbarrier_per_thread_array as p
+
+    gap = p.find_loop("t").before()
+    for n in (0, 2, ~1, True, 1.0):
+        _raises_here(lambda: insert_arrive(p, gap, cuda_in_order, "bar[0]", N=n), "insert_arrive: argument 4, 'N'",
+                     f"an Arrive's count N must be 1, got {n!r}")
+    assert "Arrive(cuda_in_order, 1) >> bar[0]" in str(insert_arrive(p, gap, cuda_in_order, "bar[0]"))
+
+
 def test_a_loop_mode_given_bounds_or_a_string_unit_says_what_it_takes():
     """Were Python's TypeError from LoopModeSyntax.__call__, at no line of the user's."""
     for make, message in [(lambda: cuda_threads(0, 4), "cuda_threads as a loop mode takes unit=..., not bounds"),
@@ -468,4 +480,15 @@ def test_divide_loop_fixes_the_loop_it_made_not_a_namesake():
     p = divide_loop(p, p.find_loop("w"), 4, ["wo", "wi"], perfect=True)
     text = str(p)
     assert "for wo in cuda_threads(0, 2, unit=2 * cuda_warp):" in text and "for wo in cuda_threads(0, 1, unit=cuda_warpgroup):" in text, text
+    assert sl.sync_check(p, n=2).ok
+
+
+def test_mult_loops_fixes_the_loop_it_made_not_a_namesake():
+    """The product loop was found by its name afterwards: after one branch of a specialize was fused into `t`,
+    fusing the other fixed the first branch's `t` again and left its own with exo's `cuda_threads(0, 4 * 32,
+    unit=cuda_warp)`, which the analysis refused (session 32)."""
+    p = specialize(copy_by_warps, copy_by_warps.find_loop("w"), ["task % 2 == 0"])
+    p = mult_loops(p, p.find_loop("w #0"), "t")
+    p = mult_loops(p, p.find_loop("w"), "t")
+    assert str(p).count("for t in cuda_threads(0, 128):") == 2, str(p)
     assert sl.sync_check(p, n=2).ok

@@ -54,6 +54,7 @@ from ..core.instrs import instr_info
 from ..core.ir import constant_value, expr_vars, interval_width, numeric_reads, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.sync_stmts import (
+    ARRIVE_COUNT,
     QueueFacts,
     SyncSpec,
     barrier_window_indices,
@@ -520,8 +521,8 @@ def _checked(info: BarrierInfo, uses: tuple) -> BarrierInfo:
     for use in uses:
         if use.spec.is_reverse and not mem.allows_reverse:
             raise _err(use, f"{use.spec.kind} needs a CudaMbarrier; {info.name} is a {mem.name()}")
-        if use.spec.is_arrive and use.spec.N != 1:
-            raise _err(use, f"{use.spec.kind}(..., {use.spec.N}): the arrive count must be 1")
+        if use.spec.is_arrive and use.spec.N != ARRIVE_COUNT:
+            raise _err(use, f"{use.spec.kind}(..., {use.spec.N}): the arrive count must be {ARRIVE_COUNT}")
     facts = {}
     for reverse in (False, True):
         queue = [u for u in uses if u.spec.is_reverse == reverse]

@@ -2,7 +2,8 @@
 
 * Collective unit: an Exo-GPU instr runs only with the collective it declares
   (mma needs a warp, cp.async a thread); scalar writes and reductions, and
-  calls of plain procs that write, are made by one thread.
+  calls of plain procs that write, are made by one thread (such a call made
+  by more is told to inline the proc, as code generation tells one by one).
 * Instruction timeline: an instr's declared instr-tl is the scope's; scalar
   code runs only in-order; every allocation, read and write is allowed on the
   scope's instr-tl by its memory (DRAM and other exo memories: CPU only).
@@ -257,7 +258,12 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         return
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
-        _check_scalar_code(s, info, writes=any("write" in e for e in effects.values()))
+        writes = any("write" in e for e in effects.values())
+        if writes and info.device_scope == "cuda" and info.tiling.thread_count != 1:
+            raise CollectiveError(f"{plain_call_in_device_code(s)}; left a call, its body is scalar code executed by "
+                                  f"{info.coll_unit_text} ({_threads(info.tiling.thread_count)}), and scalar writes "
+                                  "need a single thread", s.srcinfo)
+        _check_scalar_code(s, info, writes)
         for arg in s.args:
             if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
                 _check_scalar_access(s, memories, arg.name, f"{s.f.name}'s body, scalar code,")
@@ -266,6 +272,14 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
                 _check_access(s, info, memories, arg.name, action, tl)
+
+
+def plain_call_in_device_code(s: LoopIR.Call) -> str:
+    """Why a call of a plain proc in device code goes, and how: said first by the analysis (where many threads make
+    the call, whose "scalar writes need a single thread" sent the user to cuda_threads loops before code
+    generation refused the call anyway) and by code generation (where one thread does)."""
+    return (f"`{head_text(s)}` calls the plain proc {s.f.name} in device code, where the generated CUDA calls only "
+            f"instrs: inline it (p = inline(p, \"{s.f.name}(_)\"))")
 
 
 def _check_instr_arg_types(s: LoopIR.Call) -> None:

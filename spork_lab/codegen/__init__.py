@@ -199,15 +199,19 @@ def _check_arch(code: list, arch: Optional[str]) -> None:
 
 def _check_distinct_names(procs: list) -> None:
     """Each proc becomes a C function of its name: two different procs of one name (a proc and a scheduled
-    version of it, before `rename`) would be one function twice."""
+    version of it, before `rename`) would be one function twice. Versions of one def are said to be (their line
+    is one: "the other is at line 16", at line 16)."""
     seen: dict = {}
     for p in procs:
         ir = p._loopir_proc
         other = seen.setdefault(ir.name, ir)
-        if other is not ir:
-            raise CodegenError(f"two different procs are named {ir.name} (the other is at line {other.srcinfo.lineno}); "
-                               f"each becomes a C function of its name: give one another, e.g. "
-                               f"rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
+        if other is ir:
+            continue
+        one_def = (other.srcinfo.filename, other.srcinfo.lineno) == (ir.srcinfo.filename, ir.srcinfo.lineno)
+        where = (", both made from the def at this line (a proc and a scheduled version of it)" if one_def
+                 else f" (the other is at line {other.srcinfo.lineno})")
+        raise CodegenError(f"two different procs are named {ir.name}{where}; each becomes a C "
+                           f"function of its name: give one another, e.g. rename(p, \"{ir.name}_gpu\")", ir.srcinfo)
     for name, ir in seen.items():
         owner = device_function_owner(name)
         if owner in seen:
@@ -255,12 +259,13 @@ _C_HEADER_NAMES = frozenset(
     intptr_t uintptr_t intmax_t uintmax_t true false
     """.split()
 )
-# Functions the generated code calls (a DRAM buffer's malloc and free, CUDA's vector constructors in kernels and
-# launchers, exo's externs' math) and the headers' macros that stand for values: a buffer, size or loop of one of
-# these names hides the function from the code in its scope, or becomes the macro's value. Other names the headers
-# declare stay the user's (`y0`, `j1`, `exp`).
+# Functions the generated code calls in a proc's scope (a DRAM buffer's malloc and free, CUDA's vector constructors
+# in kernels and launchers, the math exo's externs call inline) and the headers' macros that stand for values: a
+# buffer, size or loop of one of these names hides the function from the code in its scope, or becomes the macro's
+# value. Other names stay the user's: those the headers declare (`y0`, `j1`, `exp`, called by the sigmoid helper at
+# file scope) and exo's extern names, whose helpers the code calls by other names (`_sigmoid_float`, `_relu_float`).
 _CALLED_NAMES = frozenset("""
-    malloc free dim3 make_float2 make_uint4 sin sqrt expf fmaxf sigmoid
+    malloc free dim3 make_float2 make_uint4 sin sqrt expf fmaxf
     true false NULL EOF INFINITY NAN HUGE_VAL HUGE_VALF HUGE_VALL EXIT_FAILURE EXIT_SUCCESS RAND_MAX
 """.split())
 

@@ -24,6 +24,7 @@ from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 
 from ..analysis import Analysis
+from ..analysis.checks import plain_call_in_device_code
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.dtypes import BF16, BF16_C_NAME, cuda_source
 from ..core.instrs import LoweredArg, LoweredCall, instr_info, multicast_dst, template_call_of
@@ -616,7 +617,7 @@ class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Co
                 return None
             return self._split_sync(s, spec)
         if s.f.instr is None:
-            raise CodegenError(f"not yet supported: calling the proc {s.f.name} from CUDA code; inline it", s.srcinfo)
+            raise CodegenError(plain_call_in_device_code(s), s.srcinfo)
         info = instr_info(s)
         for text in info.cuda_includes if info is not None else ():
             if text not in self.cuda_globals:

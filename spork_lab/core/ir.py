@@ -258,6 +258,11 @@ def operation_count(stmts: list, env: dict) -> int:
     return total
 
 
+def sizes_text(sizes: dict) -> str:
+    """Size values as the user gives them to a call, `n=1024, m=2`: how messages about sizes name them."""
+    return ", ".join(f"{name}={value}" for name, value in sizes.items())
+
+
 def unshared(proc_ir: LoopIR.proc) -> Optional[LoopIR.proc]:
     """`proc_ir` with every statement a distinct object, or None if it is already. exo's ops keep a statement they
     copy unchanged (a Fence, an instr call with constant arguments) as one object at each place, and what the

@@ -85,6 +85,9 @@ BARRIER_CARRIER = T.ui8
 
 SYNC_KINDS = ("Fence", "Arrive", "Await", "ReverseArrive", "ReverseAwait")
 
+# The count N of `Arrive(first_tl, N)` (and of ReverseArrive): every barrier memory counts one arrival per arrive.
+ARRIVE_COUNT = 1
+
 
 @dataclass(frozen=True)
 class SyncSpec:

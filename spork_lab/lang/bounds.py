@@ -8,7 +8,10 @@ statement>:0`. Here the check runs on a copy of the proc whose callee bodies
 carry the call's source location. Before it, calls are checked for what exo
 1.0 lets through or reports obscurely: an argument whose constant shape
 differs from its parameter's (exo dumps its internal shape expressions).
-`check_arity` checks the number of arguments earlier, on the parsed proc.
+`check_arity` checks the number of arguments earlier, on the parsed proc, and
+`check_ranks` their numbers of dimensions as exo's type checker types each call;
+`check_distinct_buffers` that no call passes one buffer twice, before exo's
+aliasing check.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..core.instrs import template_call_of
 from ..core.ir import interval_width, walk_stmts
 from ..core.sync_stmts import is_barrier_alloc, trailing_of
 from ..errors import SporkSyntaxError
+from .printer import head_text
 
 
 def check_bounds(ir: LoopIR.proc) -> None:
@@ -82,6 +86,38 @@ def check_arity(stmts: list) -> None:
                                    s.srcinfo)
 
 
+def check_ranks(call: LoopIR.Call) -> None:
+    """Each data argument of a call exo has just typed has as many dimensions as its parameter. exo's type
+    checker refuses one that has not with its window type's repr (`got type 'Window(src_type=f32[128],
+    as_tensor=[f32][128], src_buf=s, idx='[0:128]')'`); said here in the shape check's words."""
+    for param, arg in zip(call.f.args, call.args):
+        if param.type.is_numeric() and arg.type.is_numeric() and len(arg.type.shape()) != len(param.type.shape()):
+            raise _shape_error(call, param, arg)
+
+
+def check_distinct_buffers(ir: LoopIR.proc) -> None:
+    """No call passes one buffer for two data arguments, directly or through window statements. exo refuses
+    aliased arguments (even disjoint windows of one buffer) with its SchedulingError from inside its own frames,
+    naming no line."""
+    buffers = {}  # each window statement's name: the buffer under it
+    for s in walk_stmts(ir.body):
+        if isinstance(s, LoopIR.WindowStmt):
+            buffers[s.name] = buffers.get(s.rhs.name, s.rhs.name)
+        if not isinstance(s, LoopIR.Call):
+            continue
+        passed = {}  # each buffer passed so far: the text of its parameter
+        for param, arg in zip(s.f.args, s.args):
+            if not (param.type.is_numeric() and isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr))):
+                continue
+            buffer = buffers.get(arg.name, arg.name)
+            text = f"{param.name}" if buffer == arg.name else f"{param.name} (through {arg.name})"
+            if buffer in passed:
+                raise SporkSyntaxError(f"`{head_text(s)}` passes {buffer} for both {passed[buffer]} and {text}: exo "
+                                       "refuses aliased arguments (one buffer seen through two parameters, even as "
+                                       "disjoint windows); pass distinct buffers", s.srcinfo)
+            passed[buffer] = text
+
+
 def _check_calls(stmts: list) -> None:
     """Each call argument whose shape is constant has its parameter's shape."""
     for s in stmts:
@@ -96,11 +132,25 @@ def _check_calls(stmts: list) -> None:
                 got = _arg_shape(arg)
                 if None in want or got is None or None in got or got == want:
                     continue
-                raise SporkSyntaxError(
-                    f"{_callee(s)} takes {param.name} of shape [{', '.join(map(str, want))}], but `{arg}` has shape "
-                    f"[{', '.join(map(str, got))}]",
-                    s.srcinfo,
-                )
+                raise _shape_error(s, param, arg)
+
+
+def _shape_error(s: LoopIR.Call, param, arg) -> SporkSyntaxError:
+    """`callee takes param of shape [16, 8], but `arg` has shape [128]`, at the call."""
+    if isinstance(arg, LoopIR.WindowExpr):
+        got = [_width_text(w) for w in arg.idx if isinstance(w, LoopIR.Interval)]
+    else:
+        got = [str(d) for d in arg.type.shape()]
+    return SporkSyntaxError(f"{_callee(s)} takes {param.name} of shape [{', '.join(map(str, param.type.shape()))}], "
+                            f"but `{arg}` has shape [{', '.join(got)}]", s.srcinfo)
+
+
+def _width_text(w: LoopIR.Interval) -> str:
+    """A window interval's width as the user reads it: `4` for `4 * i:4 * i + 4`, `n` for `0:n`."""
+    width = interval_width(w)
+    if width is not None:
+        return str(width)
+    return str(w.hi) if _const(w.lo) == 0 else f"{w.hi} - {w.lo}"
 
 
 def _callee(s: LoopIR.Call | UAST.Call) -> str:

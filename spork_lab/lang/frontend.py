@@ -9,7 +9,8 @@ Three steps, in this order:
    globals and locals plus the generated procs;
 3. the loop modes are attached to the typed LoopIR, then exo's bounds and
    aliasing checks run as they do for any proc (the bounds check reports
-   errors inside callees at the call: lang/bounds.py).
+   errors inside callees at the call, and a buffer passed for two arguments
+   is refused at the call before exo's aliasing check: lang/bounds.py).
 Keyword arguments, `>>` and `~N` are evaluated in Python; loop bounds and
 barrier indices stay Exo expressions.
 """
@@ -37,7 +38,7 @@ from exo.rewrite.new_eff import Check_Aliasing
 
 from ..core.blocks import BLOCK_CONTEXTS, BlockContext
 from ..core.coll import CollUnit
-from .bounds import check_arity, check_bounds
+from .bounds import check_arity, check_bounds, check_distinct_buffers, check_ranks
 from ..core.dtypes import UBF16, bf16
 from ..core.instrs import InstrTemplate, instr_info_by_name
 from ..core.loop_modes import LoopModeSyntax, WithBlock
@@ -137,6 +138,7 @@ def _parse_text(src: str, filename: str, first_line: int, col_offset: int, func_
     ir = ir.update(body=_attach_modes(ir.body, rewriter.modes))
     _register_tensor_maps(ir.body, rewriter.tensor_maps)
     check_bounds(ir)
+    check_distinct_buffers(ir)
     Check_Aliasing(ir)
     return Procedure(ir)
 
@@ -200,8 +202,8 @@ def _attach_modes(stmts: list, modes: dict) -> list:
 
 
 class _TypeChecker(TypeChecker):
-    """exo's type checker, plus bf16 (spork_lab.core.dtypes), and able to window a window statement's
-    variable (`T[i:j, k:l]` of `T = A[...]`).
+    """exo's type checker, plus bf16 (spork_lab.core.dtypes), able to window a window statement's variable
+    (`T[i:j, k:l]` of `T = A[...]`), and saying a call argument of another rank in our words (`check_ranks`).
 
     exo 1.0 types a window statement's variable as a `T.Window`, which its
     WindowExpr rule cannot window again; tensor maps are windowed in device
@@ -212,6 +214,12 @@ class _TypeChecker(TypeChecker):
         if isinstance(typ, UBF16):
             return bf16
         return super().check_t(typ)
+
+    def check_single_stmt(self, stmt):
+        typed = super().check_single_stmt(stmt)
+        if isinstance(stmt, UAST.Call):
+            check_ranks(typed[0])
+        return typed
 
     def check_e(self, e, is_index=False):
         from exo.core.LoopIR import T, UAST

@@ -34,6 +34,7 @@ from ..core.instrs import instr_info
 from ..core.ir import walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock, to_loop_mode
 from ..core.sync_stmts import (
+    ARRIVE_COUNT,
     BARRIER_CARRIER,
     BarrierMemory,
     SyncSpec,
@@ -76,6 +77,13 @@ class _IntA(ArgumentProcessor):
     def __call__(self, n, all_args):
         if not isinstance(n, int) or isinstance(n, bool):
             self.err(f"expected an int (e.g. 0, 1 or ~1), got {n!r}")
+        return n
+
+
+class _ArriveCountA(ArgumentProcessor):
+    def __call__(self, n, all_args):
+        if type(n) is not int or n != ARRIVE_COUNT:  # here, not by the next analysis at the line of the gap's anchor
+            self.err(f"an Arrive's count N must be {ARRIVE_COUNT}, got {n!r}")
         return n
 
 
@@ -195,7 +203,7 @@ def insert_barrier_alloc(proc: Procedure, gap, name: str, shape, memory) -> Proc
     return _insert(proc, gap, [LoopIR.Alloc(Sym(name), typ, memory, srcinfo)])
 
 
-@sched_op([GapCursorA, _SyncTlA, _BarrierExprA, _IntA])
+@sched_op([GapCursorA, _SyncTlA, _BarrierExprA, _ArriveCountA])
 def insert_arrive(proc: Procedure, gap, first_tl: SyncTl, barrier, N: int = 1) -> Procedure:
     """Insert `Arrive(first_tl, N) >> barrier` at a gap; barrier is text like 'bar[i]'."""
     return _insert_barrier_sync(proc, gap, barrier, "Arrive", first_tl=first_tl, N=N)

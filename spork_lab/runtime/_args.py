@@ -14,7 +14,7 @@ from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
 from exo.core.memory import DRAM
 
 from ..core.dtypes import bf16
-from ..core.ir import INDEX_LIMIT, evaluate, walk_stmts
+from ..core.ir import INDEX_LIMIT, evaluate, sizes_text, walk_stmts
 from ..errors import BuildError
 from ..platforms.cuda import CudaGmemLinear
 
@@ -128,8 +128,7 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
             env[a.name] = bool(v) if want is bool else int(v)
     pred = broken_assertion(spec, env)
     if pred is not None:
-        sizes = ", ".join(f"{k}={v}" for k, v in env.items())
-        raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes}")
+        raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes_text(env)}")
     raw, extents = [], []
     for a, v in zip(spec.args, values):
         if a.kind in ("int", "bool"):

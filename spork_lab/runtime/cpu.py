@@ -25,7 +25,7 @@ from exo.core.memory import DRAM
 from ..codegen import compile_procs_to_strings
 from ..core.build_cache import build_once, cache_dir, content_key
 from ..core.cache import ProcCache
-from ..core.ir import operation_count, walk_stmts
+from ..core.ir import operation_count, sizes_text, walk_stmts
 from ..core.memories import CudaMemory
 from ..core.sync_stmts import is_barrier_alloc, sync_spec_of
 from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
@@ -175,7 +175,7 @@ def run_cpu(p: Procedure, *args, max_ops: int = MAX_OPS, **kwargs) -> dict:
     sizes = {a.name: v for a, v in zip(spec.args, values) if a.kind == "int"}
     ops = operation_count(seq._loopir_proc.body, sizes)
     if ops > max_ops:
-        raise ArgumentError(f"{where}: at {', '.join(f'{k}={v}' for k, v in sizes.items())} the sequential program "
+        raise ArgumentError(f"{where}: at {sizes_text(sizes)} the sequential program "
                             f"makes about {ops:.1e} assignments, more than max_ops={max_ops:.0e}: minutes or hours on "
                             "the CPU, and a running call cannot be interrupted; check at smaller sizes (or pass a "
                             "larger max_ops=)", user_frame())

@@ -27,6 +27,7 @@ from exo.core.LoopIR import LoopIR
 from ..analysis.result import StmtRef
 from ..core import timelines as tl
 from ..core.cache import ProcCache
+from ..core.ir import sizes_text
 from ..errors import SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .checker import size_values
@@ -102,7 +103,7 @@ class BankReport:
                 "not_modeled": [{"stmt": s.to_json(), "why": why} for s, why in self.not_modeled]}
 
     def __str__(self) -> str:
-        at = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        at = sizes_text(self.sizes)
         lines = [f"shared-memory bank conflicts of {self.proc}" + (f" at {at}" if at else "") + ": "
                  + (f"{len(self.conflicts)} of {len(self.accesses)} accesses conflict" if self.accesses
                     else "no shared-memory accesses modeled")]

@@ -26,7 +26,7 @@ from exo.core.LoopIR import LoopIR, T
 
 from ..analysis import analyze
 from ..core.cache import ProcCache
-from ..core.ir import INDEX_LIMIT, operation_count
+from ..core.ir import INDEX_LIMIT, operation_count, sizes_text
 from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_facing, user_frame
 from . import program as P
 from .engine import Compiled, Unsupported
@@ -106,7 +106,7 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     values = size_values(ir, sizes, max_elements)
     ops = operation_count(ir.body, sizes)
     if ops > max_ops:
-        raise SizesError(f"sync_check: at {_sizes_text(sizes)} the program runs about {ops:.1e} statements (thread by "
+        raise SizesError(f"sync_check: at {sizes_text(sizes)} the program runs about {ops:.1e} statements (thread by "
                          f"thread), more than max_ops={max_ops:.0e}: minutes or more, and a running check cannot be "
                          "interrupted; hazards show at small sizes: use smaller ones (or pass a larger max_ops=)", call)
     entry = _engines(ir)
@@ -138,10 +138,6 @@ def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:
 def _is_int(value) -> bool:
     """An int the machine can take as is: a float is not silently truncated, nor a bool taken for 0 or 1."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _sizes_text(sizes: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def size_values(ir, sizes: dict, max_elements: int = MAX_ELEMENTS, caller: str = "sync_check") -> tuple:
