@@ -5,7 +5,8 @@ a small notebook written here is run cell by cell and every workbench view is ch
 colour level clicked, Barrier timeline, Hazards, Steps, CUDA, Banks), a failing barrier check opens the timeline at the
 right event, a failed scheduling step is shown in the widget, and exo's bounds error is one line naming the cell; the first tutorial runs cell by cell in
 JupyterLab; the stored tutorials show their pictures before anything runs; in JupyterLab Dark the code and a failed
-step's error stay readable, and a failed step in a cell that shows no picture is printed. No "Error displaying widget"
+step's error stay readable, and a failed step in a cell that shows no picture is printed; in a narrow window a code
+line keeps its width. No "Error displaying widget"
 anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
 kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the tree).
 """
@@ -120,6 +121,8 @@ def server(tmp_path_factory):
                    tmp / "notebooks" / "saved.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, QUIET_FAILED_STEP, "wb", FAILED_STEP)],
                                 metadata=nb.metadata), tmp / "notebooks" / "dark.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(BROKEN)], metadata=nb.metadata),
+                   tmp / "notebooks" / "narrow.ipynb")
     for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
         nbformat.write(_cleared(nbformat.read(ROOT / "notebooks" / name, as_version=4)), tmp / "notebooks" / f"run_{name}")
     settings = tmp / "settings" / "@jupyterlab"
@@ -451,4 +454,22 @@ def test_failed_steps_in_the_dark_theme(server, browser, shots):
         cells.nth(2).screenshot(path=str(shots / "lab_dark_quiet_failed_step.png"))
     finally:
         _theme(page, "JupyterLab Light")
+    page.close()
+
+
+def test_the_code_view_in_a_narrow_window(server, browser, shots):
+    """800 pixels wide, the file browser open: a deeply indented line wrapped every few characters (a line of the
+    GEMM tutorial one character per row), behind its hanging indent; it keeps 40 characters a row and scrolls."""
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "narrow.ipynb", n_cells=2, workspace="narrow")
+    page.set_viewport_size({"width": 800, "height": 900})
+    _wait_for_kernel(page)
+    _run(page, cells.nth(0))
+    _run(page, cells.nth(1))
+    code = _tab(cells.nth(1).locator(".sl-wb.sl-live"), "code")
+    line = code.locator('.sl-line[data-line="9"] .sl-src')  # y[task * 256 + tid] = tile[255 - tid], 16 deep
+    expect(line).to_contain_text("y[task * 256 + tid] = tile[255 - tid]")
+    assert line.evaluate("e => e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight)")
+    cells.nth(1).screenshot(path=str(shots / "lab_narrow_code.png"))
     page.close()
