@@ -124,7 +124,40 @@ def notebook_cell(monkeypatch):
 
     cell = ["c1", 1]
     monkeypatch.setattr(_session, "running_cell", lambda: tuple(cell))
+    monkeypatch.setattr(_session, "after_this_cell", lambda callback: None)  # no IPython to call it: tested below
     return cell
+
+
+def test_a_failed_step_no_picture_showed_is_printed_when_its_cell_ends(notebook_cell, monkeypatch, capsys):
+    """A cell that failed a step and did not end with the workbench (it printed, or ended with `;`) said nothing:
+    the steps after the failed one were skipped silently."""
+    from spork_lab.lab import _session
+
+    cell_ends = []
+    monkeypatch.setattr(_session, "after_this_cell", cell_ends.append)
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    wb.apply(reorder_loops, "w l")
+    assert len(cell_ends) == 1
+    cell_ends.pop()()
+    printed = capsys.readouterr().err
+    assert printed.startswith("SporkSchedulingError: ") and "divide_loop: no loop matches 'tidd'" in printed
+    assert printed.endswith("The workbench stays at step 0. Not run after it in this cell: reorder_loops(...).\n")
+    notebook_cell[:] = ["c2", 2]  # a cell that ends with the workbench: its picture shows the error, nothing printed
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    assert "sl-step-error" in wb.view().header
+    cell_ends.pop()()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_picture_in_a_later_cell_shows_no_failed_step_of_an_earlier_cell(notebook_cell):
+    """`wb` displayed in a later cell drew the red error of a step an earlier cell failed, as if this cell failed."""
+    wb = Workbench(seq_reverse)
+    wb.apply(divide_loop, "tidd", 4, ["a", "b"])
+    assert "sl-step-error" in wb.view().header
+    notebook_cell[:] = ["c2", 2]
+    later = wb.view()
+    assert "sl-step-error" not in later.header and later.data["error"] is None
 
 
 def test_calls_after_a_failed_one_in_the_same_run_of_a_cell_are_not_run(notebook_cell):

@@ -17,6 +17,7 @@ import importlib
 import linecache
 import numbers
 import re
+import sys
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -79,6 +80,17 @@ def running_cell() -> Optional[tuple]:
     parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
     cell_id = (parent or {}).get("metadata", {}).get("cellId")
     return (cell_id, shell.execution_count) if cell_id else None
+
+
+def after_this_cell(callback: Callable[[], None]) -> None:
+    """Call `callback` once, when the notebook cell running now has finished (after it displayed its result)."""
+    shell = get_ipython()  # noqa: F821 -- called only where running_cell() found a cell, inside IPython
+
+    def once(result=None) -> None:
+        shell.events.unregister("post_run_cell", once)
+        callback()
+
+    shell.events.register("post_run_cell", once)
 
 
 @dataclass(frozen=True)
@@ -371,6 +383,7 @@ class Workbench:
         self.error: Optional[dict] = None  # the last failed step: {"call", "kind", "message", "step", "cell",
         #   "skipped": the calls after it in the same run of its cell, not run}
         self.replaced: Optional[dict] = None  # {"text", "cell"}: what running a cell again replaced, said in its picture
+        self._unshown: Optional[str] = None  # the failed step's error text until a picture of its cell shows it
         self._results: dict[int, StepResult] = {}
         self._selection: Optional[tuple] = None  # (path, statement class) chosen with select()
         self._views: weakref.WeakSet = weakref.WeakSet()  # the pictures displayed, told when steps change
@@ -430,6 +443,9 @@ class Workbench:
             if cell is None:  # no notebook cell, so maybe no widget to show it: a script would go on silently
                 warnings.warn(f"{call} failed; the workbench stays at step {len(self.steps)}: {e}", StepFailedWarning,
                               stacklevel=2)
+            else:
+                self._unshown = f"{type(e).__name__}: {e}"
+                after_this_cell(self._report_unshown_error)
             return self
         if not isinstance(new, Procedure):
             raise SporkTypeError(f"{call} returned {type(new).__name__}, not a proc; apply takes scheduling operations",
@@ -439,6 +455,17 @@ class Workbench:
         self.error = None
         self._steps_changed()
         return self
+
+    def _report_unshown_error(self) -> None:
+        """At the end of the cell where a step failed, print its error as a SporkError is printed, unless a picture of
+        the workbench in that cell showed it: a cell that printed something else, or ended with `;`, said nothing,
+        and the steps after the failed one were skipped silently."""
+        if self._unshown is None or self.error is None:
+            return
+        skipped = self.error["skipped"]
+        print(f"{self._unshown}\nThe workbench stays at step {self.error['step']}."
+              + (f" Not run after it in this cell: {', '.join(skipped)}." if skipped else ""), file=sys.stderr)
+        self._unshown = None
 
     def _replace_steps_of(self, cell: tuple) -> None:
         """A cell run again replaces the steps its earlier run applied (not add them twice), and the steps after
@@ -563,8 +590,10 @@ class Workbench:
         return self.render(len(self.steps), error=self._current_error())
 
     def _current_error(self) -> Optional[dict]:
-        """The last failed step's error, if the session is still at the step where it failed."""
-        return self.error if self.error and self.error["step"] == len(self.steps) else None
+        """The last failed step's error, if the session is still at the step where it failed and this is the run of
+        the cell where it failed (a picture in a later cell showed an earlier cell's error as if that cell failed)."""
+        error = self.error
+        return error if error and error["step"] == len(self.steps) and error["cell"] == running_cell() else None
 
     # ---- pictures ----
 
@@ -680,7 +709,10 @@ class Workbench:
         """A new widget showing `step` (default: the current step), browsable to every step."""
         step = len(self.steps) if step is None else step
         self._check_step(step, "view")
-        v = WorkbenchView(self, step, self._current_error() if step == len(self.steps) else None)
+        error = self._current_error() if step == len(self.steps) else None
+        if error is not None:
+            self._unshown = None  # this picture shows it
+        v = WorkbenchView(self, step, error)
         self._views.add(v)
         return v
 

@@ -4,7 +4,9 @@ One Jupyter server on 127.0.0.1 serves both front ends (JupyterLab at /lab, Note
 a small notebook written here is run cell by cell and every workbench view is checked (Code, Tiling with a
 colour level clicked, Barrier timeline, Hazards, Steps, CUDA, Banks), a failing barrier check opens the timeline at the
 right event, a failed scheduling step is shown in the widget, and exo's bounds error is one line naming the cell; the first tutorial runs cell by cell in
-JupyterLab; the stored tutorials show their pictures before anything runs. No "Error displaying widget"
+JupyterLab; the stored tutorials show their pictures before anything runs; in JupyterLab Dark the code and a failed
+step's error stay readable, and a failed step in a cell that shows no picture is printed; in a narrow window a code
+line keeps its width. No "Error displaying widget"
 anywhere. Screenshots go to a temporary folder (named in the log), or, with SPORK_UPDATE_SCREENSHOTS=1, to the
 kept ones in tests/browser/screenshots/ (so an ordinary run does not dirty the tree).
 """
@@ -69,6 +71,19 @@ def one_past_the_end(n: size, x: f32[n] @ CudaGmemLinear):
             for t in cuda_threads(0, 32):
                 x[t + 1] = 0.0"""
 
+QUIET_FAILED_STEP = FAILED_STEP + ";"  # a cell that shows no picture
+
+# WCAG contrast ratio of an element's text with the first opaque background behind it
+CONTRAST = """el => {
+  const rgba = e => getComputedStyle(e).backgroundColor.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(c => (c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4)
+    .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  let back = el;
+  while (back.parentElement && (rgba(back).length === 4 && rgba(back)[3] < 1)) back = back.parentElement;
+  const [a, b] = [lum(getComputedStyle(el).color.match(/[\\d.]+/g).map(Number)), lum(rgba(back))];
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
 BAD_EVENT = 22  # bar[0]'s reverse queue: the producer's ReverseAwait at it = 6 waits for a release that never comes
 
 
@@ -104,6 +119,10 @@ def server(tmp_path_factory):
     nbformat.write(nb, tmp / "notebooks" / "views.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(BROKEN)], metadata=nb.metadata),
                    tmp / "notebooks" / "saved.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(c) for c in (SETUP, BROKEN, QUIET_FAILED_STEP, "wb", FAILED_STEP)],
+                                metadata=nb.metadata), tmp / "notebooks" / "dark.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(BROKEN)], metadata=nb.metadata),
+                   tmp / "notebooks" / "narrow.ipynb")
     for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
         nbformat.write(_cleared(nbformat.read(ROOT / "notebooks" / name, as_version=4)), tmp / "notebooks" / f"run_{name}")
     settings = tmp / "settings" / "@jupyterlab"
@@ -399,4 +418,58 @@ def test_stored_tutorials_show_their_pictures_before_anything_runs(server, brows
         assert image.evaluate("e => e.complete && e.naturalWidth > 0")
         page.screenshot(path=str(shots / f"{front_end}_stored_03_timeline.png"))
     expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+    page.close()
+
+
+def _theme(page, name: str) -> None:
+    page.get_by_role("menuitem", name="Settings").first.click()
+    page.locator(".lm-Menu-item", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-item", has_text=name).first.click()
+    page.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(name)}")
+
+
+def test_failed_steps_in_the_dark_theme(server, browser, shots):
+    """JupyterLab Dark: the code's numbers were dark blue on black, a failed step's error light grey on pink. A
+    failed step in a cell that shows no picture was silent, and `wb` in a later cell showed it as that cell's."""
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "dark.ipynb", n_cells=5, workspace="dark")
+    _theme(page, "JupyterLab Dark")
+    try:
+        for i in range(5):
+            _run(page, cells.nth(i))
+        number = cells.nth(1).locator('.sl-wb.sl-live .sl-line[data-line="2"] .sl-tok-number').first
+        _tab(cells.nth(1).locator(".sl-wb.sl-live"), "code")
+        expect(number).to_have_text("256")
+        assert number.evaluate(CONTRAST) >= 4.5
+        quiet = cells.nth(2).locator(".jp-OutputArea-output")
+        expect(quiet).to_contain_text(re.compile(r"SporkSchedulingError: Cell In\[\d+\]:1: divide_loop: no loop matches 'tidd'"))
+        expect(quiet).to_contain_text("The workbench stays at step 0.")
+        expect(cells.nth(3).locator(".sl-wb.sl-live .sl-head")).to_be_visible(timeout=30_000)
+        expect(cells.nth(3).locator(".sl-step-error")).to_have_count(0)  # the later picture: no error of cell 2
+        error = cells.nth(4).locator(".sl-wb.sl-live .sl-step-error")
+        expect(error).to_contain_text("no loop matches 'tidd'", timeout=30_000)
+        assert error.evaluate(CONTRAST) >= 4.5
+        cells.nth(4).screenshot(path=str(shots / "lab_dark_failed_step.png"))
+        cells.nth(2).screenshot(path=str(shots / "lab_dark_quiet_failed_step.png"))
+    finally:
+        _theme(page, "JupyterLab Light")
+    page.close()
+
+
+def test_the_code_view_in_a_narrow_window(server, browser, shots):
+    """800 pixels wide, the file browser open: a deeply indented line wrapped every few characters (a line of the
+    GEMM tutorial one character per row), behind its hanging indent; it keeps 40 characters a row and scrolls."""
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "narrow.ipynb", n_cells=2, workspace="narrow")
+    page.set_viewport_size({"width": 800, "height": 900})
+    _wait_for_kernel(page)
+    _run(page, cells.nth(0))
+    _run(page, cells.nth(1))
+    code = _tab(cells.nth(1).locator(".sl-wb.sl-live"), "code")
+    line = code.locator('.sl-line[data-line="9"] .sl-src')  # y[task * 256 + tid] = tile[255 - tid], 16 deep
+    expect(line).to_contain_text("y[task * 256 + tid] = tile[255 - tid]")
+    assert line.evaluate("e => e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight)")
+    cells.nth(1).screenshot(path=str(shots / "lab_narrow_code.png"))
     page.close()
