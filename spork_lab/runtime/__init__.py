@@ -61,9 +61,13 @@ def gencode(arch: str) -> str:
 
 
 def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list:
-    """nvcc's flags for a build: -O3 (unless `extra` names another -O level), a shared library for `arch`, then `extra`."""
+    """nvcc's flags for a build: -O3 (unless `extra` names another -O level), -fmad=false (unless `extra` chooses:
+    -fmad=true, --use_fast_math), a shared library for `arch`, then `extra`. nvcc's default fuses `a * b + c` into
+    one fma, rounded once where the sequential program rounds twice: the GPU would not compute what sync_check
+    proves. Tensor-core GEMMs are the same code either way (their products are instrs)."""
     opt = [] if any(f.startswith("-O") for f in extra) else ["-O3"]
-    return [*opt, "-shared", "-Xcompiler", "-fPIC", "-std=c++17", gencode(arch), *extra]
+    exact = [] if any(f.lstrip("-").startswith(("fmad", "use_fast_math")) for f in extra) else ["-fmad=false"]
+    return [*opt, *exact, "-shared", "-Xcompiler", "-fPIC", "-std=c++17", gencode(arch), *extra]
 
 
 def build_library(sources: tuple, basename: str, arch: str, nvcc: Optional[str] = None, flags: Sequence[str] = ()) -> Path:
