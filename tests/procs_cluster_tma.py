@@ -336,36 +336,3 @@ def multicast_lands_on_open_slot(src: f32[192, 32] @ CudaGmemLinear, Bsrc: f32[8
                         Sm90_mma_store_d_row_major_f32(C[cta, it - 1, :, :], D[cta, :, :], N=8)
             Fence(cuda_in_order, cuda_in_order)
 
-
-# Found in session 32: the code generator dropped the expect-tx of a multicast Arrive on a barrier TMA loads complete
-# on (each CTA's phase would have counted arrivals only, and completed before its bytes landed); sync_check refused it
-# at the run, but analyze, build and compile accepted it. Now refused by the analysis.
-@proc
-def multicast_arrive_on_tma_loads(src: f32[64, 32] @ CudaGmemLinear, Bsrc: f32[8, 32] @ CudaGmemLinear,
-                                  C: f32[2, 64, 8] @ CudaGmemLinear):
-    half_tm = src[:, :] @ Sm90_tensorMap(128, 32, 32)
-    rows_tm = Bsrc[:, :] @ Sm90_tensorMap(128, 8, 32)
-    with CudaDeviceFunction(clusterDim=2, blockDim=128):
-        for task in cuda_tasks(0, 1):
-            tile: f32[2, 64, 32] @ Sm90_SmemSwizzled(128)
-            rows: f32[2, 8, 32] @ Sm90_SmemSwizzled(128)
-            D: f32[2, 64, 8] @ Sm90_RmemMatrixD
-            ring: barrier[2] @ CudaMbarrier
-            cg: barrier @ CudaCommitGroup
-            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
-                for t in cuda_threads(0, 1):
-                    with CudaAsync(tma_to_smem_async_instr):
-                        Sm90_copy_tensor_to_smem_swizzled_2f32(rows[cta, :, :], rows_tm[:, :], box=(8, 32)) >> ring[cta]
-                        Sm90_multicast_copy_tensor_to_smem_swizzled_2f32(
-                            tile[:, 32 * cta:32 * cta + 32, :], half_tm[32 * cta:32 * cta + 32, :],
-                            box=(32, 32), ncta=2) >> ring[:]
-                    Arrive(tma_to_smem_async, 1) >> ring[:]  # error here
-                Await(ring[cta], wgmma_async_smem, ~0)
-                Sm90_zero_scale_d_f32(D[cta, :, :], N=8)
-                Fence(wgmma_fence_1, wgmma_fence_2)
-                with CudaAsync(wgmma_async_instr):
-                    Sm90_mma_async_tf32(D[cta, :, :], tile[cta, :, 0:8], rows[cta, :, 0:8], N=8)
-                Arrive(wgmma_async, 1) >> cg
-                Await(cg, cuda_in_order, 0)
-                Sm90_mma_store_d_row_major_f32(C[cta, :, :], D[cta, :, :], N=8)
-            Fence(cuda_in_order, cuda_in_order)

@@ -7,9 +7,10 @@ tests/test_sync_engines.py runs every device proc here through both engines.
 
 from __future__ import annotations
 
-from spork_lab import proc
+from spork_lab import parse_source, proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm90 import *
+from spork_lab.scheduling import rename
 
 
 # One thread loads an 8 x 8 tile per task with TMA (completing on `bar`), the CTA awaits it and one thread copies it out.
@@ -91,6 +92,13 @@ def tma_multicast_halves(src: f32[64, 32] @ CudaGmemLinear):
                 Arrive(wgmma_async, 1) >> cg
                 Await(cg, cuda_in_order, 0)
             Fence(cuda_in_order, cuda_in_order)
+
+
+# The same with its Arrive multicast (`>> ring[:]`): the code generator dropped the expect-tx of such an Arrive (each
+# CTA's phase would complete on arrivals alone, before its bytes land); only sync_check's run refused it, while analyze,
+# build and compile accepted it (session 32). Now the analysis refuses it.
+tma_multicast_arrive = rename(parse_source(str(tma_multicast_halves).replace(
+    "Arrive(tma_to_smem_async, 1) >> ring[cta]", "Arrive(tma_to_smem_async, 1) >> ring[:]")), "tma_multicast_arrive")
 
 
 # Only CTA 0 multicasts (both halves: its barrier expects the bytes twice, CTA 1's none, yet CTA 1's receives

@@ -66,15 +66,6 @@ def test_what_only_the_run_decides_is_refused_by_sync_check(engine):
     assert err.lineno == marked_line(p) and "a TMA copy's shared-memory box at 128 bytes" in err.message, str(err)
 
 
-def test_an_arrive_on_a_barrier_tma_loads_complete_on_is_not_multicast():
-    """Its expect-tx (the phase's bytes) was dropped by the code generator; only sync_check's run refused it."""
-    p = P.multicast_arrive_on_tma_loads
-    with pytest.raises(sl.SyncError) as info:
-        sl.compile_procs_to_strings([p], "t")
-    err = info.value
-    assert err.lineno == marked_line(p) and "arrive on this CTA's barrier (ring[cta]), not a slice" in err.message, str(err)
-
-
 @pytest.mark.parametrize("engine", ["python", "compiled"])
 def test_a_multicast_load_landing_on_a_slot_still_open_is_reported(engine):
     """The load of tile 2 signals slot 0 of both CTAs; CTA 0's issuing thread is not ordered after CTA 1's Await of

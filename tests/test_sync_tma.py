@@ -268,3 +268,13 @@ def test_every_sync_of_the_persistent_gemm_is_needed(p, sizes):
         except sl.SporkError:
             continue
         assert not report.ok, f"sync #{i} dropped: {report}"
+
+
+def test_an_arrive_on_a_barrier_tma_loads_complete_on_is_not_multicast():
+    """Its expect-tx (the phase's bytes) was dropped by the code generator; only sync_check's run refused it."""
+    p = T.tma_multicast_arrive
+    with pytest.raises(sl.SyncError) as info:
+        sl.compile_procs_to_strings([p], "t")
+    err = info.value
+    assert "arrive on this CTA's barrier (ring[cta]), not a slice" in err.message, str(err)
+    assert "Arrive(tma_to_smem_async, 1) >> ring[:]" in str(p).splitlines()[err.lineno - 1], str(err)  # parsed text
