@@ -21,6 +21,7 @@ from exo.stdlib.scheduling import *  # noqa: F401,F403 -- the re-export is the p
 from .lang import gpu_ops as _gpu_ops
 from .lang import pipeline as _pipeline
 from .core.ir import constant_value as _constant_value
+from .core.ir import own_index_lists as _own_index_lists
 from .core.ir import unshared as _unshared_ir
 from .core.loop_modes import CudaThreads as _CudaThreads
 from .core.loop_modes import WithBlock as _WithBlock
@@ -44,6 +45,9 @@ class _UserFacingOp(_AtomicSchedulingOp):
         self._check_loops_not_blocks(given)
         fused = _fused_thread_loop(given) if self.__name__ == "mult_loops" else None
         divided = _thread_loop_mode(given) if self.__name__ == "divide_loop" else None
+        if self.__name__ == "mult_dim" and isinstance(given.get("proc"), _Procedure):  # it edits its input in place
+            given["proc"] = _with_own_index_lists(given["proc"])
+            args, kwargs = (), given
         try:
             result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -171,6 +175,13 @@ def _check_not_a_barrier(given: dict) -> None:
     if isinstance(memory, type) and issubclass(memory, _BarrierMemory):
         raise _SporkSchedulingError(f"set_memory: {memory.name()} holds barriers, not data such as {node.name}",
                                     user_frame())
+
+
+def _with_own_index_lists(proc: _Procedure) -> _Procedure:
+    """The same proc for exo's ops, whose edits of its index lists in place leave the user's proc as it was
+    (`core.ir.own_index_lists`)."""
+    ir = _own_index_lists(proc._loopir_proc)
+    return _Procedure(ir, _provenance_eq_Procedure=proc, _forward=_forward_identity(ir))
 
 
 def _unshared(result):

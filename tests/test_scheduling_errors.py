@@ -483,6 +483,32 @@ def test_divide_loop_fixes_the_loop_it_made_not_a_namesake():
     assert sl.sync_check(p, n=2).ok
 
 
+@proc
+def reversed_rows(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n):
+            buf: f32[4, 32] @ CudaSmemLinear
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for l in cuda_threads(0, 32):
+                    buf[w, l] = x[task, 32 * w + l]
+            Fence(cuda_in_order, cuda_in_order)
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for l in cuda_threads(0, 32):
+                    y[task, 32 * w + l] = buf[3 - w, l]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@pytest.mark.parametrize("buffer", ["buf", "cursor"])
+def test_mult_dim_leaves_the_proc_it_was_given_as_it_was(buffer):
+    """exo 1.0's mult_dim rewrites the index lists of its input in place: the user's proc (and a schedule's or the
+    workbench's earlier steps) came to read `buf[32 * w + l]` of `buf: f32[4, 32]`, which sync_check called out of
+    bounds at a line that was right as written (audit of session 32)."""
+    before = str(reversed_rows)
+    p = mult_dim(reversed_rows, "buf" if buffer == "buf" else reversed_rows.find("buf : _"), 0, 1)
+    assert str(reversed_rows) == before and sl.sync_check(reversed_rows, n=2).ok
+    assert "buf[32 * (3 - w) + l]" in str(p) and sl.sync_check(p, n=2).ok
+
+
 def test_mult_loops_fixes_the_loop_it_made_not_a_namesake():
     """The product loop was found by its name afterwards: after one branch of a specialize was fused into `t`,
     fusing the other fixed the first branch's `t` again and left its own with exo's `cuda_threads(0, 4 * 32,

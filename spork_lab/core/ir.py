@@ -273,6 +273,37 @@ def unshared(proc_ir: LoopIR.proc) -> Optional[LoopIR.proc]:
     return proc_ir.update(body=body) if changed else None
 
 
+def own_index_lists(proc_ir: LoopIR.proc) -> LoopIR.proc:
+    """`proc_ir` with a new index list in every access (read, assignment, reduction; the same nodes otherwise).
+    exo 1.0's mult_dim rewrites the index lists of the proc it is given in place, so the user's proc (and every
+    earlier step of a schedule) came to read `buf[32 * w + l]` of a `buf: f32[4, 32]` (audit of session 32)."""
+    return proc_ir.update(body=[_own_lists_stmt(s) for s in proc_ir.body])
+
+
+def _own_lists_stmt(s):
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        return s.update(idx=[_own_lists_expr(i) for i in s.idx], rhs=_own_lists_expr(s.rhs))
+    if isinstance(s, LoopIR.For):
+        return s.update(body=[_own_lists_stmt(b) for b in s.body])
+    if isinstance(s, LoopIR.If):
+        return s.update(body=[_own_lists_stmt(b) for b in s.body], orelse=[_own_lists_stmt(b) for b in s.orelse])
+    if isinstance(s, LoopIR.Call):
+        return s.update(args=[_own_lists_expr(a) for a in s.args])
+    return s
+
+
+def _own_lists_expr(e):
+    if isinstance(e, LoopIR.Read):
+        return e.update(idx=[_own_lists_expr(i) for i in e.idx])
+    if isinstance(e, LoopIR.BinOp):
+        return e.update(lhs=_own_lists_expr(e.lhs), rhs=_own_lists_expr(e.rhs))
+    if isinstance(e, LoopIR.USub):
+        return e.update(arg=_own_lists_expr(e.arg))
+    if isinstance(e, LoopIR.Extern):
+        return e.update(args=[_own_lists_expr(a) for a in e.args])
+    return e
+
+
 def _unshared_stmts(stmts: list, seen: set) -> tuple:
     out, changed = [], False
     for s in stmts:
