@@ -739,3 +739,33 @@ def increments_if(n: size, twice: bool, x: f32[n] @ CudaGmemLinear):
                 x[task * 128 + t] += 1.0
                 if twice:
                     x[task * 128 + t] += 1.0
+
+
+# A lag-1 queue whose awaiting threads skip a scope (audit of session 32): tasks with task % 5 == 0 make one Arrive
+# and no Await. The count check let it pass (one arrive is within a lag of 1) and the model drained it at the scope's
+# end, but the generated end drains only the phases the awaits skipped: the consumer's phase count stays one behind,
+# and in its CTA's next task its second Await passes on this old phase, before buf[0] is written.
+@proc
+def lag_scope_skips_its_await(n: size, src: f32[n, 32] @ CudaGmemLinear, dst: f32[n, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=ring_warps):
+        for task in cuda_tasks(0, n):
+            buf: f32[2, 32] @ CudaSmemLinear
+            for one in seq(0, 1):
+                bar: barrier @ CudaMbarrier
+                if task % 5 == 0:
+                    with CudaWarps(name="producer"):
+                        Arrive(cuda_in_order, 1) >> bar  # no Await counts it
+                else:
+                    with CudaWarps(name="producer"):
+                        for t in cuda_threads(0, 32):
+                            buf[0, t] = src[task, t]
+                        Arrive(cuda_in_order, 1) >> bar
+                        for t in cuda_threads(0, 32):
+                            buf[1, t] = src[task, t]
+                        Arrive(cuda_in_order, 1) >> bar
+                    with CudaWarps(name="consumer"):
+                        Await(bar, cuda_in_order, ~1)
+                        Await(bar, cuda_in_order, ~1)
+                        for t in cuda_threads(0, 32):
+                            dst[task, t] = buf[0, t]
+            Fence(cuda_in_order, cuda_in_order)

@@ -145,6 +145,17 @@ def test_a_producer_running_phases_ahead_of_the_consumer_is_reported():
         assert h.other.threads == ((32, 64),) and h.other.iters["it"] == 0
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_a_lag_scope_with_fewer_awaits_than_arrives_is_reported(engine):
+    """The generated scope end drains the phases its Awaits skipped, not arrives no Await counted: the consumer's
+    count stayed behind and its next task's Await passed on an old phase (audit of session 32)."""
+    report = sync_check(P.lag_scope_skips_its_await, n=7, engine=engine)
+    (h,) = report.hazards
+    assert h.kind == "COUNT" and "the scope of bar ends after 1 Arrive(s) but only 0 Await(s)" in h.message, h.message
+    assert "would pair with these older phases" in h.message
+    assert h.access.stmt.line == line_of(P.lag_scope_skips_its_await, "# no Await counts it")
+
+
 @pytest.mark.parametrize("p, sizes", [(P.ring_copy, {"n": 256}), (P.mbar_handed_back, {}),
                                       (P.mbar_fenced_each_iteration, {})])
 def test_a_producer_ordered_after_the_consumers_await_may_reuse_the_slot(p, sizes):

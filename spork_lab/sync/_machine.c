@@ -1375,6 +1375,9 @@ void sc_end_barrier(Machine *M, int q0, int nq, int site, const int64_t *iv) {
         if (Q->narr - Q->upto > slack) {
             const int64_t params[2] = {Q->narr - Q->upto, slack};
             queue_hazard(M, K_COUNT, site, q, &Q->arrives[Q->upto], NULL, 2, params);
+        } else if (P->lag > 0 && Q->awaits < Q->narr) { /* the generated scope end waits for the awaits' phases only */
+            const int64_t params[3] = {Q->narr, Q->awaits, P->lag};
+            queue_hazard(M, K_COUNT, site, q, &Q->arrives[Q->awaits], NULL, 3, params);
         }
         Acc a; /* phases no await checked (a ring's last lag; loads no arrive closes) */
         fill_acc(M, &a, site, 0, M->task, iv);

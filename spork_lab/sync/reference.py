@@ -613,10 +613,11 @@ class _Run:
             self.events.append(P.RawEvent(qid, index, slot, parity, acc))
 
     def end_barrier(self, op: P.EndBarrier) -> None:
-        """Every arrive must have been awaited (but a ring's last `lag`), and on a ring paired by lag every await
-        must have its arrive (the generated code drains the phases the first `lag` awaits skipped, so that the
-        next task starts even); the queues start again, but for the threads that arrive and await on each (their
-        phase counters live on)."""
+        """Every arrive must have been awaited (but a ring's last `lag`), and on a ring paired by lag the awaits
+        and the arrives must be as many (the generated code drains the phases the first `lag` awaits skipped, so
+        that the next task starts even: an await without its arrive waits forever, an arrive without its await
+        leaves the awaiting threads' count behind, and their next awaits pair with old phases); the queues start
+        again, but for the threads that arrive and await on each (their phase counters live on)."""
         ended = range(op.q0, op.q0 + op.count)
         for qid in ended:
             self.drain(qid, op.site)
@@ -640,6 +641,8 @@ class _Run:
             unawaited = len(q.arrives) - q.upto
             if unawaited > slack:
                 self.sync_hazard(P.COUNT, op.site, q.arrives[q.upto], None, qid, (unawaited, slack))
+            elif rule.lag and q.awaits < len(q.arrives):  # the generated scope end waits for the awaits' phases only
+                self.sync_hazard(P.COUNT, op.site, q.arrives[q.awaits], None, qid, (len(q.arrives), q.awaits, rule.lag))
             if rule.lag and q.awaits > len(q.arrives):  # the generated scope end waits for the phases of every await
                 self.sync_hazard(P.DEADLOCK, op.site, self.access(op.site, 0), None, qid,
                                  (3, q.awaits, len(q.arrives), rule.lag))

@@ -217,7 +217,15 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
                             "other CTAs of the cluster, a Fence by the whole cluster does)")
         return Hazard(kind, name, h.index, acc, other, message, None, *_fix(program, h, acc, other, name))
     q = program.queues[h.queue]
-    if h.kind == P.COUNT:
+    if h.kind == P.COUNT and len(h.params) == 3:
+        arrived, awaits, lag = h.params
+        message = (f"the scope of {_queue_text(q)} ends after {arrived} {q.kind_prefix}Arrive(s) but only {awaits} "
+                   f"{q.kind_prefix}Await(s) (the first arrive not awaited is line {acc.stmt.line}): its end waits "
+                   f"for the phases its Awaits skipped (lag {lag}), not for arrives no Await counted, so the awaiting "
+                   f"threads' next {q.kind_prefix}Awaits (in the barrier's next scope) would pair with these older phases and pass "
+                   f"before their data lands: await every arrive (as many {q.kind_prefix}Awaits as "
+                   f"{q.kind_prefix}Arrives in each scope)")
+    elif h.kind == P.COUNT:
         unawaited, slack = h.params
         message = (f"{unawaited} {q.kind_prefix}Arrive(s) on {_queue_text(q)} never awaited (allowed: {slack}); "
                    f"the first is line {acc.stmt.line}")
