@@ -113,7 +113,7 @@ _CC_FLAGS = ("-O1", "-ffp-contract=off", "-shared", "-fPIC")
 
 def _library(c: str, h: str, name: str) -> Path:
     """gcc's shared library of the sequential program's C (with a probe of int_fast32_t's width), cached by the
-    sources and the compiler's version."""
+    sources, the compiler (its command and version) and its flags."""
     cc = os.environ.get("CC") or "gcc"
     if not shutil.which(cc):
         raise BuildError("run_cpu builds the sequential program with gcc, and no gcc was found: install gcc "
