@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import sys
+from pathlib import Path
 
 import procs_analysis as P
 import pytest
+from conftest import EXAMPLES_DIR
 
 from spork_lab.analysis import analyze
 from spork_lab.errors import (
@@ -193,3 +196,18 @@ def test_entry_points_given_the_wrong_things_name_the_users_line(call, family, m
         call()
     err = info.value
     assert (err.filename, err.lineno, err.message) == (__file__, call.__code__.co_firstlineno, message)
+
+
+def test_a_barrier_used_above_its_allocation_is_an_error_at_the_use():
+    """A sync statement moved above its barrier's allocation (the mutation helpers move statements without exo's
+    checks) reached exo's C passes, which failed with a KeyError from inside exo (the random schedule fuzz)."""
+    from spork_lab.errors import SporkTypeError
+    from spork_lab.sync.mutants import with_sync_moved, without_syncs
+
+    sys.path.insert(0, str(EXAMPLES_DIR))
+    from cp_async_double_buffer import cp_async_double_buffer
+
+    p = with_sync_moved(with_sync_moved(without_syncs(cp_async_double_buffer, [1]), 0, -1), 0, -1)
+    with pytest.raises(SporkTypeError, match="uses cg, which is not defined before it in its scope") as e:
+        analyze(p)
+    assert "Arrive(Sm80_cp_async, 1) >> cg" in Path(e.value.filename).read_text().splitlines()[e.value.lineno - 1]

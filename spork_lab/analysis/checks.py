@@ -23,7 +23,8 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info
-from ..core.ir import constant_remainder, constant_value, free_syms, interval_width, walk_stmts, whole_interval
+from ..core.ir import (bound_sym, constant_remainder, constant_value, free_syms, interval_width, own_syms, walk_stmts,
+                       whole_interval)
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -37,9 +38,31 @@ from .result import StmtInfo
 def run(ctx) -> None:
     """The `checks` pass (after `scopes`): raises at the first statement that breaks a rule."""
     scopes = ctx.results["scopes"]
+    _check_defined_before_use(ctx.proc.body, {a.name for a in ctx.proc.args})
     check_statements(ctx.proc, scopes.stmts, ctx.analyze)
     _check_kernel_args(ctx.proc, scopes)
     _check_exo_c_rules(ctx.proc, scopes.stmts)
+
+
+def _check_defined_before_use(stmts: list, defined: set) -> None:
+    """Every name a statement uses is a parameter, or bound before it in its block or one around it. exo's parser
+    sees to that; a proc edited otherwise (a sync statement moved above its barrier's allocation, as the mutation
+    tests do) reached exo's C passes, which failed with a KeyError from inside exo (random schedule fuzz)."""
+    defined = set(defined)
+    for s in stmts:
+        used: list = []
+        own_syms(s, used)
+        missing = next((sym for sym in used if sym not in defined), None)
+        if missing is not None:
+            raise SporkTypeError(f"`{head_text(s)}` uses {missing}, which is not defined before it in its scope "
+                                 "(an allocation or window statement after it, or in a block it is not in)", s.srcinfo)
+        inner = defined if bound_sym(s) is None else defined | {bound_sym(s)}
+        if isinstance(s, LoopIR.For):
+            _check_defined_before_use(s.body, inner)
+        elif isinstance(s, LoopIR.If):
+            _check_defined_before_use(s.body, defined)
+            _check_defined_before_use(s.orelse, defined)
+        defined = defined if isinstance(s, LoopIR.For) else inner
 
 
 # exo runs these passes only when it generates C, and raises a TypeError from inside them: (run, error, rule)

@@ -7,6 +7,7 @@ from typing import Iterator, Optional
 from exo.API import Procedure
 from exo.API_cursors import StmtCursor
 from exo.core.LoopIR import LoopIR, T
+from exo.core.prelude import Sym
 
 # Device code indexes with 32-bit ints (task, thread and loop iterators): larger sizes and arrays are refused.
 INDEX_LIMIT = 2**31
@@ -164,35 +165,48 @@ def type_syms(typ, out: list) -> None:
             expr_syms(h, out)
 
 
+def own_syms(s, out: list) -> None:
+    """Append the Syms statement `s` itself uses (not those of the statements nested in it), in order."""
+    if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+        out.append(s.name)
+        for i in s.idx:
+            expr_syms(i, out)
+        expr_syms(s.rhs, out)
+    elif isinstance(s, LoopIR.For):
+        expr_syms(s.lo, out)
+        expr_syms(s.hi, out)
+    elif isinstance(s, LoopIR.If):
+        expr_syms(s.cond, out)
+    elif isinstance(s, LoopIR.Alloc):
+        type_syms(s.type, out)
+    elif isinstance(s, LoopIR.WindowStmt):
+        expr_syms(s.rhs, out)
+    elif isinstance(s, LoopIR.Call):
+        for a in s.args:
+            expr_syms(a, out)
+
+
+def bound_sym(s) -> Optional[Sym]:
+    """The Sym a statement binds for what follows it (an allocation, a window) or for its body (a loop)."""
+    if isinstance(s, (LoopIR.Alloc, LoopIR.WindowStmt)):
+        return s.name
+    return s.iter if isinstance(s, LoopIR.For) else None
+
+
 def free_syms(stmts) -> list:
     """Syms used by `stmts` and bound outside them, in order of first use."""
     used, bound = [], set()
 
     def walk(ss):
         for s in ss:
-            if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
-                used.append(s.name)
-                for i in s.idx:
-                    expr_syms(i, used)
-                expr_syms(s.rhs, used)
-            elif isinstance(s, LoopIR.For):
-                expr_syms(s.lo, used)
-                expr_syms(s.hi, used)
-                bound.add(s.iter)
+            own_syms(s, used)
+            if bound_sym(s) is not None:
+                bound.add(bound_sym(s))
+            if isinstance(s, LoopIR.For):
                 walk(s.body)
             elif isinstance(s, LoopIR.If):
-                expr_syms(s.cond, used)
                 walk(s.body)
                 walk(s.orelse)
-            elif isinstance(s, LoopIR.Alloc):
-                bound.add(s.name)
-                type_syms(s.type, used)
-            elif isinstance(s, LoopIR.WindowStmt):
-                bound.add(s.name)
-                expr_syms(s.rhs, used)
-            elif isinstance(s, LoopIR.Call):
-                for a in s.args:
-                    expr_syms(a, used)
 
     walk(stmts)
     seen, out = set(), []
