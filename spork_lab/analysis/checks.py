@@ -56,13 +56,13 @@ def _check_defined_before_use(stmts: list, defined: set) -> None:
         if missing is not None:
             raise SporkTypeError(f"`{head_text(s)}` uses {missing}, which is not defined before it in its scope "
                                  "(an allocation or window statement after it, or in a block it is not in)", s.srcinfo)
-        inner = defined if bound_sym(s) is None else defined | {bound_sym(s)}
         if isinstance(s, LoopIR.For):
-            _check_defined_before_use(s.body, inner)
+            _check_defined_before_use(s.body, defined | {s.iter})
         elif isinstance(s, LoopIR.If):
             _check_defined_before_use(s.body, defined)
             _check_defined_before_use(s.orelse, defined)
-        defined = defined if isinstance(s, LoopIR.For) else inner
+        elif bound_sym(s) is not None:
+            defined = defined | {bound_sym(s)}
 
 
 # exo runs these passes only when it generates C, and raises a TypeError from inside them: (run, error, rule)

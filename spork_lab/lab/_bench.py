@@ -312,18 +312,20 @@ def reference_for(spec: ProcSpec, given: Optional[Callable], cupy) -> Optional[R
     ia, ib, ic = names.index(gemm.a), names.index(gemm.b), names.index(gemm.c)
 
     def floats(args, i: int):
-        return bf16_floats(args[i], cupy) if spec.args[i].bf16 else args[i].astype(cupy.float32)
+        return _values(args[i], spec.args[i], cupy).astype(cupy.float32, copy=False)
+
+    def oriented(b):
+        return b.T if gemm.b_nk else b
 
     def check(*args) -> None:
-        b = floats(args, ib)
-        product = cupy.matmul(floats(args, ia), b.T if gemm.b_nk else b)
+        product = cupy.matmul(floats(args, ia), oriented(floats(args, ib)))
         args[ic][...] = bf16_bits(product, cupy) if spec.args[ic].bf16 else product
 
     def timed(*args) -> None:
         if spec.args[ia].bf16:
             _cublas_bf16_gemm(cupy, args[ia], args[ib], gemm.b_nk, bf16_c=spec.args[ic].bf16)
         else:
-            cupy.matmul(args[ia], args[ib].T if gemm.b_nk else args[ib])
+            cupy.matmul(args[ia], oriented(args[ib]))
 
     dtype = spec.args[ia].dtype
     kind = "bf16" if spec.args[ia].bf16 else f"{dtype.kind}{8 * dtype.itemsize}"
