@@ -40,7 +40,7 @@ from spork_lab import run_cpu
 import spork_lab as sl
 from spork_lab.core.ir import walk_stmts
 from spork_lab.core.sync_stmts import sync_spec_of
-from spork_lab.platforms.cuda import CudaCommitGroup, CudaMbarrier, cuda_in_order
+from spork_lab.platforms.cuda import CudaCommitGroup, CudaMbarrier, Sm80_generic, cuda_in_order, cuda_temporal
 from spork_lab.scheduling import pipeline_loop
 from spork_lab.sync.mutants import sync_cursors, with_await_n
 
@@ -341,6 +341,15 @@ def _refused(p, *args, **kwargs) -> str:
     with pytest.raises(SchedulingError) as e:
         pipeline_loop(p, *args, **kwargs)
     return str(e.value)
+
+
+@pytest.mark.parametrize("argument", ["arrive_tl", "await_tl", "reverse_await_tl"])
+def test_sync_tl_narrower_than_derived(argument):
+    """A given sync-tl that orders less than the derived one is refused at the call, not left to sync_check."""
+    msg = _refused(mbar_tiles, "it", [0, 2], [0], CudaMbarrier, **{argument: cuda_temporal})
+    assert msg.startswith(f"{__file__}:") and f"{argument}=cuda_temporal" in msg and "ring of buf" in msg
+    wider = pipeline_loop(mbar_tiles, "it", [0, 2], [0], CudaMbarrier, **{argument: Sm80_generic})
+    assert not sl.sync_check(wider, n=2048).hazards
 
 
 def test_later_stage_feeding_an_earlier_one():

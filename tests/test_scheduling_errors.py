@@ -375,6 +375,23 @@ def test_an_arrive_count_other_than_one_is_refused_at_the_insert():
     assert "Arrive(cuda_in_order, 1) >> bar[0]" in str(insert_arrive(p, gap, cuda_in_order, "bar[0]"))
 
 
+def test_an_await_count_the_barrier_cannot_take_is_refused_at_the_insert():
+    """insert_await(..., N) with an N its barrier's memory refuses (a count on an mbarrier, a lag on a commit group,
+    a lag other than the barrier's other Awaits') was accepted, and the next sl.analyze refused the inserted
+    Await at the line of the statement it was inserted beside, not at the insert."""
+    from procs_sync import cp_async_double_buffer as cg_proc
+    from procs_sync import mbarrier_per_thread_array as mbar_proc
+
+    gap = mbar_proc.find_loop("t").after()
+    _raises_here(lambda: insert_await(mbar_proc, gap, "bar[0]", cuda_in_order, 3), "takes N = ~lag, not 3")
+    _raises_here(lambda: insert_await(mbar_proc, gap, "bar[0]", cuda_in_order, ~2),
+                 "the Awaits on bar wait with N = ~0", "not ~2")
+    sl.analyze(insert_await(mbar_proc, gap, "bar[0]", cuda_in_order, ~0))
+    cg_gap = cg_proc.find_loop("task").body()[-1].before()
+    _raises_here(lambda: insert_await(cg_proc, cg_gap, "cg", cuda_in_order, ~1), "needs N >= 0 (wait_group N)")
+    sl.analyze(insert_await(cg_proc, cg_gap, "cg", cuda_in_order, 0))
+
+
 def test_a_loop_mode_given_bounds_or_a_string_unit_says_what_it_takes():
     """Were Python's TypeError from LoopModeSyntax.__call__, at no line of the user's."""
     for make, message in [(lambda: cuda_threads(0, 4), "cuda_threads as a loop mode takes unit=..., not bounds"),

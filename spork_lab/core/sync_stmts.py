@@ -68,6 +68,12 @@ class BarrierMemory(Memory):
         raise NotImplementedError(f"{cls.name()} does not say how its barriers pair")
 
     @classmethod
+    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
+        """Why `n` cannot be the N of an Await (ReverseAwait) on barrier `name` of this memory, else None: its
+        pairing rule, asked by `check_queue` and by `insert_await` (which so refuses at the user's call)."""
+        return None
+
+    @classmethod
     def alloc(cls, new_name, prim_type, shape, srcinfo):
         raise MemGenError(f"{srcinfo}: barrier {new_name} @ {cls.name()} is lowered by the CUDA backend")
 

@@ -40,6 +40,7 @@ from ..core.sync_stmts import (
     SyncSpec,
     is_barrier_alloc,
     sync_proc,
+    sync_spec_of,
     trailing_of,
     trailing_proc,
 )
@@ -222,9 +223,25 @@ def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Proced
             raise SchedulingError(f"index {i} of {alloc.name}[{', '.join(map(str, idx))}] is {e.val}, outside "
                                   f"{alloc.name}: barrier[{', '.join(map(str, alloc.type.shape()))}] (each index "
                                   f"runs from 0 to its dimension - 1)")
+    if kind == "Await":
+        _check_await_n(proc, alloc, spec_fields["N"])
     spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
     srcinfo = gap.anchor()._impl._node.srcinfo
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
+
+
+def _check_await_n(proc: Procedure, alloc, n: int) -> None:
+    """The barrier memory's rule for N, and for memories that pair by lag the lag of the barrier's other Awaits:
+    refused here, at the user's call, rather than by the next analysis at the inserted statement."""
+    problem = alloc.mem.await_n_error(alloc.name, "Await", n)
+    if problem:
+        raise SchedulingError(problem)
+    if alloc.mem.pairs_by_lag:
+        lags = {spec.N for s in walk_stmts(proc._loopir_proc.body)
+                if (spec := sync_spec_of(s)) and spec.kind == "Await" and s.args[0].name == alloc.name}
+        if lags - {n}:
+            raise SchedulingError(f"the Awaits on {alloc.name} wait with N = ~{~min(lags)}, and every Await on one "
+                                  f"barrier uses the same N (~lag): not ~{~n}")
 
 
 @sched_op([BlockCursorA, NameA])

@@ -639,12 +639,27 @@ class _Syncs:
     def _fields(self, kind: str, q: _Queue) -> dict:
         produced = SYNC_TLS[q.instr_tl.sync_tl_name] if q.instr_tl is not None else cuda_in_order
         if kind == "Arrive":
-            return {"first_tl": self.tls["arrive"] or produced}
+            return {"first_tl": self._tl(kind, "arrive_tl", produced, q)}
         if kind == "Await":
-            return {"second_tl": self.tls["await_"] or q.read_tl}
+            return {"second_tl": self._tl(kind, "await_tl", q.read_tl, q)}
         if kind == "ReverseArrive":
-            return {"first_tl": self.tls["reverse_arrive"] or cuda_in_order}
-        return {"second_tl": self.tls["reverse_await"] or produced}
+            return {"first_tl": self._tl(kind, "reverse_arrive_tl", cuda_in_order, q)}
+        return {"second_tl": self._tl(kind, "reverse_await_tl", produced, q)}
+
+    def _tl(self, kind: str, argument: str, derived: SyncTl, q: _Queue) -> SyncTl:
+        """The sync-tl `argument` gives, which must order at least what the derived one does: a narrower one
+        would leave the ring's accesses unordered, found only later by sync_check at the loop's lines."""
+        given = self.tls[argument]
+        if given is None:
+            return derived
+        if not derived.pairs <= given.pairs:
+            buffers = ", ".join(sorted(b.name() for b in q.buffers))
+            raise SchedulingError(
+                f"{argument}={given.name}: the pipeline's {kind}s on the ring of {buffers} must order what "
+                f"{derived.name} orders, which {given.name} does not cover; pass {derived.name} or a sync-tl "
+                f"that includes it, or leave {argument} out"
+            )
+        return given
 
 
 def _release_stmt(kind: str, r: _Release, mem: type, n: int, srcinfo) -> LoopIR.stmt:
@@ -877,7 +892,7 @@ def pipeline_loop(
         _releases(stmts, queues, release_with, reads_in_flight)
     _name_barriers(ir, s, queues, mem, bar_alloc, barrier_name, cta_loops, release_with)
     _note_multicast(stmts, queues)
-    tls = dict(arrive=arrive_tl, await_=await_tl, reverse_arrive=reverse_arrive_tl, reverse_await=reverse_await_tl)
+    tls = dict(arrive_tl=arrive_tl, await_tl=await_tl, reverse_arrive_tl=reverse_arrive_tl, reverse_await_tl=reverse_await_tl)
     syncs = _Syncs(mem, tls, cta_loop, release_with)
     entries = _layout(stmts, queues, by_lag, syncs)
     skew = 0 if warp_specialized else S

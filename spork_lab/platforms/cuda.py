@@ -123,6 +123,13 @@ _CUDA_TLS = frozenset(tl.INSTR_TLS.values()) - {tl.cpu_in_order_instr}
 _HOST_TLS = frozenset({tl.cpu_in_order_instr, tl.cuda_in_order_instr})
 
 
+def _check_await_n(mem: type, name: str, awaits: list) -> None:
+    for u in awaits:
+        problem = mem.await_n_error(name, u.spec.kind, u.spec.N)
+        if problem:
+            raise _use_error(u, problem)
+
+
 class CudaMbarrier(BarrierMemory):
     """Split barriers as shared-memory mbarriers with phase parity (and reverse barriers)."""
 
@@ -133,12 +140,15 @@ class CudaMbarrier(BarrierMemory):
     lowering = "mbarrier"
 
     @classmethod
+    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
+        if n < 0:
+            return None
+        return (f"{kind} on CudaMbarrier {name} takes N = ~lag, not {n}: write ~0 to wait for the latest arrive (~k: "
+                "the one k phases back); mbarriers pair by lag, commit groups by count")
+
+    @classmethod
     def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
-        for u in awaits:
-            if u.spec.N >= 0:
-                raise _use_error(u, f"{u.spec.kind} on CudaMbarrier {name} takes N = ~lag, not {u.spec.N}: write ~0 to wait "
-                                    "for the latest arrive (~k: the one k phases back); mbarriers pair by lag, "
-                                    "commit groups by count")
+        _check_await_n(cls, name, awaits)
         if len({u.spec.N for u in awaits}) > 1:
             raise _use_error(awaits[-1], f"every {awaits[0].spec.kind} on {name} must use the same N (~lag)")
         counts = {u.arrivals for u in arrives}
@@ -179,6 +189,10 @@ class CudaCommitGroup(BarrierMemory):
     """Split barriers as commit groups: cp.async / wgmma commit_group + wait_group N."""
 
     lowering = "commit_group"
+
+    @classmethod
+    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
+        return None if n >= 0 else f"Await on commit group {name} needs N >= 0 (wait_group N), not ~{~n}"
     # The first sync-tl of the arrives picks the hardware queue: (flavour, its instr-tl, threads per queue).
     FLAVOURS = {
         "Sm80_cp_async": ("cp.async", tl.Sm80_cp_async_instr, 1),
@@ -201,9 +215,8 @@ class CudaCommitGroup(BarrierMemory):
             raise _use_error(
                 arrives[0], f"{name} @ CudaCommitGroup: each thread has one {flavour} commit queue; use a scalar barrier"
             )
+        _check_await_n(cls, name, awaits)
         for u in awaits:
-            if u.spec.N < 0:
-                raise _use_error(u, f"Await on commit group {name} needs N >= 0 (wait_group N), not ~{~u.spec.N}")
             if not u.spec.second_tl.instr_tls <= {tl.cuda_in_order_instr, instr_tl} | tl.ASYNC_PROXY_INSTR_TLS:
                 raise _use_error(u, f"{flavour}.wait_group cannot order {u.spec.second_tl}")
         unit = "warpgroup" if scope > 1 else "thread"
@@ -226,6 +239,10 @@ class CudaEvent(BarrierMemory):
     lowering = "event"
 
     @classmethod
+    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
+        return None if n == 0 else f"Await on CudaEvent {name} needs N = 0: an event remembers only its latest record"
+
+    @classmethod
     def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
         for u in arrives + awaits:
             if u.thread_count is not None:
@@ -233,9 +250,8 @@ class CudaEvent(BarrierMemory):
         for u in arrives:
             if not u.spec.first_tl.instr_tls <= _HOST_TLS:
                 raise _use_error(u, f"cudaEventRecord orders CPU and stream (in-order CUDA) work, not {u.spec.first_tl}")
+        _check_await_n(cls, name, awaits)
         for u in awaits:
-            if u.spec.N != 0:
-                raise _use_error(u, f"Await on CudaEvent {name} needs N = 0: an event remembers only its latest record")
             if not u.spec.second_tl.instr_tls <= _HOST_TLS:
                 raise _use_error(u, f"an event wait orders CPU or stream work, not {u.spec.second_tl}")
         return QueueFacts()
