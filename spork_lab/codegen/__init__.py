@@ -35,6 +35,8 @@ from ._host_c import host_c_to_strings
 from .barrier_text import prelude_lines
 
 _PRELUDE = """\
+// Build with nvcc -fmad=false, as sl.build does: nvcc's default fuses a * b + c into one rounding, where this
+// program (and what sl.sync_check proved of it) rounds the product and the sum each.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <stdint.h>
