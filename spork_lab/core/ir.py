@@ -273,7 +273,8 @@ def operation_count(stmts: list, env: dict) -> int:
 
 
 def sizes_text(sizes: dict) -> str:
-    """Size values as the user gives them to a call, `n=1024, m=2`: how messages about sizes name them."""
+    """Named values as a call gives them, `n=1024, m=2`: how messages and the workbench name sizes and
+    iterator values."""
     return ", ".join(f"{name}={value}" for name, value in sizes.items())
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name
-from ..core.ir import evaluate
+from ..core.ir import evaluate, sizes_text
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
 from ..runtime._args import ProcSpec, bf16_bits, bf16_floats, broken_assertion, proc_spec
@@ -263,7 +263,7 @@ def _size_text(sizes: dict) -> str:
     values = set(sizes.values())
     if len(sizes) > 1 and len(values) == 1:
         return f"{'='.join(sizes)}={values.pop()}"
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return sizes_text(sizes)
 
 
 def _ms(v: Optional[float]) -> str:

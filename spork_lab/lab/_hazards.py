@@ -17,6 +17,7 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
+from ..core.ir import sizes_text
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
 from ._codeview import CodeView, show_in_code
@@ -200,8 +201,8 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
         ("statement", line_text(earlier), later_text),
         ("collective", collective(earlier), collective(later)),
         ("threads", _thread_text(earlier.threads), _thread_text(later.threads)),
-        ("iterators", ", ".join(f"{k}={v}" for k, v in earlier.iters.items()) or "-",
-         ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-"),
+        ("iterators", sizes_text(earlier.iters) or "-",
+         sizes_text(later.iters) or "-"),
         ("instr-tl", instr_tl(earlier), instr_tl(later) if kind != "FREE" else "(free)"),
         ("visibility", made, f"{need}: {why}"),
     ]
@@ -281,7 +282,7 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
                      else f"line {later.line}: {later.text(view)}")
             card["witness"] = [("statement", where, ""),
                                *([("threads", _thread_text(later.threads), "")] if later.threads else []),
-                               ("iterators", ", ".join(f"{k}={v}" for k, v in later.iters.items()) or "-", "")]
+                               ("iterators", sizes_text(later.iters) or "-", "")]
         if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:

@@ -23,6 +23,7 @@ from exo.API import Procedure
 from exo.core.LoopIR import LoopIR
 
 from ..analysis import analyze
+from ..core.ir import sizes_text
 from ..errors import SporkError
 from ..sync.checker import sync_check
 
@@ -131,7 +132,7 @@ class Check:
                                           "(display the workbench again to re-run it)")
         except SporkError as e:
             return failure("sync check failed", e)
-        where = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        where = sizes_text(self.sizes)
         engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
         if report.ok:
             return Outcome("ok", f"no hazards found at {where}{engine}", report)

@@ -34,6 +34,7 @@ from exo.rewrite.LoopIR_scheduling import SchedulingError
 from .. import scheduling
 from ..codegen import compile_procs_to_strings
 from ..core.blocks import CudaDeviceFunction
+from ..core.ir import sizes_text
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..errors import SizesError, SporkError, SporkIndexError, SporkSchedulingError, SporkTypeError
 from ..lang.sched_errors import explain, raised_in_exo, user_frame
@@ -328,7 +329,7 @@ class StepResult:
             else:
                 try:
                     report = bank_conflicts(self.proc, **self._sizes)
-                    call = ", ".join([self.proc.name(), *(f"{k}={v}" for k, v in self._sizes.items())])
+                    call = ", ".join([self.proc.name(), *([sizes_text(self._sizes)] if self._sizes else [])])
                     self._banks = (report, f"sl.bank_conflicts({call}): the wavefronts of each warp's "
                                            "shared-memory requests, per statement")
                 except SporkError as e:
@@ -571,7 +572,7 @@ class Workbench:
         p = self.proc if step is None else self._proc_in(history, step)
         r = self._results.get(id(p))
         if r is None or r.stale:
-            sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+            sizes = sizes_text(self.sizes)
             progress = _Progress(f"sync check of {p.name()} at {sizes}")
             r = self._results[id(p)] = StepResult(p, self.text(p), self.sizes, progress, notebook_name(self, "wb"))
         return r

@@ -22,6 +22,7 @@ from itertools import product
 from typing import Optional
 
 from ..core.coll import cuda_cluster
+from ..core.ir import sizes_text
 
 LEVEL_SIZES = {"thread": 1, "warp": 32, "warpgroup": 128}
 
@@ -199,7 +200,7 @@ def render(stmt_lines: list[str], grid: Optional[dict], unit: Optional[str], not
             if c is None:
                 parts.append('<span class="sl-cg-cell sl-idle"></span>')
                 continue
-            values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "the whole collective"
+            values = sizes_text(c["values"]) or "the whole collective"
             title = f"{values}: threads {_ranges(c['threads'])}"
             text = "" if dense else escape(_short(c["threads"]))
             parts.append(f'<span class="sl-cg-cell" style="background:{c["colour"]}" title="{escape(title)}">{text}</span>')

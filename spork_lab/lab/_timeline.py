@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ..core.ir import sizes_text
 from ._codeview import CodeView, show_in_code
 from ._hazards import locate
 
@@ -111,7 +112,7 @@ def first_page(b: dict) -> int:
 
 def _event_title(b: dict, ev: dict) -> str:
     pos = f"[{', '.join(map(str, ev['position']))}]" if ev["position"] else ""
-    where = ", ".join(f"{k}={v}" for k, v in ev["iters"].items())
+    where = sizes_text(ev["iters"])
     ring = f", ring slot {ev['slot']}, parity {ev['parity']}" if ev["slot"] is not None else ""
     if _role(ev["kind"]) == "arrive":
         what = f"arrive #{ev['index']}{ring}"
