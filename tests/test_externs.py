@@ -120,3 +120,32 @@ def test_double_externs_on_the_gpu_are_the_cpus():
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
     assert_gpu_matches_cpu(_kernel("in_double", "f32", _IN_DOUBLE), **_inputs("f32"))
+
+
+# Externs of integer values: exo's helpers return a float (fmaxf, sqrt), which C's cast made an int with no defined
+# value out of range or for NaN (gcc: INT_MIN; the GPU's cvt: INT_MAX and 0): audit of session 33
+_INT_INPUTS = np.array([2147483647, 2147483600, -2147483648, -3, -1, 0, 7, 100] * 16, dtype=np.int32)
+
+
+@pytest.mark.parametrize("body, real", [
+    ("fmaxf(X, X)", _INT_INPUTS.astype(np.float32).astype(np.float64)),  # 2147483600 is 2^31 as a float
+    ("sqrt(X)", np.sqrt(_INT_INPUTS.astype(np.float64))),  # NaN below 0
+])
+def test_an_integer_extern_saturates_like_a_store(body, real):
+    """Through the saturating helper of a float stored into an int: truncated in range, NaN 0, past the range its
+    end."""
+    p = _kernel("int_" + body[:4], "i32", body)
+    out = sl.run_cpu(p, n=128, x=_INT_INPUTS.copy(), y=np.zeros(128, np.int32))["y"]
+    want = np.nan_to_num(np.clip(np.trunc(real), -2.0**31, 2.0**31 - 1), nan=0).astype(np.int32)
+    np.testing.assert_array_equal(out, want)
+    assert "_float_to_int_int32_t(" in sl.compile_procs_to_strings([p], "k")[2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("body", ["fmaxf(X, X)", "sqrt(X)"])
+def test_integer_externs_on_the_gpu_are_the_cpus(body):
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    assert_gpu_matches_cpu(_kernel("int_" + body[:4], "i32", body), n=128, x=_INT_INPUTS.copy(),
+                           y=np.zeros(128, np.int32))

@@ -50,8 +50,13 @@ class IntConversions:
         return super().comp_s(s)
 
 
+def is_int_ctype(ctype: str) -> bool:
+    """An integer C type exo stores into (whose conversions from float `FLOAT_TO_INT` defines)."""
+    return ctype in _RANGES
+
+
 def _is_int(typ) -> bool:
-    return typ.basetype().ctype() in _RANGES
+    return is_int_ctype(typ.basetype().ctype())
 
 
 def _is_float(typ) -> bool:

@@ -15,7 +15,10 @@ at once (gcc: conflicting types): ours are named `_sigmoid_float` and
 `_sigmoid_double`, as exo names `_relu_float`. C's `sin`, `sqrt` and `exp`
 compute in double (and f32 `sqrt(x) + x` added in double): ours call them on
 a double and cast the result to the call's type, so the GPU computes what C
-does (up to the last bits of each math library's `sin` and `exp`).
+does (up to the last bits of each math library's `sin` and `exp`). An extern
+of an integer type (`fmaxf` of two i32, `expf` of an i8) returns what its helper
+computes, often a float, through `_conversions.FLOAT_TO_INT`: C's cast of an
+out-of-range float is undefined, and gcc and the GPU disagreed on it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import re
 
 from exo.core.LoopIR import LoopIR
+
+from ._conversions import FLOAT_TO_INT, is_int_ctype
 
 
 class ExternCalls:
@@ -44,6 +49,9 @@ class ExternCalls:
         template = _in_double(_typed_names(e.f, ctype, e.f.compile([f"@{i}@" for i in range(len(e.args))], ctype)))
         args = [f"({self.comp_e(a)})" for a in e.args]  # exo casts `(float)a * b`: a only
         call = re.sub(r"@(\d+)@", lambda m: args[int(m[1])], template)
+        if e.f is not FLOAT_TO_INT and is_int_ctype(ctype):  # `fmaxf`, `expf` of ints return a float: C's cast of
+            self.extern_uses.add((FLOAT_TO_INT, ctype))       # one out of range is undefined (as a store's, below)
+            return _typed_names(FLOAT_TO_INT, ctype, FLOAT_TO_INT.compile([call], ctype))
         return self.rounded_from_float(call, base) if narrow else f"(({ctype}){call})"
 
     def rounded_from_float(self, text: str, base) -> str:
