@@ -368,6 +368,27 @@ def test_rewriting_a_callee_keeps_the_callers_names():
 
 
 @proc
+def two_events_one_name(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    done: barrier @ CudaEvent
+    vec_add(n, x, y)
+    Arrive(cuda_in_order, 1) >> done
+    Await(done, cpu_in_order, 0)
+    done: barrier @ CudaEvent
+    vec_add(n, x, y)
+    Arrive(cuda_in_order, 1) >> done
+    Await(done, cpu_in_order, 0)
+
+
+def test_two_events_of_one_name_are_two_c_arrays():
+    """Both were `cudaEvent_t two_events_one_name_done[1];` in one C scope: gcc's redeclaration error (audit 33)."""
+    c, _, _, _ = sl.compile_procs_to_strings([two_events_one_name], "te")
+    body = c[c.index("void two_events_one_name(") : c.index("/* relying")]
+    for name in ("two_events_one_name_done", "two_events_one_name_done_1"):
+        assert body.count(f"cudaEvent_t {name}[1];") == 1 and f"cudaEventSynchronize({name}[0])" in body
+
+
+@proc
 def dram_in_kernel(n: size, x: f32[n] @ DRAM):
     assert n % 32 == 0
     with CudaDeviceFunction(blockDim=32):

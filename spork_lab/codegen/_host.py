@@ -13,6 +13,7 @@ destroyed where the allocation's block ends.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import replace
 from typing import Optional
@@ -95,7 +96,7 @@ class HostRewriter:
         out, destroy = [], []
         for s in stmts:
             if is_barrier_alloc(s) and s.name in self._events:
-                info = self._events[s.name] = replace(self._events[s.name], name=f"{self._proc.name}_{s.name}")
+                info = self._events[s.name] = replace(self._events[s.name], name=self._event_name(s.name))
                 text = lowering(info.mem)
                 decl = text.decl_lines(info, self._record_error)
                 out.append(self._host_instr(decl, s.srcinfo, c_global=self._event_globals))
@@ -117,6 +118,13 @@ class HostRewriter:
                     env[s.name] = (s.rhs.type.as_tensor, env.get(s.rhs.name, (None, None))[1])
                 out.append(s)
         return out + destroy
+
+    def _event_name(self, sym) -> str:
+        """The C name of an event array, `proc_ev`: distinct from the proc's other events' even where exo's names
+        are not (two allocations `ev` in one block were two `cudaEvent_t proc_ev[1]` in one C scope)."""
+        taken = {i.name for i in self._events.values()}
+        name = f"{self._proc.name}_{sym}"
+        return next(n for n in itertools.chain([name], (f"{name}_{k}" for k in itertools.count(1))) if n not in taken)
 
     @property
     def _record_error(self) -> str:
