@@ -104,6 +104,16 @@ def test_box_of_the_copy_must_match_its_tensor_map():
         sl.analyze(p)
 
 
+@pytest.mark.parametrize("copy", [Sm90_copy_tensor_to_gmem_linear_2f32, Sm90_copy_tensor_to_smem_linear_2f32,
+                                  Sm90_reduce_tensor_to_gmem_linear_2f16])
+def test_a_tma_box_has_rows_of_16_byte_multiples(copy):
+    """A box of 8-byte rows passed sl.sync_check and failed the launch: cuTensorMapEncodeTiled refuses a box whose
+    rows are not a multiple of 16 bytes (audit 33)."""
+    with pytest.raises(ValueError, match="a TMA box's rows are a multiple of 16 bytes, got 2 x"):
+        copy.instantiate(box=(8, 2))
+    assert copy.instantiate(box=(8, 8)).name().endswith("_8x8")
+
+
 def test_wgmma_fence_is_a_warpgroup_instruction():
     assert 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");' in _cu(sm90_tma_wgmma)
 

@@ -202,9 +202,14 @@ def _parse(src: str) -> object:
     return parse_source(src, filename=__file__, func_globals=_namespace(), instr=("", ""))
 
 
-def _box(box, who: str) -> tuple:
+def _box(box, who: str, esize: int) -> tuple:
+    """A TMA box (rows, cols) of `esize`-byte elements: TMA's limits, and rows a multiple of 16 bytes (the driver's
+    tensor-map encoding refuses others, which failed the launch)."""
     if not (isinstance(box, tuple) and len(box) == 2 and all(isinstance(b, int) and 0 < b <= 256 for b in box)):
         raise ValueError(f"{who}: box must be a pair (rows, cols) of ints in [1, 256], got {box!r}")
+    if box[1] * esize % 16:
+        raise ValueError(f"{who}: a TMA box's rows are a multiple of 16 bytes, got {box[1]} x {esize} bytes: give it "
+                         f"a multiple of {16 // esize} columns")
     return box
 
 
@@ -237,8 +242,8 @@ def _make_tma_load(dt: str, layout: str, multicast: bool, clipped: bool = False)
     def make(box=None, ncta=2):
         name = (f"Sm90_{'multicast_' if multicast else ''}copy_tensor{'_clipped' if clipped else ''}_to_smem_"
                 f"{layout}_2{dt}")
-        rows, cols = _box(box, name)
         typ, ctype, esize = _DTYPES[dt][:3]
+        rows, cols = _box(box, name, esize)
         if layout == "swizzled" and cols * esize not in _SWIZZLE_CODE:
             raise ValueError(f"{name}: a swizzled tile's rows are 32, 64 or 128 bytes, got {cols} x {esize} bytes")
         mem = f"_SmemSwizzled" if layout == "swizzled" else "CudaSmemLinear"
@@ -310,7 +315,7 @@ def _clipped_coords(call: LoweredCall, name: str) -> list:
 def _make_tma_store(dt: str, reduce: bool):
     def make(box=None):
         name = f"Sm90_{'reduce' if reduce else 'copy'}_tensor_to_gmem_linear_2{dt}"
-        rows, cols = _box(box, name)
+        rows, cols = _box(box, name, _DTYPES[dt][2])
         typ = _DTYPES[dt][0]
         op = "+=" if reduce else "="
         src = (
