@@ -203,6 +203,80 @@ def test_the_gpu_indexes_through_products_past_2_to_the_31():
     assert_gpu_matches_cpu(sl.parse_source(WIDE_PRODUCTS), None, n=n, x=x, x2=x2, y=y, z=z)
 
 
+BIG_SEQ = """
+def big_seq_counter(n: size, x: f32[32, 4] @ CudaGmemLinear, y: f32[32, 4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 32):
+                for i in seq(n, n + 4):
+                    y[t, i - n] = x[t, i - n] + 1.0
+"""
+
+BIG_TASKS = """
+def big_task_iter(n: size, x: f32[4, 32] @ CudaGmemLinear, y: f32[4, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for a in cuda_tasks(n, n + 4):
+            for t in cuda_threads(0, 32):
+                y[a - n, t] = x[a - n, t] + 1.0
+"""
+
+SMALL_BOUNDS = """
+def small_bounds(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for a in cuda_tasks(0, n):
+            for t in cuda_threads(0, 1):
+                for i in seq(0, n):
+                    y[a] += x[i]
+"""
+
+
+def test_counters_whose_bounds_may_pass_2_to_the_31_are_64_bit():
+    """Sizes are below 2^31 each, but `n + 4` need not be: at n = 2^31 - 2 an `int` counter of seq(n, n + 4) and
+    the `int` task iterator of cuda_tasks(n, n + 4) wrapped (audit of session 33: illegal addresses on an H200).
+    Where exo's range analysis bounds them within 32 bits (a counter stops at its loop's end: n at most), `int`."""
+    procs = [sl.parse_source(src) for src in (BIG_SEQ, BIG_TASKS, SMALL_BOUNDS)]
+    cu = sl.compile_procs_to_strings(procs, "bounds", "sm_80")[2]
+    assert "for (long long i = n; i < (long long) n + 4; i++) {" in cu
+    assert "const long long a = (long long) n + exo_task;" in cu
+    assert "for (int i = 0; i < n; i++) {" in cu
+    assert "const int a = exo_task;" in cu
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src, shape", [(BIG_SEQ, (32, 4)), (BIG_TASKS, (4, 32))], ids=["seq", "tasks"])
+def test_the_gpu_counts_past_2_to_the_31(src, shape):
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    x = np.random.default_rng().standard_normal(shape).astype(np.float32)  # fresh inputs every run
+    assert_gpu_matches_cpu(sl.parse_source(src), None, n=2**31 - 2, x=x, y=np.full(shape, np.nan, np.float32))
+
+
+MANY_TASKS = """
+def many_tasks(n: size, y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            for t in cuda_threads(0, 32):
+                if task == 0:
+                    y[t] = 1.0
+"""
+
+
+@pytest.mark.gpu
+def test_task_counts_the_task_loop_would_overflow_at_are_refused():
+    """The persistent loop's `int` task counter steps by the grid past the last task: with more than 2^31 - 1 - grid
+    tasks it wrapped (audit of session 33). The launcher refuses such counts: a CudaError at the call."""
+    cupy = pytest.importorskip("cupy")
+    from spork_lab.runtime import CudaError
+
+    built = sl.build([sl.parse_source(MANY_TASKS)]).many_tasks
+    y = cupy.zeros(32, dtype=cupy.float32)
+    with pytest.raises(CudaError, match="invalid argument"):
+        built(2**31 - 1, y)
+    built(4096, y)
+    assert (y.get() == 1).all()
+
+
 WRITTEN_ALIAS = """
 def written_alias(n: size, y: f32[n] @ CudaGmemLinear, z: f32[8] @ DRAM):
     assert n % 32 == 0

@@ -56,7 +56,9 @@ extern "C" int {lib}_sizeof_int_fast32(void) {{ return (int) sizeof(int_fast32_t
 // Persistent grid: blocks_per_sm CTAs on every SM, whole clusters, no more clusters than tasks. Clusters:
 // only as many as can be resident at once (a GPC may not fit a whole number of them), so none waits for a
 // second wave. The resident count is computed once per kernel (*resident, a static of its launcher): the
-// occupancy query costs tens of microseconds, too much to pay at every launch.
+// occupancy query costs tens of microseconds, too much to pay at every launch. The kernel's task counter, an int,
+// steps past the last task by up to the grid: a task count above 2^31 - 1 - grid is refused (it overflowed), as
+// the launcher refuses one above 2^31 - 1.
 static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long tasks, const void *kernel,
                                        cudaLaunchConfig_t *cfg, int *resident, int *grid)
 {{
@@ -78,6 +80,7 @@ static cudaError_t exo_persistent_grid(int blocks_per_sm, int cluster, long long
   long long g = *resident;
   if (g > tasks * cluster) g = tasks * cluster;
   if (g < cluster) g = cluster;
+  if (tasks > 2147483647LL - g) return cudaErrorInvalidValue;
   *grid = (int) g;
   return cudaSuccess;
 }}

@@ -160,6 +160,11 @@ class FaithfulExprs:
             return _Text(self.comp_e(e, 0), _ATOM)
         return _Text(self.comp_e(e, 0), _ADD if isinstance(e, LoopIR.BinOp) else _ATOM)
 
+    def plus_text(self, e, term: str, wide: bool) -> str:
+        """The text of LoopIR index `e` plus `term` (C text of a product, quotient or remainder at most), computed
+        in 64 bits if `wide` (e.g. a task iterator's lower bound plus its task's index)."""
+        return self._binop("+", self._e(e), _Text(term, _MUL), True, wide).text
+
     # ---- shared ----
 
     def _binop(self, op: str, lhs: _Text, rhs: _Text, lhs_non_negative: bool, wide: bool = False) -> _Text:

@@ -22,6 +22,7 @@ from exo.backend.mem_analysis import MemoryAnalysis
 from exo.backend.prec_analysis import PrecisionAnalysis
 from exo.backend.win_analysis import WindowAnalysis
 from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
+from exo.rewrite.range_analysis import constant_bound
 
 from ..analysis import Analysis
 from ..analysis.checks import plain_call_in_device_code
@@ -344,17 +345,20 @@ class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Co
         return win.name
 
     def _seq_loop(self, s):
-        """A seq loop as exo prints it, but with an `int` counter, and fully unrolled when its trip count is a
-        constant of at most UNROLL_LIMIT: fragment and accumulator arrays are then indexed by constants only,
-        so they stay in registers."""
+        """A seq loop as exo prints it, but with an `int` counter where exo's range analysis bounds its values,
+        up to hi where it stops, within 32 bits (else `long long`: sizes are below 2^31 each, but seq(n, n + 4)
+        passes it), and fully unrolled when its trip count is a constant of at most UNROLL_LIMIT: fragment and
+        accumulator arrays are then indexed by constants only, so they stay in registers."""
         lo, hi = self.comp_e(s.lo), self.comp_e(s.hi)
+        env = self.range_env.env
+        ctype = "int" if self._fits((constant_bound(s.lo, env)[0], constant_bound(s.hi, env)[1])) else "long long"
         self.push(only="env")
         itr = self.new_varname(s.iter, typ=T.index)
         self.range_env.add_loop_iter(s.iter, s.lo, s.hi)
         lo_val, hi_val = constant_value(s.lo), constant_value(s.hi)
         if lo_val is not None and hi_val is not None and hi_val - lo_val <= UNROLL_LIMIT:
             self.add_line("#pragma unroll")
-        self.add_line(f"for (int {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
+        self.add_line(f"for ({ctype} {itr} = {lo}; {itr} < {hi}; {itr}++) {{")
         self.push(only="tab")
         self.comp_stmts(s.body)
         self.pop()
@@ -506,8 +510,10 @@ class CudaCompiler(IntConversions, ExternCalls, FaithfulExprs, WindowAliases, Co
             idx = f"exo_task / ({inner})" if inner else "exo_task"
             if k > 0:
                 idx = f"{idx} % exo_count_{k}"
-            lo = self.comp_e(t.lo)
-            self.add_line(f"[[maybe_unused]] const int {name} = {idx if lo == '0' else f'{lo} + {idx}'};")
+            # `int` where the range analysis bounds the iterator within 32 bits; else cuda_tasks(n, n + 4) wraps
+            wide = not self._fits(self.range_env.env[t.iter])
+            value = idx if self.comp_e(t.lo) == "0" else self.plus_text(t.lo, idx, wide)
+            self.add_line(f"[[maybe_unused]] const {'long long' if wide else 'int'} {name} = {value};")
         self._tiling_stack.append(tiling)
         self.comp_stmts(body)
         self._tiling_stack.pop()
