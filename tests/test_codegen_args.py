@@ -207,3 +207,47 @@ def test_an_assertion_on_a_bool_argument_is_checked(full, ok):
     else:
         with pytest.raises(ValueError, match="assertion `full`"):
             call()
+
+
+@proc
+def window_writer(n: size, x: f32[n, 4] @ CudaGmemLinear, y: f32[n, 4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            for t in cuda_threads(0, 4):
+                row = y[task, :]
+                row[t] = x[task, t] + 1.0
+                row[t] = row[t] * x[task, t]
+
+
+@proc
+def wraps_window_writer(n: size, x: f32[n, 4] @ CudaGmemLinear, y: f32[n, 4] @ CudaGmemLinear):
+    window_writer(n, x, y)
+
+
+def test_a_callees_writes_through_a_window_are_the_callers():
+    """exo's write set names the callee's window `row`, not its parameter `y`: the wrapper's y passed as read-only,
+    so `wraps_window_writer(n, a, a)` reached the GPU (audit 33: 7 of 8 elements wrong) and a read-only array was
+    written."""
+    spec = proc_spec(wraps_window_writer._loopir_proc)
+    assert [a.writes for a in spec.args] == [False, False, True]
+    same = FakeCuda((2, 4), ptr=4096)
+    with pytest.raises(ValueError, match="x and y overlap in memory, and the proc writes y"):
+        check_args(spec, (2, same, same), 0)
+    with pytest.raises(ValueError, match="y is written by the proc but the array is read-only"):
+        check_args(spec, (2, FakeCuda((2, 4), ptr=8192), FakeCuda((2, 4), readonly=True)), 0)
+
+
+@proc
+def index_arg(n: size, i: index, y: f32[n] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 1):
+                if i > 0:
+                    y[0] = 1.0
+
+
+def test_an_index_argument_of_the_smallest_int64_is_out_of_range():
+    """abs(np.int64(-2**63)) is itself, negative: the range check passed it."""
+    spec = proc_spec(index_arg._loopir_proc)
+    with pytest.raises(ValueError, match="out of range"):
+        check_args(spec, (8, np.int64(-2**63), FakeCuda((8,))), 0)

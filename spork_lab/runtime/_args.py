@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from exo.core.LoopIR import LoopIR, T, get_writes_of_stmts
+from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import DRAM
 
 from ..core.dtypes import bf16
@@ -63,13 +63,25 @@ BASE_ALIGNMENT = 16
 
 
 def _written_params(p: LoopIR.proc) -> set:
-    """Names of the parameters the proc writes, directly, through callees, or through windows of them."""
+    """Names of the parameters (and buffers) the proc writes: directly, through windows of them, or through callees,
+    whose own windows are resolved too (exo's write sets name a callee's window `row = y[i, :]`, not its parameter
+    `y`: a wrapper of a proc that writes through a window passed its arguments' checks as read-only, aliases
+    included, and computed something else on the GPU)."""
     alias = {s.name: s.rhs.name for s in walk_stmts(p.body) if isinstance(s, LoopIR.WindowStmt)}
-    written = set()
-    for name, _ in get_writes_of_stmts(p.body):
+
+    def root(name):
         while name in alias:
             name = alias[name]
-        written.add(name)
+        return name
+
+    written = set()
+    for s in walk_stmts(p.body):
+        if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
+            written.add(root(s.name))
+        elif isinstance(s, LoopIR.Call):
+            theirs = _written_params(s.f)
+            written |= {root(arg.name) for param, arg in zip(s.f.args, s.args)
+                        if param.name in theirs and isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr))}
     return written
 
 
@@ -120,12 +132,13 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
             want = bool if a.kind == "bool" else int
             if not isinstance(v, (want, np.integer if want is int else np.bool_)) or (want is int and isinstance(v, bool)):
                 raise TypeError(f"{where}: {a.name} must be a Python {want.__name__}, got {type(v).__name__}")
+            v = bool(v) if want is bool else int(v)  # abs() of np.int64(-2**63) is itself, negative
             if a.positive and v <= 0:
                 raise ValueError(f"{where}: size {a.name} must be positive, got {v}")
             if want is int and abs(v) >= INDEX_LIMIT:
                 raise ValueError(f"{where}: {a.name} = {v} is out of range: GPU code indexes with 32-bit ints, so "
                                  f"sizes and indices must be below 2^31")
-            env[a.name] = bool(v) if want is bool else int(v)
+            env[a.name] = v
     pred = broken_assertion(spec, env)
     if pred is not None:
         raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes_text(env)}")
