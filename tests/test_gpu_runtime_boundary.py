@@ -75,8 +75,32 @@ def store_d_odd_column(C: f16[64, 16] @ CudaGmemLinear):
             Fence(cuda_in_order, cuda_in_order)
 
 
-PROCS = {p.name(): p for p in (copy_tiles, cp16_copy, store_d_odd_pitch, store_d_odd_column)}
-SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch": {}, "store_d_odd_column": {}}
+# ---- a tensor map over rows whose pitch the caller's sizes choose (TMA needs a multiple of 16 bytes) ----
+
+
+@proc
+def tma_rows(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 8] @ CudaGmemLinear):
+    assert n % 8 == 0
+    assert m >= 8
+    src_tm = src[:, 0:8] @ Sm90_tensorMap(0, 8, 8)
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n / 8):
+            tile: f32[8, 8] @ CudaSmemLinear
+            bar: barrier @ CudaMbarrier
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_linear_2f32(tile, src_tm[8 * task:8 * task + 8, :], box=(8, 8)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            Await(bar, cuda_in_order, ~0)
+            for t in cuda_threads(0, 8):
+                for j in seq(0, 8):
+                    dst[8 * task + t, j] = tile[t, j]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+PROCS = {p.name(): p for p in (copy_tiles, cp16_copy, store_d_odd_pitch, store_d_odd_column, tma_rows)}
+SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch": {}, "store_d_odd_column": {},
+         "tma_rows": {"n": 16, "m": 12}}
 
 
 @pytest.mark.parametrize("name", list(PROCS))
@@ -181,6 +205,26 @@ def test_f5_store_d_odd_row_pitch():
 def test_f5_store_d_odd_column_start():
     _need_sm90()
     _run_in_child("store_d_odd_column")
+
+
+@pytest.mark.gpu
+def test_a_tensor_map_pitch_tma_cannot_copy_is_explained_at_the_call():
+    """Rows 40 bytes apart (m = 10): cuTensorMapEncodeTiled refuses them; the call said only "CUDA error 1: invalid
+    argument", without the user's line (audit 33). Refused before the launch, so the context lives on."""
+    _need_sm90()
+    import cupy
+
+    from spork_lab.runtime import CudaError
+
+    k = sl.build([tma_rows])
+    n = 64
+    with pytest.raises(CudaError) as e:
+        k.tma_rows(n, 10, cupy.zeros((n, 10), dtype=cupy.float32), cupy.zeros((n, 8), dtype=cupy.float32))
+    assert e.value.filename == __file__ and "rows a multiple of 16 bytes apart" in e.value.message
+    src = cupy.arange(n * 12, dtype=cupy.float32).reshape(n, 12)
+    dst = cupy.zeros((n, 8), dtype=cupy.float32)
+    k.tma_rows(n, 12, src, dst)  # 48-byte rows: copied
+    np.testing.assert_array_equal(dst.get(), src.get()[:, :8])
 
 
 if __name__ == "__main__":  # the child of _run_in_child

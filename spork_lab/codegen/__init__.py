@@ -115,6 +115,9 @@ static cudaError_t spork_encode_tensor_map(CUtensorMap *map, CUtensorMapDataType
     estride[i] = 1;
   }
   for (int i = 1; i < rank; ++i) gstride[i - 1] = (cuuint64_t) strides[rank - 1 - i] * elem_bytes;
+  // the driver's rules for the global side, as an error the runtime explains (cudaErrorInvalidPitchValue)
+  if ((uintptr_t) ptr % 16) return cudaErrorInvalidPitchValue;
+  for (int i = 0; i + 1 < rank; ++i) if (gstride[i] % 16) return cudaErrorInvalidPitchValue;
   CUtensorMapSwizzle sw = swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                         : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUresult r = encode(map, dtype, (cuuint32_t) rank, (void *) ptr, gdim, gstride, gbox, estride,

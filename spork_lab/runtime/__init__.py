@@ -23,11 +23,18 @@ from exo.API import Procedure
 
 from ..codegen import compile_procs_to_strings, lib_name, proc_list
 from ..core.build_cache import build_once, cache_dir, content_key
-from ..errors import ArgumentError, BuildError, SporkTypeError, user_facing, user_frame
+from ..errors import ArgumentError, BuildError, SporkError, SporkTypeError, user_facing, user_frame
 from ._args import ProcSpec, check_args, proc_spec
 
-class CudaError(RuntimeError):
-    """A CUDA call made by a generated proc failed; the message is CUDA's error string."""
+class CudaError(SporkError, RuntimeError):
+    """A CUDA call made by a generated proc failed, at the user's call; the message is CUDA's error string."""
+
+
+# CUDA's error code that the tensor-map encoder returns for a window TMA cannot copy (no pitch API is called else).
+_TENSOR_MAP_LAYOUT_ERROR = 12  # cudaErrorInvalidPitchValue
+_TENSOR_MAP_LAYOUT_HINT = (": a tensor map's window of global memory must start at a 16-byte boundary and have rows a "
+                           "multiple of 16 bytes apart (cuTensorMapEncodeTiled's rule): pass an aligned array, or "
+                           "choose sizes that keep its rows so")
 
 
 def find_nvcc() -> str:
@@ -117,7 +124,8 @@ class BuiltProc:
         err = getattr(lib, f"{name}_take_error")()
         if err:
             text = getattr(lib, f"{name}_error_string")(err).decode()
-            raise CudaError(f"{self.name}(): CUDA error {err}: {text}")
+            hint = _TENSOR_MAP_LAYOUT_HINT if err == _TENSOR_MAP_LAYOUT_ERROR else ""
+            raise CudaError(f"{self.name}(): CUDA error {err}: {text}{hint}", user_frame())
 
     def __repr__(self) -> str:
         return f"<built proc {self.name}({', '.join(a.name for a in self.spec.args)})>"
