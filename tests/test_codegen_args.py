@@ -251,3 +251,44 @@ def test_an_index_argument_of_the_smallest_int64_is_out_of_range():
     spec = proc_spec(index_arg._loopir_proc)
     with pytest.raises(ValueError, match="out of range"):
         check_args(spec, (8, np.int64(-2**63), FakeCuda((8,))), 0)
+
+
+def test_a_parameter_of_exos_generic_real_is_refused_at_its_line():
+    """`x: R[n]` raised a bare KeyError (LoopIR.Num) from sl.build and sl.run_cpu (audit 33)."""
+    import spork_lab as sl
+
+    @proc
+    def generic_real(n: size, x: R[n] @ DRAM):
+        for i in seq(0, n):
+            x[i] = 0.0
+
+    with pytest.raises(sl.BuildError, match="x : R\\[n\\] has no element type of its own") as e:
+        sl.run_cpu(generic_real, n=4, x=np.zeros(4, np.float32))
+    assert e.value.filename == __file__
+
+
+class TorchLikeDevice:
+    def __init__(self, index):
+        self.type, self.index = "cuda", index
+
+
+class TorchLike:
+    """What torch's CUDA tensors show the checker: a device with .index, an interface that may raise."""
+
+    def __init__(self, shape, device=0, requires_grad=False):
+        self.shape, self.device, self._grad = shape, TorchLikeDevice(device), requires_grad
+
+    @property
+    def __cuda_array_interface__(self):
+        if self._grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad.")
+        return {"shape": self.shape, "typestr": "<f4", "data": (4096, False), "strides": None, "version": 3}
+
+
+def test_torch_tensors_are_checked_like_cupy_arrays():
+    """A tensor that requires grad raised torch's RuntimeError out of the call, and the device check read CuPy's
+    `.id`, which torch's device lacks (audit 33)."""
+    with pytest.raises(TypeError, match="t.detach()"):
+        check_args(SPEC, (512, TorchLike((512,), requires_grad=True), FakeCuda((2,), ptr=8192)), 0)
+    with pytest.raises(ValueError, match="x is on GPU 1"):
+        check_args(SPEC, (512, TorchLike((512,), device=1), FakeCuda((2,), ptr=8192)), 0)

@@ -94,6 +94,9 @@ def proc_spec(p: LoopIR.proc) -> ProcSpec:
             args.append(ArgSpec(str(a.name), "int", positive=a.type == T.size))
         elif a.type == T.bool:
             args.append(ArgSpec(str(a.name), "bool"))
+        elif isinstance(a.type, T.Tensor) and a.type.basetype() not in _DTYPES:
+            raise BuildError(f"{p.name}: parameter {a.name} : {a.type} has no element type of its own (exo's R is "
+                             "any real): give it one (f32, f16, bf16, f64, ...) before building or running it", p.srcinfo)
         elif isinstance(a.type, T.Tensor) and not a.type.is_win() and a.mem in (CudaGmemLinear, DRAM):
             kind = "cuda" if a.mem is CudaGmemLinear else "host"
             dtype = np.dtype(_DTYPES[a.type.basetype()])
@@ -169,13 +172,18 @@ def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[
     shape = tuple(evaluate(h, env) for h in a.shape)
     count = int(np.prod(shape))
     if a.kind == "cuda":
-        cai = getattr(v, "__cuda_array_interface__", None)
+        try:
+            cai = getattr(v, "__cuda_array_interface__", None)
+        except (RuntimeError, KeyError, TypeError) as e:  # torch: a tensor that requires grad, a bfloat16 one
+            raise TypeError(f"{where}: {a.name} cannot be passed as a GPU array ({type(e).__name__}: {e}); for a torch "
+                            "tensor pass t.detach(), a bfloat16 one as t.view(torch.int16)") from None
         if cai is None:
             hint = " (a NumPy array is in host memory: copy it with cupy.asarray)" if isinstance(v, np.ndarray) else ""
             raise TypeError(f"{where}: {a.name} lives in CudaGmemLinear and must be a CuPy array, got {type(v).__name__}{hint}")
         got_shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
         strides, (ptr, readonly) = cai.get("strides"), cai["data"]
-        device = getattr(getattr(v, "device", None), "id", None)
+        device = getattr(v, "device", None)
+        device = getattr(device, "id", getattr(device, "index", None))  # CuPy's Device.id, torch's device.index
         if current_device is not None and device is not None and device != current_device:
             raise ValueError(f"{where}: {a.name} is on GPU {device}, but the current device is GPU {current_device}")
     else:
