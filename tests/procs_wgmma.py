@@ -7,6 +7,8 @@ The instrs stand in for Sm90's (platforms/Sm90.py): what the machine needs of th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from exo.API import Procedure
 
 from spork_lab import instr, parse_source, proc
@@ -252,3 +254,51 @@ def uses_tma(src: f32[8] @ CudaGmemLinear, dst: f32[8] @ CudaGmemLinear):
                 Fence(tma_to_smem_async, cuda_in_order)
                 for i in seq(0, 8):
                     dst[i] = s[i]
+
+
+# B_s holds eight 8-row swizzle atoms, each loaded by one TMA box; `B_s[0:8, 0, 0:8]` is the first row of each atom,
+# rows 1024 bytes apart, but a wgmma descriptor reads its operand's rows one swizzle row (128 bytes) apart. The
+# analysis refuses it; on an H200, 407 of the 512 elements of C were wrong while sync_check passed (audit of
+# session 33, case k_wgmma_b_rows_strided). `B_s[i, 0:8, 0:8]`, the rows of one atom, is the right form.
+@proc
+def wgmma_b_rows_of_atoms(A: f32[64, 32] @ CudaGmemLinear, B: f32[64, 32] @ CudaGmemLinear, C: f32[64, 8] @ CudaGmemLinear):
+    A_tm = A[:, :] @ Sm90_tensorMap(128, 64, 32)
+    B_tm = B[:, :] @ Sm90_tensorMap(128, 8, 32)
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            A_s: f32[64, 32] @ Sm90_SmemSwizzled(128)
+            B_s: f32[8, 8, 32] @ Sm90_SmemSwizzled(128)
+            D: f32[64, 8] @ Sm90_RmemMatrixD
+            bar: barrier @ CudaMbarrier
+            cg: barrier @ CudaCommitGroup
+            Sm90_zero_scale_d_f32(D, N=8)
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(A_s, A_tm[:, :], box=(64, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[0, :, :], B_tm[0:8, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[1, :, :], B_tm[8:16, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[2, :, :], B_tm[16:24, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[3, :, :], B_tm[24:32, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[4, :, :], B_tm[32:40, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[5, :, :], B_tm[40:48, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[6, :, :], B_tm[48:56, :], box=(8, 32)) >> bar
+                    Sm90_copy_tensor_to_smem_swizzled_2f32(B_s[7, :, :], B_tm[56:64, :], box=(8, 32)) >> bar
+                Arrive(tma_to_smem_async, 1) >> bar
+            Await(bar, wgmma_async_smem, ~0)
+            Fence(wgmma_fence_1, wgmma_fence_2)
+            with CudaAsync(wgmma_async_instr):
+                for kk in seq(0, 4):
+                    Sm90_mma_async_tf32(D, A_s[:, 8 * kk : 8 * kk + 8], B_s[0:8, 0, 8 * kk : 8 * kk + 8], N=8)
+            Arrive(wgmma_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Sm90_mma_store_d_row_major_f32(C, D, N=8)
+
+
+def wgmma_b_rows_of_atoms_reading(a: str, b: str) -> Procedure:
+    """wgmma_b_rows_of_atoms with its wgmma reading the windows `a` and `b` (of A_s, B_s and the iterator kk), its
+    lines numbered as in this file."""
+    first = wgmma_b_rows_of_atoms._loopir_proc.srcinfo.lineno
+    lines = Path(__file__).read_text().splitlines()[first - 1:]
+    end = next(i for i, line in enumerate(lines) if i and line and not line[0].isspace())  # the def's last line + 1
+    src = "\n".join(lines[:end]).replace("A_s[:, 8 * kk : 8 * kk + 8], B_s[0:8, 0, 8 * kk : 8 * kk + 8]", f"{a}, {b}")
+    return parse_source(src, filename=__file__, first_line=first)

@@ -378,3 +378,59 @@ def test_a_clipped_store_into_a_window_that_does_not_start_at_the_origin_is_a_co
     lines = Path(sm90_gemm.__file__).read_text().splitlines()
     store = 1 + next(i for i, s in enumerate(lines) if s.strip().startswith("Sm90_mma_store_d_row_major_"))
     assert (e.value.filename, e.value.lineno) == (sm90_gemm.__file__, store + 1)  # one line added above it
+
+
+def test_a_wgmma_operand_whose_rows_are_not_consecutive_swizzle_rows_is_refused_at_its_line():
+    """The descriptor holds the operand's first address and its swizzle only: B_s[0:8, 0, :] (the first row of each
+    of eight atoms) was read as rows 0-7 of atom 0 (audit of session 33: 407 of 512 elements wrong on an H200)."""
+    import procs_wgmma as W
+    from procs_sync import line_of
+
+    p = W.wgmma_b_rows_of_atoms
+    with pytest.raises(sl.MemoryMismatchError) as info:
+        sl.analyze(p)
+    err = info.value
+    assert err.filename.endswith("procs_wgmma.py") and err.lineno == line_of(p, "Sm90_mma_async_tf32("), str(err)
+    assert ("reads B through a wgmma descriptor, which takes its rows to be consecutive rows of B_s, 32 elements "
+            "(one 128-byte swizzle row) apart, but the rows of `B_s[0:8, 0, 8 * kk:8 * kk + 8]` are 256 elements "
+            "apart in B_s: take its rows from B_s's second-to-last dimension") in err.message, err.message
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("rmem_a", [False, True])
+def test_every_wgmma_declares_its_descriptor_operands(dt, rmem_a):
+    """A and B (SS), B only (RS: A in registers) are read through descriptors, so checked as such."""
+    from spork_lab.core.instrs import instr_info_by_name
+
+    wt = {"f32": "tf32", "f16": "f16", "bf16": "bf16"}[dt]
+    p = globals()[f"Sm90_mma_async_{wt}"].instantiate(N=8, rmem_a=rmem_a)
+    assert instr_info_by_name(p.name()).smem_desc == ((("B", 16),) if rmem_a else (("A", 16), ("B", 16)))
+
+
+@pytest.mark.parametrize("a, b", [
+    ("A_s[:, 8 * kk : 8 * kk + 8]", "B_s[3, :, 8 * kk : 8 * kk + 8]"),  # the rows of one atom
+    ("A_s[:, 4 * kk + 4 : 4 * kk + 12]", "B_s[3, :, 4:12]"),  # K offsets of 16 bytes (correct on an H200)
+])
+def test_wgmma_operands_of_consecutive_swizzle_rows_pass(a, b):
+    import procs_wgmma as W
+
+    assert sl.sync_check(W.wgmma_b_rows_of_atoms_reading(a, b)).ok
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_wgmma_operand_starting_between_16_byte_units_is_refused(engine):
+    """The descriptor holds the address in 16-byte units: the analysis refuses a start its bounds decide,
+    sync_check one an iterator decides."""
+    import procs_wgmma as W
+    from procs_sync import line_of
+
+    line = line_of(W.wgmma_b_rows_of_atoms, "Sm90_mma_async_tf32(")
+    with pytest.raises(sl.MemoryMismatchError, match=r"needs A to start at a multiple of 16 bytes, but "
+                                                     r"`A_s\[0:64, 2:10\]` starts 8 bytes past one") as info:
+        sl.analyze(W.wgmma_b_rows_of_atoms_reading("A_s[:, 2:10]", "B_s[3, :, 0:8]"))
+    assert info.value.lineno == line
+    p = W.wgmma_b_rows_of_atoms_reading("A_s[:, 6 * kk : 6 * kk + 8]", "B_s[3, :, 0:8]")
+    sl.analyze(p)
+    with pytest.raises(sl.SyncError, match="a wgmma's shared-memory operand at 16 bytes") as info:
+        sl.sync_check(p, engine=engine)
+    assert info.value.lineno == line

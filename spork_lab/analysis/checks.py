@@ -269,6 +269,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         _check_fragment_windows(on_buffers, memories, shapes)
         _check_alignment(on_buffers, gpu.aligned, shapes)
         _check_smem_box(on_buffers, gpu.smem_box, shapes)
+        _check_smem_desc(on_buffers, gpu.smem_desc, shapes)
         tl = gpu.instr_tl
         _check_instr_tl(s, info, tl)
         if info.device_scope == "cuda":
@@ -500,25 +501,60 @@ def _check_smem_box(s: LoopIR.Call, boxes: tuple, shapes: dict) -> None:
     window's buffer and bounds decide it; sync_check decides the rest at its sizes (sync/lower.py)."""
     for param, arg, shape, nbytes in _windows_of_known_layout(s, boxes, shapes):
         rows, cols = (constant_value(d) for d in param.type.shape()[-2:])
-        offset, strides = _window_layout(arg, shape)
-        row_dim = [k for k, w in enumerate(arg.idx) if isinstance(w, LoopIR.Interval)][-2]
-        pitch = constant_value(strides[row_dim])
-        if rows != 1 and pitch is not None and pitch != cols:
-            raise MemoryMismatchError(
-                f"`{head_text(s)}`: {written_name(s)} moves {param.name} as one {rows} x {cols} box whose rows follow "
-                f"each other in shared memory, but the rows of `{arg}` are {pitch} elements apart in {arg.name}: "
-                f"give it whole rows of a buffer {cols} elements wide (e.g. a [{rows}, {cols}] tile)",
-                s.srcinfo,
-            )
-        size = elem_bytes(arg.type.basetype())
-        rem = constant_remainder(LoopIR.BinOp("*", LoopIR.Const(size, T.int, arg.srcinfo), offset, T.index,
-                                              arg.srcinfo), nbytes)
-        if rem:
-            raise MemoryMismatchError(
-                f"`{head_text(s)}`: {written_name(s)} needs {param.name} to start at a multiple of {nbytes} bytes, but "
-                f"`{arg}` starts {rem} bytes past one; the GPU would fault on the misaligned address",
-                s.srcinfo,
-            )
+        if rows != 1:
+            _check_row_pitch(s, arg, shape, cols,
+                             f"{written_name(s)} moves {param.name} as one {rows} x {cols} box whose rows follow each "
+                             f"other in shared memory",
+                             f"give it whole rows of a buffer {cols} elements wide (e.g. a [{rows}, {cols}] tile)")
+        _check_start(s, param, arg, shape, nbytes, "the GPU would fault on the misaligned address")
+
+
+def _check_smem_desc(s: LoopIR.Call, operands: tuple, shapes: dict) -> None:
+    """wgmma finds a shared-memory operand through a descriptor that holds only its first element's address, in
+    16-byte units, and the swizzle: it reads the operand's rows as its buffer's consecutive swizzle rows (in 8-row
+    atoms). A window of rows further apart (the first row of each of several tiles) or a start between two 16-byte
+    units computes on other elements than the program names (on an H200, 407 of 512 elements of C: audit of
+    session 33). The window may start at any row, and at any 16-byte K offset inside a row (both correct on an
+    H200). The rows' pitch is decided here (a swizzled buffer's shape is a constant); a start that depends on an
+    iterator, by sync_check (sync/lower.py)."""
+    for param, arg, shape, nbytes in _windows_of_known_layout(s, operands, shapes):
+        rows, cols = (constant_value(d) for d in param.type.shape()[-2:])
+        row = constant_value(shape[-1])
+        _check_row_pitch(s, arg, shape, row,
+                         f"{written_name(s)} reads {param.name} through a wgmma descriptor, which takes its rows to be "
+                         f"consecutive rows of {arg.name}, {row} elements (one {row * elem_bytes(arg.type.basetype())}-byte swizzle "
+                         f"row) apart",
+                         f"take its rows from {arg.name}'s second-to-last dimension, each dimension before it at one "
+                         f"index (as {arg.name}[i, 0:{rows}, 0:{cols}] of an [n, {rows}, {row}] buffer)")
+        _check_start(s, param, arg, shape, nbytes,
+                     "the descriptor holds the address in 16-byte units: wgmma would read from the unit's start")
+
+
+def _check_row_pitch(s: LoopIR.Call, arg: LoopIR.WindowExpr, shape: list, pitch: Optional[int], needs: str,
+                     fix: str) -> None:
+    """The rows of the window `arg` (its second-to-last sliced dimension) are `pitch` elements apart in its buffer
+    of shape `shape`, as the instr `needs`, where both are constants."""
+    row_dim = [k for k, w in enumerate(arg.idx) if isinstance(w, LoopIR.Interval)][-2]
+    apart = constant_value(_window_layout(arg, shape)[1][row_dim])
+    if pitch is not None and apart is not None and apart != pitch:
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {needs}, but the rows of `{arg}` are {apart} elements apart in {arg.name}: {fix}",
+            s.srcinfo,
+        )
+
+
+def _check_start(s: LoopIR.Call, param, arg: LoopIR.WindowExpr, shape: list, nbytes: int, why: str) -> None:
+    """The window `arg` starts at a multiple of `nbytes` bytes of its buffer of shape `shape`, where its bounds
+    decide it; `why`: what happens otherwise."""
+    offset = _window_layout(arg, shape)[0]
+    size = LoopIR.Const(elem_bytes(arg.type.basetype()), T.int, arg.srcinfo)
+    rem = constant_remainder(LoopIR.BinOp("*", size, offset, T.index, arg.srcinfo), nbytes)
+    if rem:
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {written_name(s)} needs {param.name} to start at a multiple of {nbytes} bytes, but "
+            f"`{arg}` starts {rem} bytes past one; {why}",
+            s.srcinfo,
+        )
 
 
 def _check_arg_memories(s: LoopIR.Call, memories: dict) -> None:

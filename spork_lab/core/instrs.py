@@ -36,6 +36,8 @@ class InstrInfo:
     aligned: tuple = ()  # (parameter, bytes): each row of its window starts aligned so (cp.async: its size; ldmatrix: 16)
     smem_box: tuple = ()  # (parameter, bytes): shared memory moved as one box (TMA): its window's rows are adjacent,
     #   and its first element is aligned so (128)
+    smem_desc: tuple = ()  # (parameter, bytes): swizzled shared memory read through a wgmma descriptor: its window's
+    #   rows are its buffer's consecutive swizzle rows, and its first element is aligned so (16, the address's unit)
     wgmma_shape: tuple = ()  # wgmma: (M, N, K), its PTX shape; the next wgmma of the same shape on its accumulator
     #   needs no wgmma.fence, one of another shape does (PTX ISA, wgmma.fence)
     smem_blocks: tuple = ()  # (parameter, block shape): a warp instr's shared-memory requests, one per block of its

@@ -176,6 +176,7 @@ _DTYPES = {  # name: (exo type, C type, bytes, wgmma type, k per wgmma, CUtensor
 TENSOR_MAP_DTYPES = {v[1]: v[5] for v in _DTYPES.values()}  # C type -> CUtensorMapDataType (host encoding)
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # wgmma descriptor layout types
 TMA_SMEM_ALIGN = 128  # a TMA box's shared-memory address is a multiple of this (else a misaligned-address fault)
+WGMMA_DESC_ALIGN = 16  # a wgmma descriptor holds its operand's address in units of this
 
 SM90_PRELUDE = r"""
 #include <cuda.h>
@@ -369,6 +370,8 @@ def _wgmma_helper(dt: str, n: int, rmem_a: bool) -> tuple:
 
 
 def _desc(call: LoweredCall, arg: str) -> str:
+    """The descriptor of operand `arg`: its first element's address and its swizzle only, so its rows must be its
+    buffer's consecutive swizzle rows (`InstrInfo.smem_desc`, checked by the analysis and sync_check)."""
     a = call.args[arg]
     sw = getattr(a.mem, "swizzle", 0)
     if sw not in _SWIZZLE_CODE:
@@ -405,6 +408,7 @@ def _make_wgmma(dt: str):
             InstrInfo(wgmma_async_instr, cuda_warpgroup,
                       usage_tls={"D": wgmma_usage_d, "A": wgmma_usage_a, "B": wgmma_usage_b},
                       convergent=True, lower=lower, cuda_includes=(helper,), wgmma_shape=(64, N, k),
+                      smem_desc=tuple((arg, WGMMA_DESC_ALIGN) for arg in (("B",) if rmem_a else ("A", "B"))),
                       target="sm_90a"),
         )
         return p

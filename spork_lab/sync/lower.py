@@ -642,6 +642,7 @@ class _Lowering:
         callee = dict(env)
         aligned = dict(info.aligned) if info is not None and ctx.dev is not None else {}
         boxes = dict(info.smem_box) if info is not None and ctx.dev is not None else {}
+        descs = dict(info.smem_desc) if info is not None and ctx.dev is not None else {}
         for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if not formal.type.is_numeric():
                 callee[formal.name] = self.let(index_expr(a, env))
@@ -652,6 +653,7 @@ class _Lowering:
             view = self.window(a, env) if isinstance(a, LoopIR.WindowExpr) else env[a.name]
             self.check_aligned(s, a, view, aligned.get(str(formal.name)), ctx)
             self.check_smem_box(s, formal, view, boxes.get(str(formal.name)), ctx)
+            self.check_smem_start(s, formal, view, descs.get(str(formal.name)), ctx)
             usage = info.usage_tls.get(str(formal.name)) if info else None
             unordered = view.unordered or (
                 info is not None
@@ -697,11 +699,19 @@ class _Lowering:
         if nbytes is None:
             return
         rows, cols = (d.val for d in formal.type.shape()[-2:])
-        site = self.site(ctx.in_instr or s, ctx)
         pitch = view.strides[-2]
         if rows != 1 and not (isinstance(pitch, P.Const) and pitch.value == cols):
-            self.emit(P.Check(P.Bin("==", pitch, P.Const(cols)), P.ERR_BOX, site))
-        self.check_multiple(self.shard_offset(view), elem_bytes(formal.type.basetype()), nbytes, site)
+            self.emit(P.Check(P.Bin("==", pitch, P.Const(cols)), P.ERR_BOX, self.site(ctx.in_instr or s, ctx)))
+        self.check_smem_start(s, formal, view, nbytes, ctx)
+
+    def check_smem_start(self, s, formal, view: _View, nbytes: Optional[int], ctx: _Ctx) -> None:
+        """The window `view` passed for `formal` starts at a multiple of `nbytes` (None: no such need) in its buffer
+        (a shard's, for distributed shared memory) at these sizes: a TMA box's (128), a wgmma descriptor's operand
+        (16: `InstrInfo.smem_desc`; the analysis decides its rows' pitch, a swizzled buffer's shape being constant,
+        and its start where an iterator does not: `checks._check_smem_desc`)."""
+        if nbytes is not None:
+            site = self.site(ctx.in_instr or s, ctx)
+            self.check_multiple(self.shard_offset(view), elem_bytes(formal.type.basetype()), nbytes, site)
 
     def shard_offset(self, view: _View) -> P.Expr:
         """Where `view` starts in its buffer's memory: for distributed shared memory, in its own shard (each

@@ -453,7 +453,8 @@ _ERRORS = {
     P.ERR_SHAPE: "sync_check: a buffer with a negative dimension",
     P.ERR_ALIGN: "sync_check: a window this instr needs aligned is misaligned at these sizes (each row of a "
                  "cp.async's window starts at a multiple of its size, of an ldmatrix's at 16 bytes, a TMA copy's "
-                 "shared-memory box at 128 bytes); the GPU would fault on the address",
+                 "shared-memory box at 128 bytes, a wgmma's shared-memory operand at 16 bytes); the GPU would fault "
+                 "on the address (wgmma: read from the 16-byte unit's start, as its descriptor holds no more)",
     P.ERR_BOX: "sync_check: a TMA copy's shared-memory window does not have its rows one after another at these "
                "sizes (TMA moves its box as adjacent rows from the window's first element, not the rows the program "
                "names): give it whole rows of a buffer as wide as the box",
