@@ -189,16 +189,16 @@ class CudaCommitGroup(BarrierMemory):
     """Split barriers as commit groups: cp.async / wgmma commit_group + wait_group N."""
 
     lowering = "commit_group"
-
-    @classmethod
-    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
-        return None if n >= 0 else f"Await on commit group {name} needs N >= 0 (wait_group N), not ~{~n}"
     # The first sync-tl of the arrives picks the hardware queue: (flavour, its instr-tl, threads per queue).
     FLAVOURS = {
         "Sm80_cp_async": ("cp.async", tl.Sm80_cp_async_instr, 1),
         "wgmma_async": ("wgmma", tl.wgmma_async_instr, 128),
         "tma_to_gmem_async": ("cp.async.bulk", tl.tma_to_gmem_async_instr, 1),
     }
+
+    @classmethod
+    def await_n_error(cls, name: str, kind: str, n: int) -> str | None:
+        return None if n >= 0 else f"Await on commit group {name} needs N >= 0 (wait_group N), not ~{~n}"
 
     @classmethod
     def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
