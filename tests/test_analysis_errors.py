@@ -211,3 +211,24 @@ def test_a_barrier_used_above_its_allocation_is_an_error_at_the_use():
     with pytest.raises(SporkTypeError, match="uses cg, which is not defined before it in its scope") as e:
         analyze(p)
     assert "Arrive(Sm80_cp_async, 1) >> cg" in Path(e.value.filename).read_text().splitlines()[e.value.lineno - 1]
+
+
+def test_a_fragment_buffer_of_one_dimension_is_refused_at_the_instr():
+    """A 1-D buffer in Sm80_RmemMatrixA given to an instr raised a bare ValueError (unpacking its last two
+    dimensions) out of sl.analyze (audit 33, P)."""
+    from spork_lab import proc
+    from spork_lab.platforms.cuda import CudaAsync, CudaDeviceFunction, CudaGmemLinear, cuda_tasks, cuda_threads  # noqa: F401
+    from spork_lab.platforms.Sm80 import Sm80_cp_async_f32, Sm80_cp_async_instr, Sm80_RmemMatrixA  # noqa: F401
+
+    @proc
+    def fragment_of_one_dimension(src: f32[128] @ CudaGmemLinear):
+        with CudaDeviceFunction(blockDim=128):
+            for task in cuda_tasks(0, 1):
+                buf: f32[128] @ Sm80_RmemMatrixA
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[t:t + 1], src[t:t + 1], size=4)
+
+    with pytest.raises(MemoryMismatchError, match="buf @ Sm80_RmemMatrixA has 1 dimension, but") as e:
+        analyze(fragment_of_one_dimension)
+    assert e.value.filename == __file__

@@ -196,6 +196,7 @@ def test_make_tensor_map_renames_the_reads():
 
 
 from spork_lab.platforms.Sm80 import Sm80_cp_async_f32, Sm80_cp_async_instr  # noqa: E402
+from spork_lab.platforms.Sm90 import Sm90_copy_tensor_to_smem_linear_2f32, Sm90_tensorMap  # noqa: E402
 
 
 @proc
@@ -215,6 +216,25 @@ def test_complete_on_errors():
     _raises_here(lambda: complete_on(one_copy, copy, "bar[0]"), "barrier 'bar' has 0 indices, got 1")
     _raises_here(lambda: complete_on(one_copy, copy, "bar"), "does not complete on a barrier",
                  "only TMA loads (Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) take `>> bar`")
+
+
+@proc
+def one_tma_load(src: f32[8, 4] @ CudaGmemLinear):
+    src_tm = src[:, :] @ Sm90_tensorMap(0, 8, 4)
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[8, 4] @ CudaSmemLinear
+            ring: barrier[2] @ CudaMbarrier
+            for t in cuda_threads(0, 1):
+                with CudaAsync(tma_to_smem_async_instr):
+                    Sm90_copy_tensor_to_smem_linear_2f32(buf, src_tm[0:8, :], box=(8, 4))
+
+
+def test_complete_on_refuses_a_constant_barrier_index_past_the_array():
+    """`complete_on(p, copy, "ring[5]")` on a barrier[2] was accepted, where insert_arrive refuses it (audit 33, P)."""
+    copy = one_tma_load.find("Sm90_copy_tensor_to_smem_linear_2f32_8x4(_)")
+    _raises_here(lambda: complete_on(one_tma_load, copy, "ring[5]"), "index 0 of ring[5] is 5, outside ring: barrier[2]")
+    assert ">> ring[1]" in str(complete_on(one_tma_load, copy, "ring[1]"))
 
 
 def test_single_thread_refuses_a_name_in_use_where_the_block_is():
@@ -535,3 +555,21 @@ def test_mult_loops_fixes_the_loop_it_made_not_a_namesake():
     p = mult_loops(p, p.find_loop("w"), "t")
     assert str(p).count("for t in cuda_threads(0, 128):") == 2, str(p)
     assert sl.sync_check(p, n=2).ok
+
+
+def test_a_cursor_an_earlier_op_removed_and_an_instr_that_does_not_match_say_so():
+    """Both said "exo failed inside this op (...), a limit of exo's implementation" (audit 33, P): a stale cursor
+    (exo's InvalidCursorError) and replace's UnificationError are the user's to fix."""
+    from cp_async_double_buffer import cp_async_double_buffer  # the example: its loop's bounds are constants
+    from procs_pipeline import three_stages
+
+    from spork_lab.platforms.Sm80 import Sm80_cp_async_f32
+
+    loop = cp_async_double_buffer.find_loop("it")
+    unrolled = unroll_loop(cp_async_double_buffer, loop)
+    _raises_here(lambda: insert_fence(unrolled, loop.before(), cuda_in_order, cuda_in_order),
+                 "a cursor argument points at a statement that an earlier op changed or removed",
+                 "find it again in the proc that op returned")
+    copy = Sm80_cp_async_f32.instantiate(size=4)
+    _raises_here(lambda: replace(three_stages, three_stages.find_loop("t #1"), copy),
+                 "the statements do not compute what the instr's body computes")

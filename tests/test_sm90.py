@@ -109,8 +109,9 @@ def test_box_of_the_copy_must_match_its_tensor_map():
 def test_a_tma_box_has_rows_of_16_byte_multiples(copy):
     """A box of 8-byte rows passed sl.sync_check and failed the launch: cuTensorMapEncodeTiled refuses a box whose
     rows are not a multiple of 16 bytes (audit 33)."""
-    with pytest.raises(ValueError, match="a TMA box's rows are a multiple of 16 bytes, got 2 x"):
+    with pytest.raises(sl.SporkTypeError, match="a TMA box's rows are a multiple of 16 bytes, got 2 x") as e:
         copy.instantiate(box=(8, 2))
+    assert e.value.filename == __file__  # the caller's line (a bare ValueError from spork_lab before: audit 33)
     assert copy.instantiate(box=(8, 8)).name().endswith("_8x8")
 
 

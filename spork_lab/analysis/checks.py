@@ -421,6 +421,11 @@ def _check_fragment_windows(s: LoopIR.Call, memories: dict, shapes: dict) -> Non
 
 def _check_whole_tiles(s: LoopIR.stmt, arg: LoopIR.WindowExpr, mem: type, shape: list) -> None:
     """In a memory of `whole_tiles`, window `arg` (of a buffer of `shape`) covers the last two dimensions."""
+    if mem.whole_tiles and len(shape) < 2:
+        raise MemoryMismatchError(
+            f"`{head_text(s)}`: {arg.name} @ {mem.name()} has {len(shape)} dimension{'' if len(shape) == 1 else 's'}, but {mem.name()} holds tiles of "
+            f"an instr's fragment: its buffers' last two dimensions are the tile's (e.g. [2, 16, 8]), and only the "
+            f"fragment instrs take them", s.srcinfo)
     if not mem.whole_tiles or all(whole_interval(w, extent) for w, extent in zip(arg.idx[-2:], shape[-2:])):
         return
     rows, cols = (interval_width(w) if isinstance(w, LoopIR.Interval) else 1 for w in arg.idx[-2:])

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from exo.core.LoopIR import LoopIR
 
+from ..errors import SporkTypeError, user_frame
 from .coll import CollUnit, cuda_thread
 from .timelines import InstrTl, cuda_in_order_instr
 
@@ -118,6 +119,15 @@ class InstrTemplate:
         self._cache: dict = {}
 
     def instantiate(self, **kwargs):
+        """The concrete instr for these keywords (what `Sm80_cp_async_f32(dst, src, size=16)` calls in a proc,
+        for `replace`); keywords it refuses are a SporkTypeError at the caller's line."""
+        try:
+            return self.concrete(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise SporkTypeError(str(e), user_frame()) from None
+
+    def concrete(self, **kwargs):
+        """`instantiate`'s instr; TypeError or ValueError for keywords it refuses (the front end says where)."""
         unknown = sorted(set(kwargs) - set(self.defaults))
         if unknown:
             allowed = ", ".join(f"{k}=..." for k in self.defaults)

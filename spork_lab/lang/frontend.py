@@ -602,7 +602,7 @@ class _GpuSyntaxRewriter:
                                     f"{', '.join(f'{k}=...' for k in template.defaults)} by keyword, not {operand.arg}=...")
         kwargs = self.keywords(call, template.name)
         try:
-            concrete = template.instantiate(**kwargs)
+            concrete = template.concrete(**kwargs)
         except (TypeError, ValueError) as e:
             self.err(call, str(e))
         self.generated_procs[str(concrete.name())] = concrete
@@ -619,7 +619,7 @@ class _GpuSyntaxRewriter:
         target = self.lookup(call.func)
         if isinstance(target, InstrTemplate):
             try:
-                concrete = target.instantiate(**self.keywords(call, target.name))
+                concrete = target.concrete(**self.keywords(call, target.name))
             except (TypeError, ValueError) as e:
                 self.err(call, str(e))
             user_name = target.name

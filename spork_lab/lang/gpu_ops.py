@@ -216,13 +216,19 @@ def insert_await(proc: Procedure, gap, barrier, second_tl: SyncTl, N: int) -> Pr
     return _insert_barrier_sync(proc, gap, barrier, "Await", second_tl=second_tl, N=N)
 
 
-def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Procedure:
-    alloc, idx = barrier
-    for i, (e, dim) in enumerate(zip(idx, alloc.type.shape())):  # constant ones; the rest exo checks at @proc
+def _check_barrier_index(alloc, idx: list) -> None:
+    """Constant indices (None: a whole dimension, `bar[:]`) within the barrier array; the rest exo checks at @proc."""
+    for i, (e, dim) in enumerate(zip(idx, alloc.type.shape())):
         if isinstance(e, LoopIR.Const) and isinstance(dim, LoopIR.Const) and not 0 <= e.val < dim.val:
-            raise SchedulingError(f"index {i} of {alloc.name}[{', '.join(map(str, idx))}] is {e.val}, outside "
+            written = ", ".join(":" if j is None else str(j) for j in idx)
+            raise SchedulingError(f"index {i} of {alloc.name}[{written}] is {e.val}, outside "
                                   f"{alloc.name}: barrier[{', '.join(map(str, alloc.type.shape()))}] (each index "
                                   f"runs from 0 to its dimension - 1)")
+
+
+def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Procedure:
+    alloc, idx = barrier
+    _check_barrier_index(alloc, idx)
     if kind == "Await":
         _check_await_n(proc, alloc, spec_fields["N"])
     spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
@@ -344,6 +350,7 @@ def complete_on(proc: Procedure, call, barrier) -> Procedure:
                               "(Sm90_copy_tensor_to_smem_*, Sm90_multicast_copy_tensor_to_smem_*) take `>> bar`")
     if not alloc.mem.takes_trailing_loads:
         raise SchedulingError(f"{node.f.name} completes on a barrier @ CudaMbarrier, not @ {alloc.mem.name()}")
+    _check_barrier_index(alloc, idx)
     srcinfo = node.srcinfo
     if any(i is None for i in idx):
         dims = alloc.type.shape()

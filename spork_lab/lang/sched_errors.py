@@ -171,6 +171,14 @@ def explain(
     undecided = _undecided(e, op)
     if undecided:
         return SporkSchedulingError(f"{op}: {undecided}", where)
+    if type(e).__name__ == "InvalidCursorError":  # exo's cursor of a statement an earlier op replaced
+        return SporkSchedulingError(f"{op}: a cursor argument points at a statement that an earlier op changed or "
+                                    f"removed (exo: {e}); find it again in the proc that op returned", where)
+    if type(e).__name__ == "UnificationError":  # replace's: the instr's semantics do not match the statements
+        return SporkSchedulingError(f"{op}: the statements do not compute what the instr's body computes, so it "
+                                    "cannot replace them (check the instr, its keywords such as box= or size=, and "
+                                    "that the block covers exactly the loop nest its body is; exo: "
+                                    f"{' '.join(str(e).split())[:300]})", where)
     if not isinstance(e, (exo.SchedulingError, TypeError, ValueError)):  # exo's op itself broke (e.g. its solver)
         return SporkSchedulingError(f"{op}: exo failed inside this op ({type(e).__name__}: {e}), a limit of exo's "
                                     "implementation; the proc is unchanged: reach the schedule another way (e.g. "
@@ -396,4 +404,4 @@ def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict)
     if "Must find the symbol" in str(e) and window and proc is not None:
         name = window.group(1)
         return f"no buffer named {name!r} where the block is; " + _choices(name, _buffers(proc), "its buffers are")
-    return f"the arguments failed a check inside exo ({e or 'an assertion'})"
+    return f"the arguments failed a check inside exo ({str(e) or 'an assertion, without a message'})"
