@@ -237,6 +237,34 @@ def test_complete_on_refuses_a_constant_barrier_index_past_the_array():
     assert ">> ring[1]" in str(complete_on(one_tma_load, copy, "ring[1]"))
 
 
+@proc
+def arrive_to_insert(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(clusterDim=2, blockDim=32):
+        for task in cuda_tasks(0, 1):
+            ring: barrier[2] @ CudaMbarrier
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 32):
+                    y[64 * cta + t] = x[64 * cta + t]
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                Await(ring[cta], cuda_in_order, ~0)
+                for t in cuda_threads(0, 32):
+                    x[64 * cta + 32 + t] = y[64 * (1 - cta) + t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_insert_arrive_multicasts_to_a_whole_dimension():
+    """insert_arrive(..., "ring[:]") was refused ("ring[:]" parsed as an index), though complete_on and the front
+    end take a multicast barrier: it builds what the front end parses from `Arrive(cuda_in_order, 1) >> ring[:]`."""
+    from procs_sync import remote_arrive_hands_over_global
+
+    from spork_lab.core.sync_stmts import sync_spec_of
+
+    p = insert_arrive(arrive_to_insert, arrive_to_insert.find_loop("t").after(), cuda_in_order, "ring[:]")
+    assert ir_equal(p._loopir_proc.body, remote_arrive_hands_over_global._loopir_proc.body)
+    arrive, parsed = (sync_spec_of(q.find("Arrive(_)")._impl._node) for q in (p, remote_arrive_hands_over_global))
+    assert arrive == parsed and arrive.window_shape == (2,)
+
+
 def test_single_thread_refuses_a_name_in_use_where_the_block_is():
     """A loop named like an enclosing one printed as `col_1`, and the next sl.analyze refused `col` at the new
     loop's line: "iterator 'col' is already used by an enclosing cuda_threads loop"."""

@@ -105,26 +105,23 @@ class _BarrierMemoryA(MemoryA):
 
 
 class _BarrierExprA(ArgumentProcessor):
-    """A barrier expression `bar` or `bar[i, j]`, parsed in the context of the gap."""
+    """A barrier `bar`, `bar[i, j]` or `bar[:]` (every CTA's: a multicast), its indices parsed where the op puts
+    it (the gap's statement, or the call's); a whole dimension is None."""
 
     def __call__(self, text, all_args):
-        if not isinstance(text, str):
-            self.err("expected a barrier expression string such as 'bar' or 'bar[i]'")
-        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[(.*)\])?\s*", text)
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[(.*)\])?\s*", text) if isinstance(text, str) else None
         if not m:
-            self.err(f"expected 'name' or 'name[i, ...]', got {text!r}")
-        proc, gap = all_args["proc"], all_args["gap"]
-        ctx_stmt = gap.anchor()._impl._node
+            self.err(f"expected a barrier 'bar', 'bar[i, ...]' or 'bar[:]', got {text!r}")
+        proc = all_args["proc"]
+        ctx_stmt = all_args["gap"].anchor()._impl._node if "gap" in all_args else all_args["call"]._impl._node
         alloc = _barrier_alloc(proc, m.group(1))
         if alloc is None:
             self.err(f"'{m.group(1)}' is not a barrier of this proc")
-        idx = []
-        if m.group(2):
-            idx = [parse_fragment(proc._loopir_proc, part.strip(), ctx_stmt) for part in m.group(2).split(",")]
+        parts = [x.strip() for x in m.group(2).split(",")] if m.group(2) else []
         ndim = len(alloc.type.shape()) if isinstance(alloc.type, T.Tensor) else 0
-        if len(idx) != ndim:
-            self.err(f"barrier '{m.group(1)}' has {ndim} indices, got {len(idx)}")
-        return alloc, idx
+        if len(parts) != ndim:
+            self.err(f"barrier '{m.group(1)}' has {ndim} indices, got {len(parts)}")
+        return alloc, [None if x == ":" else parse_fragment(proc._loopir_proc, x, ctx_stmt) for x in parts]
 
 
 def _barrier_alloc(proc: Procedure, name: str):
@@ -134,17 +131,26 @@ def _barrier_alloc(proc: Procedure, name: str):
 
 
 def _barrier_arg(alloc, idx: list, srcinfo):
-    """The window `bar[i:i+1, ...]` built exactly as exo's type checker builds a parsed one."""
+    """The barrier `bar`, or its window `bar[i:i+1, ...]` (a None index: the whole dimension, `bar[:]`), built as
+    exo's type checker builds a parsed one."""
     if not idx:
         return LoopIR.Read(alloc.name, [], alloc.type, srcinfo)
 
     def binop(op, lhs, rhs):
         return LoopIR.BinOp(op, lhs, rhs, T.index, srcinfo)
 
-    w_idx = [LoopIR.Interval(i, binop("+", i, LoopIR.Const(1, T.int, srcinfo)), srcinfo) for i in idx]
-    as_tensor = T.Tensor([binop("-", w.hi, w.lo) for w in w_idx], True, BARRIER_CARRIER)
+    dims = alloc.type.shape()
+    w_idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), d, srcinfo) if i is None else
+             LoopIR.Interval(i, binop("+", i, LoopIR.Const(1, T.int, srcinfo)), srcinfo) for i, d in zip(idx, dims)]
+    as_tensor = T.Tensor([w.hi if i is None else binop("-", w.hi, w.lo) for i, w in zip(idx, w_idx)], True,
+                         BARRIER_CARRIER)
     win_type = T.Window(alloc.type, as_tensor, alloc.name, w_idx)
     return LoopIR.WindowExpr(alloc.name, w_idx, win_type, srcinfo)
+
+
+def _slice_shape(alloc, idx: list) -> tuple:
+    """The shape of a barrier window's whole dimensions (`bar[:]` of a barrier[2]: (2,)); () for a point."""
+    return tuple(d.val for i, d in zip(idx, alloc.type.shape()) if i is None)
 
 
 def _insert(proc: Procedure, gap, stmts: list) -> Procedure:
@@ -206,7 +212,7 @@ def insert_barrier_alloc(proc: Procedure, gap, name: str, shape, memory) -> Proc
 
 @sched_op([GapCursorA, _SyncTlA, _BarrierExprA, _ArriveCountA])
 def insert_arrive(proc: Procedure, gap, first_tl: SyncTl, barrier, N: int = 1) -> Procedure:
-    """Insert `Arrive(first_tl, N) >> barrier` at a gap; barrier is text like 'bar[i]'."""
+    """Insert `Arrive(first_tl, N) >> barrier` at a gap; barrier is text like 'bar[i]', or 'bar[:]' (every CTA's)."""
     return _insert_barrier_sync(proc, gap, barrier, "Arrive", first_tl=first_tl, N=N)
 
 
@@ -231,7 +237,8 @@ def _insert_barrier_sync(proc, gap, barrier, kind: str, **spec_fields) -> Proced
     _check_barrier_index(alloc, idx)
     if kind == "Await":
         _check_await_n(proc, alloc, spec_fields["N"])
-    spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), **spec_fields)
+    spec = SyncSpec(kind, barrier_mem=alloc.mem, barrier_ndim=len(idx), window_shape=_slice_shape(alloc, idx),
+                    **spec_fields)
     srcinfo = gap.anchor()._impl._node.srcinfo
     return _insert_sync(proc, gap, spec, [_barrier_arg(alloc, idx, srcinfo)])
 
@@ -319,26 +326,7 @@ def make_tensor_map(proc: Procedure, tensor, name: str, swizzle: int, box: tuple
     return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
 
 
-class _TrailingBarrierA(ArgumentProcessor):
-    """`bar[i]` (the barrier of one CTA) or `bar[:]` (every CTA's: a multicast load), parsed at the call."""
-
-    def __call__(self, text, all_args):
-        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[(.*)\])?\s*", text) if isinstance(text, str) else None
-        if not m:
-            self.err(f"expected a barrier 'bar', 'bar[i]' or 'bar[:]', got {text!r}")
-        proc, call = all_args["proc"], all_args["call"]
-        alloc = _barrier_alloc(proc, m.group(1))
-        if alloc is None:
-            self.err(f"'{m.group(1)}' is not a barrier of this proc")
-        ndim = len(alloc.type.shape()) if isinstance(alloc.type, T.Tensor) else 0
-        parts = [x.strip() for x in m.group(2).split(",")] if m.group(2) else []
-        if len(parts) != ndim:
-            self.err(f"barrier '{m.group(1)}' has {ndim} indices, got {len(parts)}")
-        idx = [None if x == ":" else parse_fragment(proc._loopir_proc, x, call._impl._node) for x in parts]
-        return alloc, idx
-
-
-@sched_op([CallCursorA, _TrailingBarrierA])
+@sched_op([CallCursorA, _BarrierExprA])
 def complete_on(proc: Procedure, call, barrier) -> Procedure:
     """`instr(...)` becomes `instr(...) >> barrier`: a TMA load completes on an mbarrier (its bytes are
     expected by the next Arrive on it); `bar[:]` for a multicast load, which lands in every CTA."""
@@ -352,18 +340,8 @@ def complete_on(proc: Procedure, call, barrier) -> Procedure:
         raise SchedulingError(f"{node.f.name} completes on a barrier @ CudaMbarrier, not @ {alloc.mem.name()}")
     _check_barrier_index(alloc, idx)
     srcinfo = node.srcinfo
-    if any(i is None for i in idx):
-        dims = alloc.type.shape()
-        w_idx = [LoopIR.Interval(LoopIR.Const(0, T.int, srcinfo), d, srcinfo) if i is None else
-                 LoopIR.Interval(i, LoopIR.BinOp("+", i, LoopIR.Const(1, T.int, srcinfo), T.index, srcinfo), srcinfo)
-                 for i, d in zip(idx, dims)]
-        shape = tuple(d.val for i, d in zip(idx, dims) if i is None)
-        as_tensor = T.Tensor([w.hi if i is None else LoopIR.BinOp("-", w.hi, w.lo, T.index, srcinfo)
-                              for i, w in zip(idx, w_idx)], True, BARRIER_CARRIER)
-        bar = LoopIR.WindowExpr(alloc.name, w_idx, T.Window(alloc.type, as_tensor, alloc.name, w_idx), srcinfo)
-    else:
-        shape = (1,) * len(idx)
-        bar = _barrier_arg(alloc, idx, srcinfo)
+    shape = _slice_shape(alloc, idx) or (1,) * len(idx)
+    bar = _barrier_arg(alloc, idx, srcinfo)
     trailing = trailing_proc(Procedure(node.f), alloc.mem, shape)._loopir_proc
     ir, fwd = call._impl._replace([LoopIR.Call(trailing, [*node.args, bar], srcinfo)])
     return Procedure(ir, _provenance_eq_Procedure=proc, _forward=fwd)
