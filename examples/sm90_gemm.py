@@ -146,12 +146,20 @@ def gemm_source(dt: str = "f16", BN: int = 256, S: int = 4, CL: int = 2, G: int 
         if not Q or clip or NW != BN:
             raise ValueError("tma_store: the staged epilogue is written for the persistent GEMM (Q > 0) of whole tiles "
                              "(clip=False) and one wgmma per K step (NW = BN)")
+        if BN % _store_chunk(out):
+            raise ValueError(f"tma_store: BN = {BN} is not a multiple of the {_store_chunk(out)}-column chunks the "
+                             f"epilogue stores a C of {out} in (its last columns would be left unstored)")
         src = _tma_epilogue(src, out, tma_store)
     bk = SW // (4 if dt == "tf32" else 2)  # one swizzle row of K
     consts = {"BN": BN, "S": S, "CL": CL, "G": G, "BK": bk, "KA": 4 if dt == "tf32" else 8, "KS": ks, "KK": bk // ks,
               "CM": 128 * CL * G, "BNC": BN // CL, "NW": NW, "WARPS": WARPS, "Q": Q, "NQ": BN * Q, "SBK": S * bk,
-              "NC": 8192 // (64 * (4 if out == "f32" else 2)), "SL": tma_store}
+              "NC": _store_chunk(out), "SL": tma_store}
     return src, consts
+
+
+def _store_chunk(out: str) -> int:
+    """The columns of one TMA epilogue store: 64 rows of C of type `out` in 8 KB."""
+    return 8192 // (64 * (4 if out == "f32" else 2))
 
 
 def _persistent(src: str, clip: bool) -> str:

@@ -509,6 +509,59 @@ def commit_groups_of_two_warps(n: size, src: f32[n, 2, 32] @ CudaGmemLinear, dst
                     dst[task, 1, t] = buf[1, t]
             Fence(cuda_in_order, cuda_in_order)
 
+
+# Each warp copies its part through a commit group of its own (allocated in the warp loop): the machine counts the
+# commit groups of each warp apart (refused until session 35: "every arrive ... must be executed by the same threads").
+@proc
+def cp_async_per_warp(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            buf: f32[4, 32] @ CudaSmemLinear
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                cg: barrier @ CudaCommitGroup
+                for t in cuda_threads(0, 32):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[w, t:t + 1], src[128 * task + 32 * w + t:128 * task + 32 * w + t + 1],
+                                          size=4)
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+                for t in cuda_threads(0, 32):
+                    dst[128 * task + 32 * w + t] = buf[w, t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+# Each warp reads the next warp's copies after awaiting its own group only.
+cp_async_per_warp_reads_across = rename(parse_source(str(cp_async_per_warp).replace("= buf[w, t]", "= buf[(w + 1) % 4, t]")),
+                                        "cp_async_per_warp_reads_across")
+
+
+# Warps 0-1 and warps 2-3 each commit a group on one barrier and await it: 64 threads per collective, so no queue
+# per warp (or per thread) models it, and one queue counts for every thread only if the same threads arrive.
+@proc
+def cp_async_per_warp_one_queue(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            buf: f32[4, 32] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for t in cuda_threads(0, 32):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[w, t:t + 1], src[128 * task + 32 * w + t:128 * task + 32 * w + t + 1],
+                                          size=4)
+            with CudaWarps(0, 2):
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+            with CudaWarps(2, 4):
+                Arrive(Sm80_cp_async, 1) >> cg  # the other warps' group
+                Await(cg, cuda_in_order, 0)
+            for w in cuda_threads(0, 4, unit=cuda_warp):
+                for t in cuda_threads(0, 32):
+                    dst[128 * task + 32 * w + t] = buf[w, t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
 # Its correct counterparts, the producer ordered after the consumer's Await through syncs whose sync-tls
 # order none of the ring's data: the consumer hands each slot back on a second mbarrier (a cp.async arrive)
 # that the producer awaits, or the CTA meets at a cuda_temporal Fence each iteration.

@@ -228,6 +228,24 @@ wgmma_overlapping_windows = rename(parse_source(str(wgmma_halves).replace("D[0:6
                                    "wgmma_overlapping_windows")
 
 
+def _halves_as_a_loop(step: int, count: int, name: str):
+    """wgmma_halves with its wgmma of each K step written as one in a loop over `count` accumulator windows of 128
+    columns, `step` columns apart (make_gemm's NW < BN writes its wgmma so)."""
+    text = str(wgmma_halves)
+    first, end = text.index("Sm90_mma_async_tf32(D[0:64, 0:128],"), text.index("Arrive(wgmma_async, 1) >> cg")
+    loop = (f"for j in seq(0, {count}):\n" + " " * 24 + f"Sm90_mma_async_tf32(D[:, {step} * j:{step} * j + 128], "
+            f"A_s[:, 8 * kk:8 * kk + 8], B_s[{step} * j:{step} * j + 128, 8 * kk:8 * kk + 8], N=128)\n" + " " * 12)
+    return rename(parse_source(text[:first] + loop + text[end:]), name)
+
+
+# The halves as `D[:, 128 * j:128 * j + 128]` for j < 2: one statement whose windows at its two runs are apart.
+wgmma_halves_in_a_loop = _halves_as_a_loop(128, 2, "wgmma_halves_in_a_loop")
+
+# Windows of 128 columns 64 apart (0:128, 64:192, 128:256): each run overlaps the one before without being the same
+# registers, so the wgmma are unordered (each needs the earlier ones' wait and a wgmma fence).
+wgmma_sliding_windows = _halves_as_a_loop(64, 3, "wgmma_sliding_windows")
+
+
 # wgmma_halves completed by a Fence naming wgmma instead of a commit group and its wait: the Fence commits what is
 # not yet committed before its wait_group (a wait_group alone waits for committed groups only).
 wgmma_completed_by_fence = rename(parse_source(str(wgmma_halves).replace(

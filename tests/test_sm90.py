@@ -176,6 +176,16 @@ def test_the_staged_tma_store_epilogue_passes_and_its_waits_are_checked():
     assert "FREE" in {h.kind for h in check(src.replace(drain, "")).hazards}
 
 
+def test_a_tma_store_epilogue_that_would_leave_columns_unstored_is_refused():
+    """BN = 96 with C f16 is one 64-column store chunk and a half: the epilogue's `for h in seq(0, BN / NC)` would
+    store columns 0-63 only (sequentially too, so no checker sees it), so gemm_source refuses it; BN = 128 is two."""
+    from sm90_gemm import gemm_source
+
+    with pytest.raises(ValueError, match="BN = 96 is not a multiple of the 64-column chunks"):
+        gemm_source("f16", BN=96, out="f16", Q=1, tma_store=1)
+    assert "for h in seq(0, BN / NC)" in gemm_source("f16", BN=128, out="f16", Q=1, tma_store=1)[0]
+
+
 def test_release_after_wgmma_reads_needs_no_proxy_fence_but_generic_writes_do():
     """The consumers release a stage that only wgmma (async proxy) read: the producer's next TMA
     write needs no fence.proxy.async. Once a releasing thread also writes shared memory with

@@ -197,13 +197,39 @@ def test_threads_that_swap_roles_between_tasks_are_refused():
         assert e.value.lineno == line_of(P.mbar_roles_swap_between_tasks, "# other threads in task n")
 
 
+def test_commit_groups_are_counted_per_warp_where_each_warp_uses_its_own():
+    """Each thread counts its own commit groups. Where every arrive and await on a barrier is one warp's, the
+    machine keeps a queue per warp: warp 0's `Await(cg, cuda_in_order, 1)` pairs with warp 0's one arrive (it waits
+    for nothing: RAW at its read) and warp 0's group is never awaited. Warps that each allocate a commit group for
+    their own copies (cp_async_per_warp) pass; one reading the next warp's copies is RAW."""
+    for engine in ("compiled", "python"):
+        found = sync_check(P.commit_groups_of_two_warps, engine=engine, n=2).hazards
+        assert [h.kind for h in found] == ["RAW", "COUNT", "FREE"], found
+        assert found[0].access.stmt.line == line_of(P.commit_groups_of_two_warps, "dst[task, 0, t] = buf[0, t]")
+        assert "the queue of threads 0..31" in found[1].message
+        assert sync_check(P.cp_async_per_warp, engine=engine, n=512).ok
+        found = sync_check(P.cp_async_per_warp_reads_across, engine=engine, n=512).hazards
+        assert {h.kind for h in found} >= {"RAW"} and all(h.buffer == "buf" for h in found), found
+
+
 def test_commit_groups_on_one_queue_are_the_same_threads():
-    """Each thread counts its own commit groups: an Await's N pairs with the queue's arrives only where the same threads
-    made them all."""
+    """Where a barrier's arrives are not all within one warp (or warpgroup), one queue counts for every thread only if
+    the same threads made them all: cp_async_per_warp_one_queue's are warps 0-1's, then warps 2-3's."""
     for engine in ("compiled", "python"):
         with pytest.raises(SyncError, match="every arrive on commit group cg must be executed by the same threads") as e:
-            sync_check(P.commit_groups_of_two_warps, engine=engine, n=2)
-        assert e.value.lineno == line_of(P.commit_groups_of_two_warps, "# the other warp's group")
+            sync_check(P.cp_async_per_warp_one_queue, engine=engine, n=512)
+        assert e.value.lineno == line_of(P.cp_async_per_warp_one_queue, "# the other warps' group")
+
+
+@pytest.mark.gpu
+def test_the_gpu_runs_warps_with_commit_groups_of_their_own():
+    pytest.importorskip("cupy")
+    import numpy as np
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    n = 128 * 3001
+    src = np.random.default_rng().standard_normal(n).astype(np.float32)
+    assert_gpu_matches_cpu(P.cp_async_per_warp, n=n, src=src, dst=np.full_like(src, np.nan))
 
 
 @pytest.mark.gpu

@@ -193,6 +193,18 @@ def test_the_benchmarked_gemm_itself_passes_with_several_tiles_per_cluster():
     assert report.ok, report.hazards[:3]
 
 
+@pytest.mark.parametrize("dt, kw, sizes", [("tf32", sm90_gemm.CONFIGS["tf32"][1], dict(M=300, N=700, K=200)),
+                                           ("f16", dict(CL=2, G=1, NW=128), dict(M=512, N=512, K=128))])
+def test_the_gemm_with_several_wgmma_per_k_step_passes(dt, kw, sizes):
+    """NW < BN: each K step's wgmma is a loop over NW-column windows of the accumulator, `D[..., NW * j:NW * j + NW]`,
+    the same registers or apart ones at every run, which PTX needs no wait between (it refused every such kernel,
+    cuBLAS's 128 x 320 tile among them, until session 35)."""
+    p = sm90_gemm.make_gemm(dt, **kw)
+    assert "for j in seq(0, BN / NW)" in sm90_gemm.gemm_source(dt, **kw)[0]
+    report = sl.sync_check(p, **sizes)
+    assert report.ok, report.hazards[:3]
+
+
 def test_the_persistent_gemm_mutation_script_kills_all_but_the_two_that_wait_more(monkeypatch):
     """`mutation_test_sm90.py --persistent`: the GEMM benchmarks/gemm.py times (each cluster loops over its tiles):
     with two tiles per cluster, every mutant is killed but the two that wait more than needed; the task's one

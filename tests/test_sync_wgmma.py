@@ -112,11 +112,17 @@ def test_wgmma_of_another_shape_needs_a_wgmma_fence(engine):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_wgmma_of_one_shape_on_overlapping_windows_needs_a_wait(engine):
     """PTX orders wgmma of one shape on the same registers only: two m64n128 halves of an accumulator that share no
-    register need nothing between them, but windows D[:, 0:128] and D[:, 64:192] (registers 32-63 in both) do."""
+    register need nothing between them, but windows D[:, 0:128] and D[:, 64:192] (registers 32-63 in both) do; so
+    with one statement in a loop: D[:, 128 * j:128 * j + 128] names the same registers or apart ones at each run,
+    D[:, 64 * j:64 * j + 128] does not."""
     assert sync_check(W.wgmma_halves, engine=engine).ok
+    assert sync_check(W.wgmma_halves_in_a_loop, engine=engine).ok
     found = sync_check(W.wgmma_overlapping_windows, engine=engine).hazards
     assert {(h.kind, h.buffer) for h in found} == {("RAW", "D"), ("WAW", "D")}, found
     assert any("D[0:64, 64:192]" in h.access.stmt.text and "D[0:64, 0:128]" in h.other.stmt.text for h in found)
+    found = sync_check(W.wgmma_sliding_windows, engine=engine).hazards
+    assert {(h.kind, h.buffer) for h in found} == {("RAW", "D"), ("WAW", "D")}, found
+    assert all("D[0:64, 64 * j:64 * j + 128]" in h.access.stmt.text for h in found), found
 
 
 def test_a_fence_completes_the_wgmma_it_names_by_committing_them_first():
@@ -155,7 +161,7 @@ def test_the_gpu_computes_the_accumulator_halves_as_written():
 
     rng = np.random.default_rng()  # fresh inputs every run
     A, B = ((rng.integers(-8, 9, size=shape) / 8).astype(np.float32) for shape in ((64, 32), (256, 32)))
-    for p in (W.wgmma_halves, W.wgmma_completed_by_fence):
+    for p in (W.wgmma_halves, W.wgmma_halves_in_a_loop, W.wgmma_completed_by_fence):
         assert_gpu_matches_cpu(p, "sm_90a", A=A, B=B, C=np.full((64, 256), np.nan, np.float32))
 
 

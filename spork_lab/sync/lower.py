@@ -25,7 +25,8 @@ from ..analysis import Analysis, analyze
 from ..core import timelines as tl
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.instrs import instr_info, multicast_dst, user_name
-from ..core.ir import expr_key, expr_vars, interval_width, numeric_reads, walk_stmts, whole_interval
+from ..core.ir import (constant_remainder, constant_value, expr_key, expr_vars, interval_width, numeric_reads,
+                       walk_stmts, whole_interval)
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, is_point_interval, sync_spec_of, trailing_of
@@ -52,9 +53,10 @@ class _Barrier:
     `subs[0]` forward then `subs[1]` reverse queues, from q0 + flat position * (subs[0] + subs[1]). A
     direction whose arrives are multicast (`>> bar[lo:lo + W]`, W > 1) has W queues per position, one per
     arriving CTA (queue `source`): a phase completes once every CTA of the slice arrived, so an await
-    awaits all W. A commit-group barrier whose hardware queue is per group of `groups[d]` threads (per thread
-    for cp.async, per warpgroup for wgmma), used by collectives that each lie within one group, has one
-    queue per group: wait_group N counts the awaiting group's own commits, not its neighbours'."""
+    awaits all W. A commit-group barrier (a hardware queue per thread for cp.async, per warpgroup for wgmma)
+    used by collectives that each lie within one aligned group of `groups[d]` threads (that scope, or a warp or
+    warpgroup) has one queue per group: wait_group N counts the awaiting threads' own commits, not their
+    neighbours' (`queue_group`)."""
 
     q0: int
     dims: tuple
@@ -662,7 +664,7 @@ class _Lowering:
             )
             callee[formal.name] = _View(view.slot, view.base, view.strides, usage or view.usage, unordered)
             if (info.instr_tl if info else ctx.instr_tl) is tl.wgmma_async_instr and not self.slots[view.slot].shared:
-                self.wgmma_windows[(id(s), view.slot)] = _registers_named(a, view, formal)
+                self.wgmma_windows[(id(s), view.slot)] = _registers_named(a, env[a.name], formal)
         if trailing:
             self.trailing_call(s, info, replace(ctx, instr_tl=info.instr_tl, in_instr=ctx.in_instr or s), env, callee)
             return
@@ -956,14 +958,12 @@ class _Lowering:
             if len(widths) > 1:
                 raise SyncError(f"sync_check: the {'reverse ' if reverse else ''}arrives on {info.name} reach "
                                 "slices of different widths (multicast); it models one width per barrier", s.srcinfo)
-            scope = info.queue_rule(reverse).scope
-            threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
-            if scope and uses and threads > scope and all(self.within_groups(u.stmt, scope, ctx) for u in uses):
-                subs.append(-(-threads // scope))
-                groups.append(scope)
+            group = self.queue_group(uses, info.queue_rule(reverse).scope, ctx)
+            if group:
+                subs.append(-(-ctx.tiling.blockDim * ctx.tiling.clusterDim // group))
             else:
                 subs.append(max(widths | {1}))
-                groups.append(0)
+            groups.append(group)
         q0 = len(self.queues)
         positions = math.prod(info.dims)
         for flat in range(positions):
@@ -975,9 +975,9 @@ class _Lowering:
                 prefix = "Reverse" if reverse else ""
                 n = subs[int(reverse)]
                 rule = info.queue_rule(reverse)
-                if rule.scope and not groups[int(reverse)]:
-                    # one queue for commit groups that are each thread's (or warpgroup's) own: it counts for every
-                    # thread only if the same threads make every arrive and every await
+                if rule.scope and groups[int(reverse)] != rule.scope:
+                    # one queue for the commit groups of several threads (or warpgroups), each of which has its
+                    # own: it counts for every one only if the same threads make every arrive and every await
                     rule = replace(rule, same_threads=True)
                 for sub in range(n):
                     self.queues.append(P.Queue(info.name, tuple(reversed(pos)), reverse, rule, prefix,
@@ -985,6 +985,17 @@ class _Lowering:
         tx = {id(u.stmt): u.tx_bytes for u in info.uses if u.tx_bytes}
         env[s.name] = _Barrier(q0, info.dims, tuple(subs), tuple(groups), tx)
         return P.EndBarrier(q0, positions * (subs[0] + subs[1]), self.site(s, ctx))
+
+    def queue_group(self, uses: list, scope: int, ctx: _Ctx) -> int:
+        """The threads per queue of a commit-group barrier, whose hardware queue is each `scope` threads' own:
+        the smallest aligned group (the scope, a warp, a warpgroup) within which every collective using it lies,
+        so that the commit groups of apart threads (a barrier of per-warp stages) are counted apart; 0 for one
+        queue of the barrier, where no such group is smaller than the cluster (or for other barriers)."""
+        threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
+        for size in (scope, 32, 128) if scope and uses else ():
+            if size % scope == 0 and size < threads and all(self.within_groups(u.stmt, size, ctx) for u in uses):
+                return size
+        return 0
 
     def within_groups(self, stmt, size: int, ctx: _Ctx) -> bool:
         """Does every collective that runs `stmt` lie within one aligned group of `size` threads?"""
@@ -1020,34 +1031,38 @@ def _buffer_uses(s, allocs: dict) -> list:
     return [(n, False) for n in names]
 
 
-_WHOLE, _VARYING = ("whole",), ("varying",)
+_VARYING = ("varying",)
 
 
-def _registers_named(arg, view: _View, formal) -> tuple:
-    """Which registers a wgmma's register operand `arg` (seen as `view`) names, for
-    `unorder_mixed_wgmma_shapes`: _WHOLE for whole trailing tiles of a buffer (points, then full ranges: two
-    such windows of one shape are the same registers or apart), ("at", elements) for a window at a constant
-    place, _VARYING otherwise (it may name other registers at each run of its statement)."""
-    if _whole_window(arg, arg.type):
-        return _WHOLE
-    dims = formal.type.shape()
-    if not (isinstance(view.base, P.Const) and all(isinstance(x, P.Const) for x in view.strides)
-            and all(isinstance(d, LoopIR.Const) for d in dims)):
-        return _VARYING
-    offsets = [0]
-    for d, stride in zip(dims, view.strides):
-        offsets = [o + i * stride.value for o in offsets for i in range(d.val)]
-    return ("at", frozenset(view.base.value + o for o in offsets))
+def _registers_named(arg, parent: _View, formal) -> tuple:
+    """Which registers a wgmma's register operand `arg` (a window of a buffer seen as `parent`) names, for
+    `unorder_mixed_wgmma_shapes`, as a pattern that any two windows of one shape matching it name the same
+    registers or none in common, at every run of their statements: the buffer's place, and per dimension, "point" (two
+    points at different places are apart) or the interval's width and its start modulo the width, when that
+    is the same whatever the loop variables (`D[:, NW * j:NW * j + NW]`: width NW, start 0 mod NW, so two
+    such intervals coincide or are apart). _VARYING otherwise (it may overlap another without being the same)."""
+    if not isinstance(parent.base, P.Const):
+        return _VARYING  # a window of a window: the places below are relative to a moving origin
+    key = (parent.base.value, parent.strides)
+    if isinstance(arg, LoopIR.Read):
+        return _VARYING if arg.idx else (key, *((constant_value(d), 0) for d in arg.type.shape()))
+    widths = iter(formal.type.shape())
+    pattern = []
+    for w in arg.idx:
+        if not isinstance(w, LoopIR.Interval):
+            pattern.append("point")
+            continue
+        width = constant_value(next(widths))
+        start = constant_remainder(w.lo, width) if width and interval_width(w) == width else None
+        if start is None:
+            return _VARYING
+        pattern.append((width, start))
+    return (key, *pattern)
 
 
 def _same_or_apart(windows: set) -> bool:
     """Do the windows of one shape on a buffer name the same registers or none in common, each pair?"""
-    if _VARYING in windows:
-        return False
-    if _WHOLE in windows:
-        return len(windows) == 1
-    places = [elements for _, elements in windows]
-    return all(a.isdisjoint(b) for i, a in enumerate(places) for b in places[i + 1:])
+    return len(windows) == 1 and _VARYING not in windows
 
 
 def _whole_window(arg, typ) -> bool:
