@@ -75,9 +75,54 @@ class Config:
     b_nk: bool = False
     swap_ab: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        """Refuses up front the combinations the schedule cannot build (they would fail deep in a step, or
+        build a racy kernel), naming the parameters and why."""
+        if self.dtype not in ("tf32", "f16", "bf16"):
+            raise ValueError(f"dtype={self.dtype!r} is not supported: Sm80's mma.sync instrs here take "
+                             f"'tf32' (f32 data), 'f16' or 'bf16'")
         if self.swap_ab and (self.dtype != "tf32" or self.b_nk):
-            raise ValueError("swap_ab is for tf32 with B given as [K, N]")
+            raise ValueError(f"swap_ab is for tf32 with B given as [K, N] (got dtype={self.dtype!r}, "
+                             f"b_nk={self.b_nk}): only tf32 has the swapped-operand instrs")
+        if self.b_nk and self.dtype != "tf32":
+            raise ValueError(f"b_nk=True is for tf32 only (got dtype={self.dtype!r}): 2-byte B fragments load "
+                             f"with ldmatrix.trans from B given as [K, N], and there is no [N, K] load for them")
+        if self.S < 2:
+            raise ValueError(f"S={self.S} is not supported: the ring needs S >= 2 slots (with one, the copies of "
+                             f"a tile would follow the Fence that shows them to the warps: a racy kernel)")
+        if self.fragments_ahead and self.S < 3:
+            raise ValueError(f"fragments_ahead=True needs S >= 3 ring slots (got S={self.S}): its first "
+                             f"fragment loads are a pipeline stage of their own; use fragments_ahead=False")
+        if self.late_copy and self.fragments_ahead:
+            raise ValueError("late_copy=True is a variant of the pipeline without fragments_ahead: pass "
+                             "fragments_ahead=False")
+        if self.BK % self.KS:
+            raise ValueError(f"BK={self.BK} is not a multiple of {self.KS}, the K of one {self.dtype} mma "
+                             f"(each K tile is whole k-steps)")
+        if self.fragments_ahead and self.BK < 2 * self.KS:
+            raise ValueError(f"fragments_ahead=True needs two k-steps per K tile or more (BK >= {2 * self.KS} "
+                             f"for {self.dtype}, got BK={self.BK}); use fragments_ahead=False")
+        # fragments load two at a time (ldmatrix.x4) along n (along m where swapped), except tf32 B as [K, N]
+        pair_m, pair_n = self.swap_ab, not self.swap_ab and (self.dtype != "tf32" or self.b_nk)
+        for name, warp, frag, pairs in [("WM", self.WM, self.FM, pair_m), ("WN", self.WN, self.FN, pair_n)]:
+            if warp % (2 * frag if pairs else frag):
+                raise ValueError(f"{name}={warp} is not a multiple of {2 * frag if pairs else frag}: a warp tile is "
+                                 f"whole {self.FM} x {self.FN} mma tiles" + (", loaded two at a time" if pairs else ""))
+        for name, cta, warp in [("BM", self.BM, self.WM), ("BN", self.BN, self.WN)]:
+            if cta % warp:
+                raise ValueError(f"{name}={cta} is not a multiple of W{name[1]}={warp}: each warp owns a "
+                                 f"WM x WN tile of the CTA's BM x BN tile")
+        # each pass of the CTA's threads copies whole rows of a tile (16 bytes a thread): they must divide its rows
+        a_tile = (("BM", self.BM), ("BK", self.BK))
+        b_tile = (("BN", self.BN), ("BK", self.BK)) if self.b_nk else (("BK", self.BK), ("BN", self.BN))
+        for buf, ((rows_name, rows), (cols_name, cols)) in [("A", a_tile), ("B", b_tile)]:
+            chunks = cols // self.CH
+            per_pass = self.threads // chunks
+            if per_pass == 0 or rows % per_pass:
+                why = (f"a row's {chunks} 16-byte chunks outnumber them" if per_pass == 0 else
+                       f"{chunks} 16-byte chunks a row make {per_pass} rows a pass, which do not divide {rows}")
+                raise ValueError(f"{rows_name}={rows}, {cols_name}={cols}: {buf}'s tile cannot be copied in whole "
+                                 f"passes of the CTA's {self.threads} threads ({why})")
 
     @property
     def swap(self) -> str:  # in the names of the swapped-operand instrs
@@ -289,9 +334,7 @@ def pipeline(p, cfg: Config):
     tile's first fragments, then the oldest tile's last products: the tensor cores have work on both sides of
     the barrier, and each wait leaves S - 2 copy groups in flight, as the hand kernel's. Without it, late_copy
     moves the steady state's products before its copies (they read another slot: exo lets them swap)."""
-    if cfg.fragments_ahead:
-        if cfg.late_copy:
-            raise ValueError("late_copy is a variant of the pipeline without fragments_ahead")
+    if cfg.fragments_ahead:  # (Config refuses late_copy with it)
         return _pipeline_fragments_ahead(p, cfg)
     p = pipeline_loop(p, "kt", {"A_s": 0, "B_s": 0, "*": cfg.S - 1}, [0], CudaCommitGroup, barrier_name="cg")
     if cfg.late_copy:  # [Await, Fence, copy A, copy B, Arrive, products] -> [Await, Fence, products, copy A, ...]
@@ -305,8 +348,6 @@ def _pipeline_fragments_ahead(p, cfg: Config):
     hand DB kernel's order: each time step copies, multiplies up to the last k-step's fragment loads (the last
     reads of the slot; each k-step's loads come before the products of the k-step before), waits and fences,
     loads the next tile's L0, then issues the last k-step's products."""
-    if cfg.BK < 2 * cfg.KS:
-        raise ValueError(f"fragments_ahead needs two k-steps per K tile or more (BK >= {2 * cfg.KS})")
     # the first k-step and the last out of the kk loop; their fragment registers move to CTA scope, distributed
     # over the warps and allocated above the K loop (they live across the barrier)
     p = cut_loop(p, p.find_loop("kk"), 1)

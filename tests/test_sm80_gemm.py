@@ -29,6 +29,34 @@ def small():
     return g.schedule(g.naive(SMALL), SMALL)
 
 
+# Config refuses up front what the schedule cannot build (before: an exo error, KeyError or racy kernel deep in a step).
+REFUSED = [(dict(fragments_ahead=True, S=2), r"fragments_ahead=True needs S >= 3"),
+           (dict(fragments_ahead=False, S=1), r"S=1 is not supported"),
+           (dict(b_nk=True), r"b_nk=True is for tf32 only \(got dtype='f16'\)"),
+           (dict(dtype="bf16", b_nk=True), r"b_nk=True is for tf32 only \(got dtype='bf16'\)"),
+           (dict(BK=8), r"BK=8 is not a multiple of 16"),
+           (dict(BK=16), r"fragments_ahead=True needs two k-steps .* got BK=16"),
+           (dict(dtype="f32"), r"dtype='f32' is not supported"),
+           (dict(late_copy=True), r"late_copy=True is a variant"),
+           (dict(WM=8), r"WM=8 is not a multiple of 16"),
+           (dict(WN=8), r"WN=8 is not a multiple of 16"),
+           (dict(dtype="tf32", swap_ab=True, BM=32, WM=8), r"WM=8 is not a multiple of 16"),
+           (dict(BM=96, WM=64), r"BM=96 is not a multiple of WM=64"),
+           (dict(BM=32, BN=32, WM=16, WN=16, BK=16, fragments_ahead=False), r"BM=32, BK=16: A's tile cannot be copied"),
+           (dict(dtype="tf32", BN=256, WM=64, WN=256), r"BK=32, BN=256: B's tile cannot be copied")]  # fmt: skip
+
+
+@pytest.mark.parametrize("changes, message", REFUSED,
+                         ids=[",".join(f"{k}={v}" for k, v in c.items()) for c, _ in REFUSED])
+def test_config_refuses_what_the_schedule_cannot_build(changes, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(SMALL, **changes)
+    # where they are supported (each of these schedules) the same parameters still construct
+    for ok in [dict(S=2, fragments_ahead=False), dict(BK=16, fragments_ahead=False), dict(dtype="tf32", BK=16),
+               dict(dtype="tf32", b_nk=True), dict(BM=32, BN=32, WM=16, WN=16)]:
+        assert dataclasses.replace(SMALL, **ok)
+
+
 def test_steps_replay_to_the_kernel(small):
     p = g.naive(SMALL)
     for k, step in enumerate(g.STEPS):
