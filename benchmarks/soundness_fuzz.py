@@ -7,7 +7,8 @@ check_sizes). With --gpu, every proc that passes is built with nvcc and run on t
 small random integers (so that summation order, FMA contraction and tensor-core arithmetic can neither hide nor
 fake a difference), and its arrays must end exactly as sl.run_cpu leaves them. A wrong result is a soundness bug:
 its source goes to --failures. With --engines (no GPU needed), the reference engine checks each case too and must
-report the hazards the compiled engine reports.
+report the hazards the compiled engine reports. --gpu fills the arguments with the workbench's make_args, so
+it needs the notebook extra installed (`pip install -e .[notebook]`).
 
     python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--engines] [--out benchmarks/soundness_fuzz_results.md]
 """
