@@ -108,14 +108,15 @@ def test_a_consumer_lagging_behind_gets_a_deeper_ring():
 
 
 @pytest.mark.gpu
-def test_the_gpu_runs_a_consumer_lagging_behind():
+@pytest.mark.parametrize("name, n", [("ring_copy_consumer_lags", 32 * 1000), ("cp_async_per_warp", 128 * 3001)])
+def test_the_gpu_copies_as_run_cpu(name, n):
+    """A consumer lagging behind its ring's producer; warps with commit groups of their own."""
     pytest.importorskip("cupy")
     import numpy as np
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
-    n = 32 * 1000
     src = np.random.default_rng().standard_normal(n).astype(np.float32)
-    assert_gpu_matches_cpu(P.ring_copy_consumer_lags, n=n, src=src, dst=np.full_like(src, np.nan))
+    assert_gpu_matches_cpu(getattr(P, name), n=n, src=src, dst=np.full_like(src, np.nan))
 
 
 def test_a_fence_in_cpu_code_is_a_user_error():
@@ -219,17 +220,6 @@ def test_commit_groups_on_one_queue_are_the_same_threads():
         with pytest.raises(SyncError, match="every arrive on commit group cg must be executed by the same threads") as e:
             sync_check(P.cp_async_per_warp_one_queue, engine=engine, n=512)
         assert e.value.lineno == line_of(P.cp_async_per_warp_one_queue, "# the other warps' group")
-
-
-@pytest.mark.gpu
-def test_the_gpu_runs_warps_with_commit_groups_of_their_own():
-    pytest.importorskip("cupy")
-    import numpy as np
-    from gpu_vs_cpu import assert_gpu_matches_cpu
-
-    n = 128 * 3001
-    src = np.random.default_rng().standard_normal(n).astype(np.float32)
-    assert_gpu_matches_cpu(P.cp_async_per_warp, n=n, src=src, dst=np.full_like(src, np.nan))
 
 
 @pytest.mark.gpu
