@@ -136,6 +136,23 @@ def test_an_instr_template_is_found_by_the_name_the_printer_writes():
     assert len(p.find("Sm80_cp_async_f32(_)", many=True)) == 2
 
 
+def test_a_tma_load_is_found_by_its_instr_name_after_complete_on():
+    """complete_on turns `Sm90_copy_...(...)` into a call of a generated wrapper (`..._128x32__trail_CudaMbarrier_1`)
+    that the printer still shows as `Sm90_copy_...(...) >> ring[cta]`: p.find matched neither the template's nor the
+    instance's name any more, and the "did you mean" list offered the wrapper's."""
+    import sm90_gemm as g
+
+    cfg = g.Config("tf32")
+    p = g.schedule(g.naive(cfg), cfg, upto=g.STEPS.index(g.use_tma) + 1)
+    instance = g.Sm90_copy_tensor_to_smem_swizzled_2f32.instantiate(box=(128, 32)).name()
+    wrapper = p.find(f"{instance}(_)")._impl._node
+    assert "__trail_" in str(wrapper.f.name)
+    assert p.find("Sm90_copy_tensor_to_smem_swizzled_2f32(_)")._impl._node is wrapper
+    with pytest.raises(SporkSchedulingError) as e:
+        p.find("Sm90_copy_tensor_to_smem_swizzled_2f33(_)")
+    assert "did you mean 'Sm90_copy_tensor_to_smem_swizzled_2f32(_)'" in str(e.value) and "__trail_" not in str(e.value)
+
+
 def test_a_block_argument_given_an_expression_says_what_a_block_is():
     _raises_here(lambda: wrap_with_context(add_rows, "row", CudaDeviceFunction(blockDim=32)),
                  "wrap_with_context: block takes a block of statements, not a read cursor: a loop (p.find_loop(...))")

@@ -28,10 +28,9 @@ from exo.API import Procedure
 from exo.API_cursors import BlockCursor
 from exo.core.LoopIR import LoopIR
 
-from ..core.instrs import template_call_of
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
-from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of
+from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of, trailing_of, written_name
 from ..errors import LIBRARIES, SporkSchedulingError, user_frame
 from .printer import head_text, print_stmt
 
@@ -108,7 +107,7 @@ def statement_patterns(proc: Procedure) -> list[str]:
         elif isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s):
             pattern = f"{s.name} : _"
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
-            pattern = f"{s.f.name}(_)"
+            pattern = f"{written_name(s)}(_)"  # as printed (find takes it: _template_instances)
         else:
             continue
         if pattern not in out:
@@ -388,13 +387,21 @@ _CHECKED_CODE = _pattern_checked(Procedure.find).__code__  # the code every meth
 
 
 def _template_instances(proc: Procedure, pattern) -> list[str]:
-    """For a pattern `Name(_)` naming an instr template as the printer writes its calls (`Sm90_mma_async_f16(_)`),
-    the names of its instances the proc calls (`Sm90_mma_async_f16_m64n256`), in order of first call."""
+    """For a pattern `Name(_)` naming an instr as the printer writes its calls (a template's name:
+    `Sm90_mma_async_f16(_)`) or as an instance's name, the names of the procs those calls call: the template's
+    instances (`Sm90_mma_async_f16_m64n256`), and a TMA load's wrapper once it completes on a barrier
+    (`..._128x32__trail_CudaMbarrier_1`, complete_on's), in order of first call."""
     named = re.fullmatch(r"\s*(\w+)\(_\)\s*", pattern) if isinstance(pattern, str) else None
     if named is None:
         return []
-    calls = [str(s.f.name) for s in walk_stmts(proc.INTERNAL_proc().body) if isinstance(s, LoopIR.Call)]
-    return list(dict.fromkeys(c for c, t in ((c, template_call_of(c)) for c in calls) if t and t[0].name == named[1]))
+    calls = [s for s in walk_stmts(proc.INTERNAL_proc().body) if isinstance(s, LoopIR.Call)]
+    return list(dict.fromkeys(str(c.f.name) for c in calls if named[1] in _written_names(c)))
+
+
+def _written_names(call: LoopIR.Call) -> tuple:
+    """The names a call's instr goes by in the user's code: as printed (its template's), and as instantiated."""
+    trailing = trailing_of(call)
+    return written_name(call), str(call.f.name) if trailing is None else trailing[0]
 
 
 def _failed_assertion(e: AssertionError, proc: Optional[Procedure], given: dict) -> str:
