@@ -48,6 +48,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
         if self.__name__ == "mult_dim" and isinstance(given.get("proc"), _Procedure):  # it edits its input in place
             given["proc"] = _with_own_index_lists(given["proc"])
             args, kwargs = (), given
+        if self.__name__ == "reuse_buffer" and self._prepared_reuse(given):
+            args, kwargs = (), given
         try:
             result = _AtomicSchedulingOp.__call__(self, *args, **kwargs)
         except (SchedulingError, TypeError, ValueError, AssertionError, NotImplementedError) as e:  # noqa: F405
@@ -85,6 +87,36 @@ class _UserFacingOp(_AtomicSchedulingOp):
                 raise _SporkSchedulingError(f"{self.__name__}: `{_head_text(node)}` is a block, not a loop: "
                                             f"{self.__name__} works on loops (for ... in seq/cuda_threads/...)",
                                             user_frame()).with_traceback(None) from None
+
+    def _prepared_reuse(self, given: dict) -> bool:
+        """reuse_buffer's checks that exo lacks, and the type exo compares wrongly. exo renamed the replaced
+        buffer's uses even where the reused one is allocated after it (uses before the allocation, found by the
+        next pass at another line). And it asserts that the two allocations have equal types, comparing their
+        dimensions with their source positions: `a: f32[16]` and `b: f32[16]` on two lines differ, so it refused
+        every tensor with an assertion and no message; where the types read the same, the replaced allocation
+        takes the reused one's type (True: `given` changed)."""
+        try:
+            buf, rep = (self.arg_procs[i](given[name], given) for i, name in ((1, "buf_cursor"), (2, "replace_cursor")))
+            bnode, rnode = buf._impl._node, rep._impl._node
+        except Exception:  # noqa: BLE001 -- no such buffer, or not a cursor: exo's own call says so
+            return False
+        scope, at = buf._impl._path[:-1], buf._impl._path[-1]
+        later = rep._impl._path[: len(scope)] == scope and rep._impl._path[len(scope)] > at
+        if not later:
+            raise _SporkSchedulingError(f"reuse_buffer: {bnode.name} can be reused for {rnode.name} only if it is "
+                                        f"allocated before {rnode.name} (line {rnode.srcinfo.lineno}), in the same "
+                                        "block or one around it", user_frame()).with_traceback(None) from None
+        if str(bnode.type) != str(rnode.type):
+            raise _SporkSchedulingError(f"reuse_buffer: {rnode.name} is {rnode.type} and {bnode.name} is "
+                                        f"{bnode.type}: a buffer is reused only for one of the same type and shape", user_frame()).with_traceback(None) from None
+        if bnode.type == rnode.type:
+            return False
+        ir, fwd = rep._impl._replace([_LoopIR.Alloc(rnode.name, bnode.type, rnode.mem, rnode.srcinfo)])
+        given["proc"] = _Procedure(ir, _provenance_eq_Procedure=given["proc"], _forward=fwd)
+        for name in ("buf_cursor", "replace_cursor"):
+            if not isinstance(given[name], str):
+                given[name] = given["proc"].forward(given[name])
+        return True
 
     def _check_nest(self, given: dict, result: _Procedure) -> None:
         """Refuse a move that breaks the analysis' structural rules (cuda_tasks loops directly in the device

@@ -153,6 +153,41 @@ def test_a_tma_load_is_found_by_its_instr_name_after_complete_on():
     assert "did you mean 'Sm90_copy_tensor_to_smem_swizzled_2f32(_)'" in str(e.value) and "__trail_" not in str(e.value)
 
 
+@proc
+def three_buffers(n: size, x: f32[n] @ DRAM, y: f32[n] @ DRAM):
+    assert n >= 8
+    a: f32[n] @ DRAM
+    for i in seq(0, n):
+        a[i] = x[i]
+    c: f32[n] @ DRAM
+    for i in seq(0, n):
+        c[i] = a[i] * 2.0
+    b: f32[n] @ DRAM
+    for i in seq(0, n):
+        b[i] = c[i] + 1.0
+    h: f32[8] @ DRAM
+    for i in seq(0, 8):
+        h[i] = b[i]
+    for i in seq(0, n):
+        y[i] = b[i]
+
+
+def test_reuse_buffer_reuses_a_dead_buffer_of_the_same_type():
+    """exo's reuse_buffer compared the allocations' types with their source positions: `a: f32[n]` and `b: f32[n]`
+    were different types to it, and every tensor was refused by an assertion without a message. Reusing a buffer
+    allocated after the replaced one renamed uses before its allocation (found at another line by the next pass)."""
+    import numpy as np
+
+    p = reuse_buffer(three_buffers, "a", "b")  # a is dead once c is computed
+    assert "b: f32" not in str(p) and "a[i] = c[i] + 1.0" in str(p)
+    x = np.random.default_rng().standard_normal(16).astype(np.float32)
+    want = sl.run_cpu(three_buffers, n=16, x=x, y=np.zeros(16, np.float32))["y"]
+    np.testing.assert_array_equal(sl.run_cpu(p, n=16, x=x, y=np.zeros(16, np.float32))["y"], want)
+    _raises_here(lambda: reuse_buffer(three_buffers, "a", "c"), "The variable a can potentially be used after")
+    _raises_here(lambda: reuse_buffer(three_buffers, "b", "a"), "b can be reused for a only if it is allocated before a")
+    _raises_here(lambda: reuse_buffer(three_buffers, "a", "h"), "h is f32[8] and a is f32[n]: a buffer is reused only")
+
+
 def test_a_block_argument_given_an_expression_says_what_a_block_is():
     _raises_here(lambda: wrap_with_context(add_rows, "row", CudaDeviceFunction(blockDim=32)),
                  "wrap_with_context: block takes a block of statements, not a read cursor: a loop (p.find_loop(...))")
