@@ -108,7 +108,8 @@ class _UserFacingOp(_AtomicSchedulingOp):
                                         "block or one around it", user_frame()).with_traceback(None) from None
         if str(bnode.type) != str(rnode.type):
             raise _SporkSchedulingError(f"reuse_buffer: {rnode.name} is {rnode.type} and {bnode.name} is "
-                                        f"{bnode.type}: a buffer is reused only for one of the same type and shape", user_frame()).with_traceback(None) from None
+                                        f"{bnode.type}: a buffer is reused only for one of the same type and shape",
+                                        user_frame()).with_traceback(None) from None
         if bnode.type == rnode.type:
             return False
         ir, fwd = rep._impl._replace([_LoopIR.Alloc(rnode.name, bnode.type, rnode.mem, rnode.srcinfo)])

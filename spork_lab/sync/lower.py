@@ -952,15 +952,16 @@ class _Lowering:
         """Queues for every position of a barrier (see `_Barrier`); their scope ends with the block."""
         info = ctx.analysis.barriers[s.name]
         subs, groups = [], []
+        threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
         for reverse in (False, True):
             uses = info.queue_uses(reverse)
             widths = {math.prod(u.spec.window_shape) for u in uses if u.spec.is_arrive}
             if len(widths) > 1:
                 raise SyncError(f"sync_check: the {'reverse ' if reverse else ''}arrives on {info.name} reach "
                                 "slices of different widths (multicast); it models one width per barrier", s.srcinfo)
-            group = self.queue_group(uses, info.queue_rule(reverse).scope, ctx)
+            group = self.queue_group(uses, info.queue_rule(reverse).scope, threads, ctx)
             if group:
-                subs.append(-(-ctx.tiling.blockDim * ctx.tiling.clusterDim // group))
+                subs.append(-(-threads // group))
             else:
                 subs.append(max(widths | {1}))
             groups.append(group)
@@ -986,12 +987,11 @@ class _Lowering:
         env[s.name] = _Barrier(q0, info.dims, tuple(subs), tuple(groups), tx)
         return P.EndBarrier(q0, positions * (subs[0] + subs[1]), self.site(s, ctx))
 
-    def queue_group(self, uses: list, scope: int, ctx: _Ctx) -> int:
+    def queue_group(self, uses: list, scope: int, threads: int, ctx: _Ctx) -> int:
         """The threads per queue of a commit-group barrier, whose hardware queue is each `scope` threads' own:
         the smallest aligned group (the scope, a warp, a warpgroup) within which every collective using it lies,
         so that the commit groups of apart threads (a barrier of per-warp stages) are counted apart; 0 for one
-        queue of the barrier, where no such group is smaller than the cluster (or for other barriers)."""
-        threads = ctx.tiling.blockDim * ctx.tiling.clusterDim if ctx.tiling is not None else 0
+        queue of the barrier, where no such group is smaller than the cluster's `threads` (or for other barriers)."""
         for size in (scope, 32, 128) if scope and uses else ():
             if size % scope == 0 and size < threads and all(self.within_groups(u.stmt, size, ctx) for u in uses):
                 return size
