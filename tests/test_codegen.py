@@ -138,6 +138,20 @@ def test_build_takes_a_basename_that_starts_with_a_digit(tmp_path, monkeypatch):
     assert built.lib_name == "lib_01_add" and built.vec_add.name == "vec_add"
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_kernel_that_uses_no_argument_builds(tmp_path, monkeypatch):
+    """Its launch passed an empty argument after a comma (found by the soundness fuzz: nvcc refused it): here a
+    kernel that only allocates an mbarrier."""
+    from procs_sync import err_missing_arrive
+
+    from spork_lab.sync.mutants import without_syncs
+
+    p = without_syncs(err_missing_arrive, [0])
+    monkeypatch.setenv("SPORK_LAB_CACHE", str(tmp_path))
+    assert sl.sync_check(p, n=32).ok
+    assert sl.build([p], arch="sm_90a").err_missing_arrive.name == "err_missing_arrive"
+
+
 @proc
 def warpgroup_fences(n: size, x: f32[n] @ CudaGmemLinear):
     assert n % 256 == 0

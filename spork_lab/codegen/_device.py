@@ -163,7 +163,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
     )
     kernel = cuda_source(kernel)
     maps = [a for a in df.args if tensor_map_spec(a.name) is not None]
-    call_args = ", ".join(f"{comp.env[a.name]}_map" if a in maps else comp.env[a.name] for a in df.args)
+    launch_args = ", ".join([df.name, *(f"{comp.env[a.name]}_map" if a in maps else comp.env[a.name] for a in df.args)])
     decl = f'extern "C" int {df.name}_launch({", ".join(param_decls(df, comp.env, launcher=True))})'
     attr = [
         "  cudaLaunchAttribute exo_attr[1];",
@@ -203,7 +203,7 @@ def compile_device_function(df: DeviceFunction) -> DeviceCode:
             "&exo_cfg, &exo_resident, &exo_grid);",
             "  if (exo_err != cudaSuccess) return (int) exo_err;",
             "  exo_cfg.gridDim = dim3(exo_grid);",
-            f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {df.name}, {call_args});",
+            f"  exo_err = cudaLaunchKernelEx(&exo_cfg, {launch_args});",
             "  if (exo_err == cudaSuccess) exo_err = cudaGetLastError();",
             "  return (int) exo_err;",
             "}",
