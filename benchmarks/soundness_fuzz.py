@@ -1,16 +1,17 @@
 """Soundness fuzz: a random schedule that sl.sync_check passes must compute on the GPU what it computes sequentially.
 
-Each seed starts from an example kernel (three times in five) or one of its single-sync mutants
-(tests/schedule_steps.py), applies one to four random scheduling steps (plain ones, and ones that change loop
-modes, memories and sync statements) and runs sl.sync_check at the sizes the tests check it at (tests/conftest.py,
-check_sizes). With --gpu, every proc that passes is built with nvcc and run on the local GPU at those sizes, on
-small random integers (so that summation order, FMA contraction and tensor-core arithmetic can neither hide nor
-fake a difference), and its arrays must end exactly as sl.run_cpu leaves them. A wrong result is a soundness bug:
+Each seed starts from an example kernel (with --starts tests, a test program of tests/procs_*.py; three times in
+five) or one of its single-sync mutants (tests/schedule_steps.py), applies one to four random scheduling steps
+(plain ones, and ones that change loop modes, memories and sync statements) and runs sl.sync_check at the sizes the
+tests check it at (tests/conftest.py, check_sizes). With --gpu, every proc that passes is built with nvcc and run
+on the local GPU at those sizes, on small random integers (so that summation order, FMA contraction and
+tensor-core arithmetic can neither hide nor fake a difference), and its arrays must end exactly as sl.run_cpu
+leaves them. A wrong result is a soundness bug:
 its source goes to --failures. With --engines (no GPU needed), the reference engine checks each case too and must
 report the hazards the compiled engine reports. --gpu fills the arguments with the workbench's make_args, so
 it needs the notebook extra installed (`pip install -e .[notebook]`).
 
-    python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--engines] [--out benchmarks/soundness_fuzz_results.md]
+    python benchmarks/soundness_fuzz.py --seeds 0:400 [--gpu] [--engines] [--starts tests] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import collections
 import concurrent.futures
 import functools
+import importlib
 import json
 import os
 import platform
@@ -37,19 +39,29 @@ CPU_MAX_OPS = 10**9  # larger cases would take the CPU reference minutes: report
 ENGINE_SECONDS = 30  # the reference engine is ~300x slower than the compiled one: larger cases are reported, not run
 
 
-def make_case(seed: int, engines: bool = False) -> dict:
+@functools.cache
+def _starts(which: str) -> list:
+    """(name, proc) of the kernels a seed may start from, made once per worker process."""
+    from schedule_steps import STARTS, procs_module_starts
+
+    return STARTS if which == "examples" else procs_module_starts()
+
+
+def make_case(seed: int, engines: bool = False, starts: str = "examples") -> dict:
     """The seed's proc and its verdict: {seed, start, steps, sizes, verdict, source (when it passes), and with
-    `engines` whether the reference engine agrees}."""
+    `engines` whether the reference engine agrees}. `starts`: "examples" (the example kernels) or "tests" (the
+    test programs), with their single-sync mutants."""
     from conftest import check_sizes
-    from schedule_steps import OTHER, PLAIN, STARTS, NoTarget, RandomDraw, user_error
+    from schedule_steps import OTHER, PLAIN, NoTarget, RandomDraw, user_error
 
     import spork_lab as sl
     from spork_lab.errors import SporkError
     from spork_lab.scheduling import SchedulingError
 
     data = RandomDraw(seed)
-    kernels = [(name, p) for name, p in STARTS if "-sync" not in name]  # most mutants fail the check at once
-    name, p = data.rng.choice(kernels if data.rng.random() < 0.6 else STARTS)
+    every = _starts(starts)
+    kernels = [(name, p) for name, p in every if "-sync" not in name]  # most mutants fail the check at once
+    name, p = data.rng.choice(kernels if data.rng.random() < 0.6 else every)
     steps = []
     for _ in range(data.rng.randint(1, MAX_STEPS)):
         step, apply = data.rng.choice(PLAIN + OTHER)
@@ -112,11 +124,13 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
     from spork_lab.lab._bench import make_args
     from spork_lab.runtime._args import proc_spec
 
-    p = sl.parse_source((sources / f"{key}.py").read_text())
+    case = json.loads((sources / f"{key}.json").read_text())
+    names = vars(importlib.import_module(case["module"])) if case["module"] else None  # a test module's memories
+    p = sl.parse_source((sources / f"{key}.py").read_text(), func_globals=names)
     if build_only:
         sl.build([p])
         return "built"
-    sizes = json.loads((sources / f"{key}.json").read_text())
+    sizes = case["sizes"]
     spec = proc_spec(p._loopir_proc)
     values = make_args(spec, sizes, np.random.default_rng(), small_integers=True)
     args = {a.name: v for a, v in zip(spec.args, values)}
@@ -148,7 +162,8 @@ def gpu_outcomes(passing: list, timeout_s: float, failures: Path) -> dict:
         sources = Path(tmp)
         for case in passing:
             (sources / f"{case['seed']}.py").write_text(case["source"])
-            (sources / f"{case['seed']}.json").write_text(json.dumps(case["sizes"]))
+            module = case["start"].partition(".")[0] if "." in case["start"] else None  # --starts tests: module.proc
+            (sources / f"{case['seed']}.json").write_text(json.dumps({"sizes": case["sizes"], "module": module}))
         outcomes = run_on_gpu(__file__, [c["seed"] for c in passing], timeout_s, ("--sources", str(sources)))
         for seed, outcome in outcomes.items():
             if outcome_kind(outcome) not in OK_OUTCOMES:
@@ -164,6 +179,8 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="build and run the passing procs on the local GPU")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per proc's run on the GPU")
     parser.add_argument("--engines", action="store_true", help="also check each case with the reference engine")
+    parser.add_argument("--starts", choices=("examples", "tests"), default="examples",
+                        help="start from the example kernels or from the test programs (tests/procs_*.py)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soundness_fuzz_results.md"))
     parser.add_argument("--failures", type=Path, default=ROOT / "benchmarks" / "soundness_fuzz_failures")
     child_arguments(parser)
@@ -174,7 +191,8 @@ def main() -> int:
     first, last = map(int, args.seeds.split(":"))
     start = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
-        cases = list(pool.map(functools.partial(make_case, engines=args.engines), range(first, last)))
+        make = functools.partial(make_case, engines=args.engines, starts=args.starts)
+        cases = list(pool.map(make, range(first, last)))
     elapsed = time.perf_counter() - start
     passing = [c for c in cases if c["verdict"] == "passes"]
     outcomes = gpu_outcomes(passing, args.timeout, args.failures) if args.gpu else {}
@@ -191,6 +209,7 @@ def main() -> int:
         + (", each checked by both engines" if args.engines else ""),
         "",
         f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}"
+        f"{' --starts tests' if args.starts == 'tests' else ''}"
         f"{' --engines' if args.engines else ''}`; "
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         f"{', GPU ' + gpu_name() if args.gpu else ''}; cases made and checked in {elapsed:.0f} s.",

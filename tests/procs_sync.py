@@ -242,6 +242,34 @@ def war_after_many_readers(x: f32[64] @ CudaGmemLinear, y: f32[64] @ CudaGmemLin
             Fence(cuda_in_order, cuda_in_order)
 
 
+# ---- reads of memory nothing wrote (UNINIT): undefined on the GPU and in run_cpu alike ----
+
+
+@proc
+def half_loaded_tile(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            tile: f32[128] @ CudaSmemLinear
+            for t in cuda_threads(0, 128):
+                if t < 64:
+                    tile[t] = x[t]
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 128):
+                y[t] = tile[127 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def unzeroed_sum(x: f32[32, 8] @ CudaGmemLinear, y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            for t in cuda_threads(0, 32):
+                acc: f32 @ CudaRmem
+                for k in seq(0, 8):
+                    acc += x[t, k]
+                y[t] = acc
+
+
 # ---- barrier misuse (static errors) ----
 
 
@@ -536,10 +564,10 @@ cp_async_per_warp_reads_across = rename(parse_source(str(cp_async_per_warp).repl
                                         "cp_async_per_warp_reads_across")
 
 
-# Warps 0-1 and warps 2-3 each commit a group on one barrier and await it: 64 threads per collective, so no queue
-# per warp (or per thread) models it, and one queue counts for every thread only if the same threads arrive.
+# Warps 0-1 and warps 2-3 each commit a group on one barrier and await it: each pair of warps gets a queue of its
+# own (refused until session 36, when queues were per thread, warp or warpgroup only: "... the same threads").
 @proc
-def cp_async_per_warp_one_queue(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+def cp_async_per_warp_pair(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
     assert n % 128 == 0
     with CudaDeviceFunction(blockDim=128):
         for task in cuda_tasks(0, n / 128):
@@ -554,12 +582,19 @@ def cp_async_per_warp_one_queue(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[
                 Arrive(Sm80_cp_async, 1) >> cg
                 Await(cg, cuda_in_order, 0)
             with CudaWarps(2, 4):
-                Arrive(Sm80_cp_async, 1) >> cg  # the other warps' group
+                Arrive(Sm80_cp_async, 1) >> cg
                 Await(cg, cuda_in_order, 0)
             for w in cuda_threads(0, 4, unit=cuda_warp):
                 for t in cuda_threads(0, 32):
                     dst[128 * task + 32 * w + t] = buf[w, t]
             Fence(cuda_in_order, cuda_in_order)
+
+
+# Warps 0-1, then warps 1-2: no aligned group smaller than the CTA holds both, and on one queue warp 0's thread
+# would count warps 1-2's group as its own.
+cp_async_overlapping_pairs = rename(
+    parse_source(str(cp_async_per_warp_pair).replace("CudaWarps(2, 4)", "CudaWarps(1, 3)")), "cp_async_overlapping_pairs"
+)
 
 
 # Its correct counterparts, the producer ordered after the consumer's Await through syncs whose sync-tls

@@ -42,19 +42,31 @@ from spork_lab.sync.mutants import sync_cursors, with_await_n, with_sync_moved, 
 INTERNAL = (Path(spork_lab.__file__).parent, Path(exo.__file__).parent)  # no user's line is in these
 
 
-def _starts() -> list:
-    """(name, proc) of every example kernel and of each of its single-sync mutants."""
+def _with_mutants(procs: list, prefix: str = "") -> list:
+    """(name, proc) of every device-function proc of `procs` and of each of its single-sync mutants."""
     out = []
-    for name in runnable_examples():
-        for p in importlib.import_module(name).PROCS:
-            if "CudaDeviceFunction" not in str(p):
-                continue
-            out.append((p.name(), p))
-            out += [(f"{p.name()}-sync{i}", without_syncs(p, [i])) for i in range(len(sync_cursors(p)))]
+    for p in procs:
+        if "CudaDeviceFunction" not in str(p):
+            continue
+        out.append((prefix + p.name(), p))
+        out += [(f"{prefix}{p.name()}-sync{i}", without_syncs(p, [i])) for i in range(len(sync_cursors(p)))]
     return out
 
 
-STARTS = _starts()
+def procs_module_starts() -> list:
+    """Starts from the test programs (tests/procs_*.py), which exercise checker rules that no example does (per-warp
+    commit groups, accumulator windows, remote arrives, ...), named `module.proc` (their printouts parse with the
+    module's names: its own memories and instrs); imported on demand (~10 s)."""
+    out, seen = [], set()
+    for f in sorted(Path(__file__).parent.glob("procs_*.py")):
+        module = vars(importlib.import_module(f.stem))
+        procs = [v for v in module.values() if isinstance(v, Procedure) and id(v) not in seen]
+        seen.update(map(id, procs))
+        out += _with_mutants(procs, f"{f.stem}.")
+    return out
+
+
+STARTS = _with_mutants([p for name in runnable_examples() for p in importlib.import_module(name).PROCS])
 
 
 def loops_of(p: Procedure, seq_only: bool) -> list:

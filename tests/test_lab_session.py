@@ -640,3 +640,15 @@ def test_an_error_marks_the_statement_it_quotes_not_every_copy_of_its_source_lin
     loop = r._error_lines({"line": line, "message": "`for tid in cuda_threads(0, 256):` has no Fence(...)"})
     assert [r.view.lines[n].text.strip() for n in loop] == ["for tid in cuda_threads(0, 256):"]
     assert len(r._error_lines({"line": line, "message": "no quoted code"})) == 3
+
+
+def test_a_read_of_what_nothing_wrote_is_a_card_with_its_own_hint():
+    """An UNINIT card names the read alone and says to write the element first (not to pair barriers); a proc of
+    constant sizes has no sizes to name in the header."""
+    from procs_sync import half_loaded_tile
+
+    wb = Workbench(half_loaded_tile)
+    (card,) = wb.state["data"]["hazards"]
+    assert card["kind"] == "UNINIT" and card["buffer"] == "tile" and len(card["stmts"]) == 1
+    assert card["hint"].startswith("no statement before line 10 writes this element of tile")
+    assert wb.check.message == "1 hazard(s)"

@@ -108,9 +108,10 @@ def test_a_consumer_lagging_behind_gets_a_deeper_ring():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, n", [("ring_copy_consumer_lags", 32 * 1000), ("cp_async_per_warp", 128 * 3001)])
+@pytest.mark.parametrize("name, n", [("ring_copy_consumer_lags", 32 * 1000), ("cp_async_per_warp", 128 * 3001),
+                                     ("cp_async_per_warp_pair", 128 * 3001)])
 def test_the_gpu_copies_as_run_cpu(name, n):
-    """A consumer lagging behind its ring's producer; warps with commit groups of their own."""
+    """A consumer lagging behind its ring's producer; warps (pairs of warps) with commit groups of their own."""
     pytest.importorskip("cupy")
     import numpy as np
     from gpu_vs_cpu import assert_gpu_matches_cpu
@@ -202,24 +203,29 @@ def test_commit_groups_are_counted_per_warp_where_each_warp_uses_its_own():
     """Each thread counts its own commit groups. Where every arrive and await on a barrier is one warp's, the
     machine keeps a queue per warp: warp 0's `Await(cg, cuda_in_order, 1)` pairs with warp 0's one arrive (it waits
     for nothing: RAW at its read) and warp 0's group is never awaited. Warps that each allocate a commit group for
-    their own copies (cp_async_per_warp) pass; one reading the next warp's copies is RAW."""
+    their own copies (cp_async_per_warp) pass, and so do pairs of warps on one barrier (a queue per pair); a warp
+    reading the next warp's copies is RAW."""
     for engine in ("compiled", "python"):
         found = sync_check(P.commit_groups_of_two_warps, engine=engine, n=2).hazards
         assert [h.kind for h in found] == ["RAW", "COUNT", "FREE"], found
         assert found[0].access.stmt.line == line_of(P.commit_groups_of_two_warps, "dst[task, 0, t] = buf[0, t]")
         assert "the queue of threads 0..31" in found[1].message
         assert sync_check(P.cp_async_per_warp, engine=engine, n=512).ok
+        assert sync_check(P.cp_async_per_warp_pair, engine=engine, n=512).ok
         found = sync_check(P.cp_async_per_warp_reads_across, engine=engine, n=512).hazards
         assert {h.kind for h in found} >= {"RAW"} and all(h.buffer == "buf" for h in found), found
 
 
 def test_commit_groups_on_one_queue_are_the_same_threads():
-    """Where a barrier's arrives are not all within one warp (or warpgroup), one queue counts for every thread only if
-    the same threads made them all: cp_async_per_warp_one_queue's are warps 0-1's, then warps 2-3's."""
+    """Where no aligned group of threads smaller than the CTA holds every arrive and await of a barrier, one queue
+    counts for every thread only if the same threads made them all: cp_async_overlapping_pairs's are warps 0-1's,
+    then warps 1-2's."""
+    p = P.cp_async_overlapping_pairs
+    second = next(i for i, text in enumerate(str(p).splitlines(), 1) if "CudaWarps(1, 3)" in text) + 1
     for engine in ("compiled", "python"):
         with pytest.raises(SyncError, match="every arrive on commit group cg must be executed by the same threads") as e:
-            sync_check(P.cp_async_per_warp_one_queue, engine=engine, n=512)
-        assert e.value.lineno == line_of(P.cp_async_per_warp_one_queue, "# the other warps' group")
+            sync_check(p, engine=engine, n=512)
+        assert e.value.lineno == second and "Arrive" in str(p).splitlines()[second - 1]
 
 
 @pytest.mark.gpu

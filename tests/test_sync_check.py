@@ -59,6 +59,26 @@ def test_persistent_tile_reuse_is_war():
     assert h.other.stmt.line == line_of(P.reverse_tiles_shared_tile, "y[it * 256 + tid] = tile[255 - tid]") and h.other.iters["it"] == 0
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_a_read_of_an_element_nothing_wrote_is_uninit(engine):
+    """Its value is undefined on the GPU and in run_cpu alike (malloc's): sync_check cannot promise they agree."""
+    h = only(sync_check(P.half_loaded_tile, engine=engine), "UNINIT")
+    assert (h.buffer, h.index, h.other) == ("tile", (127,), None)
+    assert h.access.stmt.line == line_of(P.half_loaded_tile, "y[t] = tile[127 - t]") and h.access.iters["t"] == 0
+    assert "nothing has written" in h.message
+    h = only(sync_check(P.unzeroed_sum, engine=engine), "UNINIT")  # an update reads too
+    assert h.buffer == "acc" and h.access.stmt.line == line_of(P.unzeroed_sum, "acc += x[t, k]")
+    assert h.access.iters == {"task": 0, "t": 0, "k": 0}
+
+
+def test_a_buffer_written_by_an_earlier_kernel_is_defined_in_the_next():
+    """A kernel boundary forgets the records (everything is visible), not what was written."""
+    from procs_cluster_tma import scratch_between_kernels
+
+    report = sync_check(scratch_between_kernels, n=3)
+    assert report.ok, str(report)
+
+
 def test_a_printed_hazard_says_which_fence_orders_its_accesses():
     """A script's user saw the hazard but not the fix (the workbench's cards had it): the Fence's sync-tls come from
     the two accesses' instr-tls (a cp.async before a read: Sm80_cp_async, where a cuda_in_order Fence or Await

@@ -276,14 +276,17 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
         scope_end = _scope_end(view, proc, later.stmt) if kind == "FREE" and later.stmt is not None else None
         if earlier is not None:
             card["witness"] = _witness(kind, earlier, later, view, analysis, buffer, scope_end)
-        else:  # a barrier error (DEADLOCK, COUNT): one statement; the Barrier timeline shows the events
+        else:  # a read of nothing written (UNINIT) or a barrier error (DEADLOCK, COUNT): one statement
             scope_ends = later.stmt is not None and isinstance(view.stmts[later.stmt], LoopIR.Alloc)
             where = (f"end of {view.stmts[later.stmt].name}'s scope (allocated at line {later.line})" if scope_ends
                      else f"line {later.line}: {later.text(view)}")
             card["witness"] = [("statement", where, ""),
                                *([("threads", _thread_text(later.threads), "")] if later.threads else []),
                                ("iterators", sizes_text(later.iters) or "-", "")]
-        if buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
+        if kind == "UNINIT":
+            card["hint"] = (f"no statement before line {later.line} writes this element of {buffer}: write it "
+                            "first (load it, or zero it), or read only what is written")
+        elif buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:
             card["hint"] = _hint(kind, earlier, later, buffer, view, analysis, proc, scope_end, session,

@@ -132,8 +132,8 @@ class Check:
                                           "(display the workbench again to re-run it)")
         except SporkError as e:
             return failure("sync check failed", e)
-        where = sizes_text(self.sizes)
+        where = f" at {sizes_text(self.sizes)}" if self.sizes else ""  # a proc of constant sizes has none
         engine = f" (checked by the {report.engine} engine: {report.engine_note})" if report.engine_note else ""
         if report.ok:
-            return Outcome("ok", f"no hazards found at {where}{engine}", report)
-        return Outcome("ok", f"hazard(s) at {where}{engine}", report)  # the workbench puts the count of its cards first
+            return Outcome("ok", f"no hazards found{where}{engine}", report)
+        return Outcome("ok", f"hazard(s){where}{engine}", report)  # the workbench puts the count of its cards first

@@ -32,7 +32,7 @@
 #define MAXMARK 16 /* queues a record may be pending on at once (more: SC_UNSUPPORTED) */
 #define NCACHE 65536 /* read-set nodes remembered for sharing */
 
-enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT, K_TX };
+enum { K_RAW, K_WAR, K_WAW, K_FREE, K_DEADLOCK, K_COUNT, K_TX, K_UNINIT };
 enum { P_IN_ORDER = 1 }; /* timelines.pair_bit(cuda_in_order_instr) */
 
 /* What elements point to: a record id. A canonical record has a value slot; a record merged into
@@ -719,6 +719,7 @@ void sc_delete(Machine *M) {
     for (int i = 0; i < M->nslots; i++) {
         free(M->st.bufs[i].el);
         free(M->st.bufs[i].shard_owner);
+        free(M->st.bufs[i].written);
     }
     for (int i = 0; i < M->nq; i++) {
         free(M->qs[i].arrives);
@@ -768,6 +769,11 @@ void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mas
     if (ndim > SC_MAXDIM) { M->st.status = SC_UNSUPPORTED; return; }
     b->el = calloc(n ? n : 1, sizeof(Elem));
     if (!b->el) abort();
+    b->written = NULL;
+    if (M->sp[slot].undefined) {
+        b->written = calloc(n / 8 + 1, 1);
+        if (!b->written) abort();
+    }
     new_epoch(M);
     b->n = n;
     b->ndim = ndim;
@@ -848,8 +854,10 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
     clear_buffer(M, b);
     free(b->el);
     free(b->shard_owner);
+    free(b->written);
     b->el = NULL;
     b->shard_owner = NULL;
+    b->written = NULL;
     b->n = 0;
 }
 
@@ -934,6 +942,17 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
         return;
     }
     Elem *x = &b->el[e];
+    if (b->written && !(b->written[e >> 3] >> (e & 7) & 1)) {
+        /* The element's first access since its allocation (always made here: the inline path needs a state
+         * that an access left, and none leaves an element with no records; a kernel boundary clears the
+         * records, not this bit). A read is UNINIT, reported once per element. */
+        b->written[e >> 3] |= (uint8_t)(1 << (e & 7));
+        if (mode & 1) {
+            Acc a;
+            fill_acc(M, &a, site, mask, M->task, iv);
+            buffer_hazard(M, K_UNINIT, slot, e, 0, 0, site, &a);
+        }
+    }
     const uint64_t in = sc_elem_word(x);
     const uint32_t epoch = M->st.epoch;
     /* What this access does to an element depends only on the element's state, the access (its op and

@@ -99,7 +99,8 @@ class _Printer:
         k = len(self.access_ops)
         self.access_ops.append(op)
         self.line(f"{{ const int64_t e = {c_expr(op.element)}; const int m = {c_expr(op.mask)};")
-        self.line(f"  if (!sc_done(S, {k}, {op.slot}, e, m)) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
+        done = f"!sc_first(S, {op.slot}, e)" if op.first_only else f"sc_done(S, {k}, {op.slot}, e, m)"
+        self.line(f"  if (!{done}) sc_access(M, {k}, e, m, {self.iv(op.site)}); }}")
 
     def fence(self, op: P.Fence) -> None:
         self.line(f"sc_fence(M, {c_expr(op.mask)}, {op.m1}u, {op.m2a}u, {op.m2s}u, {int(op.barrier)});")
@@ -165,7 +166,7 @@ def c_source(program: P.Program) -> str:
     for q in program.queues:
         r = q.rule
         queues.append(f"{{{-1 if r.lag is None else r.lag}, {r.depth}, {r.max_wait_n}, {r.scope}, {int(r.same_threads)}}}")
-    slots = [f"{{{s.name_id}, {int(s.shared)}, {int(s.global_memory)}}}" for s in program.slots]
+    slots = [f"{{{s.name_id}, {int(s.shared)}, {int(s.global_memory)}, {int(s.undefined)}}}" for s in program.slots]
     sites = [f"{{{s.stmt}, {len(s.loops)}}}" for s in program.sites]
     access = [f"{{{a.slot}, {a.pair}, {a.mode}, {int(a.unordered)}, {a.site}}}" for a in printer.access_ops]
     tables = [f"static const int32_t TABLE_{k}[] = {{{', '.join(map(str, t))}}};" for k, t in enumerate(program.tables)]

@@ -206,7 +206,8 @@ class _Lowering:
             ops = self.bank_ops()
         else:
             private = self.private_accesses()
-            ops = self.hoist_read_nests(_without(self.ops, private | self.dead_lets(private)))
+            ops = _without([replace(op, first_only=True) if k in private else op for k, op in enumerate(self.ops)],
+                           self.dead_lets(set()))
         return P.Program(
             proc=str(self.ir.name),
             ops=ops,
@@ -362,7 +363,8 @@ class _Lowering:
         slot = len(self.slots)
         self.slots.append(P.Slot(name, self.names.setdefault(name, len(self.names)), is_shared_memory(decl.mem),
                                  remote=decl.name in self.multicast_dst,
-                                 global_memory=self.remote_arrives and is_global_memory(decl.mem)))
+                                 global_memory=self.remote_arrives and is_global_memory(decl.mem),
+                                 undefined=isinstance(decl, LoopIR.Alloc)))
         self.slot_syms.append(decl.name)
         self.mems.append(decl.mem)
         self.elem_bytes.append(elem_bytes(decl.type.basetype()) if getattr(decl.mem, "linear_smem", False) else 0)
@@ -466,8 +468,9 @@ class _Lowering:
         shard's owner's), and only by in-order instructions, can never be part of a hazard: each such
         access finds the owner's own in-order record, visible to it in program order, and leaves one; a
         sync only widens that; the free of registers asks only that the owners' asynchronous accesses
-        completed. So the machine has nothing to record for them, and both engines skip them. (wgmma's
-        accumulator is ordered after the same warpgroup's earlier wgmma, but asynchronous: kept.)
+        completed. So the machine has nothing to record for them: both engines make only each element's first
+        one, which is UNINIT if it reads (`Access.first_only`). (wgmma's accumulator is ordered after the same
+        warpgroup's earlier wgmma, but asynchronous: kept.)
         """
         by_slot: dict = {}
         for k, op in enumerate(self.ops):
@@ -562,45 +565,6 @@ class _Lowering:
         if at != start:
             self.ops[at] = loop
             self.ops[loop.end] = P.EndFor(at)
-
-    def hoist_read_nests(self, ops: tuple) -> tuple:
-        """In loops that only read (once the private register accesses are gone), move the reads and the
-        loop nests of reads that do not depend on the loop in front of it: reads commute with reads, and
-        a repeated read changes nothing (see `hoist_reads`), so each runs once. A scalar GEMM's inner
-        `for i: read A_s[i, k]; for j: read B_s[k, j]` becomes `for j: read B_s[k, j]` then `for i: ...`.
-        Only for loops with constant bounds that run at least once."""
-        return _flatten(self.hoist_in(_tree(list(ops), 0, len(ops))))
-
-    def hoist_in(self, nodes: list) -> list:
-        out = []
-        for node in nodes:
-            if not isinstance(node, _Loop):
-                out.append(node)
-                continue
-            body = self.hoist_in(node.body)
-            loop = node.op
-            if not (isinstance(loop.lo, P.Const) and isinstance(loop.hi, P.Const) and loop.lo.value < loop.hi.value
-                    and all(_only_reads(n) for n in body)):
-                out.append(_Loop(loop, body))
-                continue
-            defined = {loop.var}.union(*(_defines(n) for n in body))
-            stay = []
-            for n in body:
-                if isinstance(n, (_Loop, P.Access)) and not (_uses(n) - _defines(n)) & defined:
-                    out.append(self.without_loop(n, loop.var))
-                else:
-                    stay.append(n)
-            if stay:
-                out.append(_Loop(loop, stay))
-        return out
-
-    def without_loop(self, node, v: int):
-        """A hoisted node whose reports no longer show loop variable v."""
-        if isinstance(node, _Loop):
-            return _Loop(node.op, [self.without_loop(n, v) for n in node.body])
-        if isinstance(node, P.Access):
-            return replace(node, site=self.resite(node.site, tuple(lp for lp in self.sites[node.site].loops if lp[1] != v)))
-        return node
 
     def resite(self, site: int, loops: tuple) -> int:
         """The site of the same statement showing other loops."""
@@ -989,10 +953,12 @@ class _Lowering:
 
     def queue_group(self, uses: list, scope: int, threads: int, ctx: _Ctx) -> int:
         """The threads per queue of a commit-group barrier, whose hardware queue is each `scope` threads' own:
-        the smallest aligned group (the scope, a warp, a warpgroup) within which every collective using it lies,
-        so that the commit groups of apart threads (a barrier of per-warp stages) are counted apart; 0 for one
-        queue of the barrier, where no such group is smaller than the cluster's `threads` (or for other barriers)."""
-        for size in (scope, 32, 128) if scope and uses else ():
+        the smallest aligned group (the scope, or a power of two of warps: a warp, two, a warpgroup, ...) within
+        which every collective using it lies, so that the commit groups of apart threads (a barrier of per-warp
+        stages) are counted apart; 0 for one queue of the barrier, where no such group is smaller than the
+        cluster's `threads` (or for other barriers)."""
+        sizes = [scope, *(32 << k for k in range(threads.bit_length()) if 32 << k > scope)] if scope and uses else []
+        for size in sizes:
             if size % scope == 0 and size < threads and all(self.within_groups(u.stmt, size, ctx) for u in uses):
                 return size
         return 0
@@ -1204,57 +1170,6 @@ def _variables(e: P.Expr) -> set:
     return set()
 
 
-@dataclass(frozen=True)
-class _Loop:
-    """A For op, its body (ops and loops), and its EndFor: the ops as a tree while loops are moved."""
-
-    op: P.For
-    body: list
-
-
-def _tree(ops: list, lo: int, hi: int) -> list:
-    out, k = [], lo
-    while k < hi:
-        op = ops[k]
-        if isinstance(op, P.For):
-            out.append(_Loop(op, _tree(ops, k + 1, op.end)))
-            k = op.end + 1
-        else:
-            out.append(op)
-            k += 1
-    return out
-
-
-def _flatten(nodes: list) -> tuple:
-    """The tree's ops in order, with every jump (For, EndFor, If, Else) renumbered."""
-    flat: list = []
-
-    def walk(ns):
-        for n in ns:
-            if isinstance(n, _Loop):
-                flat.append(n.op)
-                walk(n.body)
-                flat.append(P.EndFor(0))
-            else:
-                flat.append(n)
-
-    walk(nodes)
-    stack = []
-    for k, op in enumerate(flat):
-        if isinstance(op, (P.For, P.If)):
-            stack.append(k)
-        elif isinstance(op, P.EndFor):
-            start = stack.pop()
-            flat[start], flat[k] = replace(flat[start], end=k), P.EndFor(start)
-        elif isinstance(op, P.Else):
-            flat[stack[-1]] = replace(flat[stack[-1]], orelse=k)
-            stack[-1] = k
-        elif isinstance(op, P.EndIf):
-            at = stack.pop()
-            flat[at] = replace(flat[at], end=k) if isinstance(flat[at], P.Else) else replace(flat[at], orelse=k)
-    return tuple(flat)
-
-
 def _op_reads(op, sites: list) -> set:
     """The variables an op reads: its expressions, and the loop values its site's reports show."""
     out = set()
@@ -1276,30 +1191,6 @@ def _may_fail(e: P.Expr) -> bool:
     if isinstance(e, P.Neg):
         return _may_fail(e.arg)
     return isinstance(e, P.Table) and _may_fail(e.index)
-
-
-def _only_reads(node) -> bool:
-    if isinstance(node, _Loop):
-        return all(_only_reads(n) for n in node.body)
-    return isinstance(node, P.Let) or (isinstance(node, P.Access) and node.mode == P.READ)
-
-
-def _defines(node) -> set:
-    """The variables a node sets (loop variables, Lets)."""
-    if isinstance(node, _Loop):
-        return {node.op.var}.union(*(_defines(n) for n in node.body))
-    return {node.var} if isinstance(node, P.Let) else set()
-
-
-def _uses(node) -> set:
-    """The variables a node reads."""
-    if isinstance(node, _Loop):
-        return _variables(node.op.lo) | _variables(node.op.hi) | set().union(*(_uses(n) for n in node.body))
-    if isinstance(node, P.Access):
-        return _variables(node.element) | _variables(node.mask)
-    if isinstance(node, P.Let):
-        return _variables(node.value)
-    return set()
 
 
 def _without(ops: list, drop: set) -> tuple:

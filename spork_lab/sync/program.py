@@ -210,7 +210,9 @@ class Access:
     writer's record visible to every reader (else RAW) and joins the element's read records; a write
     needs it too (WAW) and every read record visible (WAR), and replaces them all. The new record is
     visible to its own threads on the pair's program order (`PROGRAM_ORDER`), or to none when the
-    instr-tl is asynchronous or `unordered` (sync/access.py). CPU code makes no accesses."""
+    instr-tl is asynchronous or `unordered` (sync/access.py). CPU code makes no accesses.
+    `first_only`: a private register access (lower.py, `private_accesses`), which can be part of no hazard:
+    only the element's first access since its allocation is made (a read is UNINIT); later ones do nothing."""
 
     slot: int
     element: Expr
@@ -219,6 +221,7 @@ class Access:
     mode: int  # READ, WRITE or UPDATE
     unordered: bool
     site: int
+    first_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -362,8 +365,8 @@ ERR_INDEX, ERR_BARRIER_INDEX, ERR_DIVISION, ERR_SHAPE, ERR_ARRIVE_THREADS, ERR_A
     range(1, 10))
 
 # Hazard kinds, in the order of the report's names.
-HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT", "TX")
-RAW, WAR, WAW, FREE, DEADLOCK, COUNT, TX = range(7)
+HAZARD_KINDS = ("RAW", "WAR", "WAW", "FREE", "DEADLOCK", "COUNT", "TX", "UNINIT")
+RAW, WAR, WAW, FREE, DEADLOCK, COUNT, TX, UNINIT = range(8)
 
 # V_S pairs of a new ordered access per pair bit (0 for asynchronous instr-tls, but wgmma's accumulator).
 PROGRAM_ORDER = tuple(tl.program_order_mask(i, u) for i, u in tl.ALL_PAIRS)
@@ -396,6 +399,7 @@ class Slot:
     remote: bool = False  # other CTAs of the cluster write it (a multicast destination): its free waits for them
     global_memory: bool = False  # its records are kept apart: a remote arrive leaves them out (see `Arrive`); set
     #   only in programs that have remote arrives
+    undefined: bool = False  # an allocation: an element holds no value until written, so a read before is UNINIT
 
 
 @dataclass(frozen=True)

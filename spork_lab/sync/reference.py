@@ -83,12 +83,14 @@ def _covers(rec: _Record, threads: tuple, bit: int) -> bool:
 
 
 class _Buffer:
-    """One allocation's elements: a write record and a tuple of read records each."""
+    """One allocation's elements: a write record and a tuple of read records each; for an allocation (not an
+    argument), the set of elements accessed so far (the first access of an element, if a read, is UNINIT)."""
 
-    __slots__ = ("slot", "shape", "n", "owner", "device", "task", "ordinal", "w", "r", "shard_size", "shard_owners")
+    __slots__ = ("slot", "shape", "n", "owner", "device", "task", "ordinal", "w", "r", "shard_size", "shard_owners",
+                 "accessed")
 
     def __init__(self, slot: int, shape: tuple, owner: int, device: bool, task: int, ordinal: int, shard_size: int,
-                 shard_owners: tuple):
+                 shard_owners: tuple, undefined: bool):
         self.slot, self.shape, self.owner, self.device, self.task, self.ordinal = slot, shape, owner, device, task, ordinal
         self.shard_size, self.shard_owners = shard_size, shard_owners
         n = 1
@@ -97,6 +99,7 @@ class _Buffer:
         self.n = n
         self.w = [None] * n
         self.r = [()] * n
+        self.accessed = set() if undefined else None
 
 
 class _QueueState:
@@ -290,12 +293,18 @@ class _Run:
         mask = self.ev(op.mask)
         if not 0 <= e < buf.n:
             raise _Stop(P.ERR_INDEX, self.access(op.site, mask))
+        if op.first_only and buf.accessed is not None and e in buf.accessed:  # sc_first
+            return
         threads = self.threads(mask)
         fresh = (threads, op.pair, op.unordered)
         key = self.fresh.get(fresh)
         if key is None:
             ordered = P.PROGRAM_ORDER[op.pair] if not op.unordered else 0
             key = self.fresh[fresh] = (ss.product(threads, 1 << op.pair), ss.product(threads, ordered))
+        if buf.accessed is not None and e not in buf.accessed:
+            buf.accessed.add(e)
+            if op.mode & P.READ:
+                self.hazard(P.UNINIT, buf, e, op.site, mask, None, "")
         if op.mode & P.READ:  # an update's own read never conflicts with its write: it is only checked
             self.step(op, buf, e, mask, threads, key, False, record=op.mode == P.READ)
         if op.mode & P.WRITE:
@@ -370,7 +379,8 @@ class _Run:
             raise _Stop(P.ERR_SHAPE, None)
         owner = self.ev(op.owner)
         shards = tuple(self.ev(s) for s in op.shard_owners)
-        self.bufs[op.slot] = _Buffer(op.slot, shape, owner, op.device, self.task, self.ordinal, op.shard_size, shards)
+        self.bufs[op.slot] = _Buffer(op.slot, shape, owner, op.device, self.task, self.ordinal, op.shard_size, shards,
+                                     self.p.slots[op.slot].undefined)
         self.ordinal += 1
 
     def free(self, op: P.Free) -> None:

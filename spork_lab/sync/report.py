@@ -208,6 +208,9 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
             if program.slots[h.slot].remote:
                 message += (f" (other CTAs of its cluster write {name} (multicast): a CTA that exits or reuses it must "
                             "first sync with them, e.g. a cluster-wide Fence)")
+        elif h.kind == P.UNINIT:
+            message = (f"reads an element of {name} that nothing has written since {name} was allocated: its value "
+                       "is undefined, on the GPU as in run_cpu; write (e.g. zero) it first")
         else:
             verb = {"RAW": "read after write", "WAR": "write after read", "WAW": "write after write"}[kind]
             instr_tl = program.sites[h.access.site].instr_tl

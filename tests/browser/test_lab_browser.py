@@ -31,6 +31,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
 from make_tutorials import REVERSE_MISSING_FENCE, RING_MISSING_RELEASE  # noqa: E402 -- the tutorials' bugs
 
+import procs_sync  # noqa: E402 -- tests/ is on the path (its conftest)
+
 from spork_lab.lab._launch import lab_env  # noqa: E402 -- the server runs with `spork-lab lab`'s settings
 
 pytestmark = pytest.mark.browser
@@ -72,6 +74,8 @@ def one_past_the_end(n: size, x: f32[n] @ CudaGmemLinear):
                 x[t + 1] = 0.0"""
 
 QUIET_FAILED_STEP = FAILED_STEP + ";"  # a cell that shows no picture
+
+HALF_LOADED = f"@proc\n{procs_sync.half_loaded_tile}\nsl.Workbench(half_loaded_tile)"  # a tile loaded in part
 
 # WCAG contrast ratio of an element's text with the first opaque background behind it
 CONTRAST = """el => {
@@ -123,6 +127,8 @@ def server(tmp_path_factory):
                                 metadata=nb.metadata), tmp / "notebooks" / "dark.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(BROKEN)], metadata=nb.metadata),
                    tmp / "notebooks" / "narrow.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(SETUP), new_code_cell(HALF_LOADED)], metadata=nb.metadata),
+                   tmp / "notebooks" / "uninit.ipynb")
     for name in RUN_HERE:  # stored executed: a copy without outputs and execution counts, to run cell by cell
         nbformat.write(_cleared(nbformat.read(ROOT / "notebooks" / name, as_version=4)), tmp / "notebooks" / f"run_{name}")
     settings = tmp / "settings" / "@jupyterlab"
@@ -472,4 +478,21 @@ def test_the_code_view_in_a_narrow_window(server, browser, shots):
     expect(line).to_contain_text("y[task * 256 + tid] = tile[255 - tid]")
     assert line.evaluate("e => e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight)")
     cells.nth(1).screenshot(path=str(shots / "lab_narrow_code.png"))
+    page.close()
+
+
+def test_a_read_of_what_nothing_wrote_in_jupyterlab(server, browser, shots):
+    """A tile loaded in part: the UNINIT card names the read and says what to do, with no barrier advice."""
+    from playwright.sync_api import expect
+
+    page, cells = _open(browser, server, "lab", "uninit.ipynb", n_cells=2, workspace="uninit")
+    _wait_for_kernel(page)
+    _run(page, cells.nth(0))
+    _run(page, cells.nth(1))
+    widget = cells.nth(1).locator(".sl-wb.sl-live")
+    card = widget.locator(".sl-view-hazards .sl-hazard").first
+    expect(card).to_contain_text("UNINIT hazard on tile", timeout=60_000)
+    expect(card).to_contain_text("nothing has written since tile was allocated")
+    expect(card.locator(".sl-hint")).to_contain_text("no statement before line 10 writes this element of tile")
+    cells.nth(1).screenshot(path=str(shots / "lab_uninit.png"))
     page.close()
