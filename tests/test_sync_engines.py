@@ -274,7 +274,7 @@ def test_the_lowerings_reductions_keep_every_verdict_and_hazard(monkeypatch):
     monkeypatch.setattr(lower._Lowering, "dead_lets", lambda self, dropped: set())
     monkeypatch.setattr(lower._Lowering, "hoist_reads", lambda self, start, name, v: None)
     monkeypatch.setattr(lower._Lowering, "private_accesses", lambda self: set())
-    monkeypatch.setattr(lower._Lowering, "tiles_accessed_whole", lambda self, proc_ir: frozenset())
+    monkeypatch.setattr(lower._Lowering, "tiles_accessed_whole", lambda self, proc_ir: {})
     monkeypatch.setattr(C, "_programs", type(C._programs)())
     for name, p in PROGRAMS:
         plain = _outcome(p, check_sizes(p), "compiled")

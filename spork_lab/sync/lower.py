@@ -176,7 +176,7 @@ class _Lowering:
         # elsewhere records shared by global and shared memory elements keep syncs cheap.
         self.remote_arrives = any((spec := sync_spec_of(s)) is not None and spec.is_arrive and spec.window_shape
                                   for s in walk_stmts(proc_ir.body))
-        self.whole_tiles = frozenset() if for_banks else self.tiles_accessed_whole(proc_ir)
+        self.whole_tiles = {} if for_banks else self.tiles_accessed_whole(proc_ir)
         self.slot_syms: list = []  # the Sym of each slot
         self.shard_elems: list = []  # per slot: elements of one shard of distributed shared memory (an Expr), else None
         self.wgmma_shapes: dict = {}  # index of an Access of wgmma's register operands -> (shape, registers named)
@@ -706,9 +706,11 @@ class _Lowering:
         mask, site = self.mask(ctx), self.site(ctx.in_instr, ctx)
         inner = dict(env)
         starts = []
-        if self.slot_syms[env[sym].slot] in self.whole_tiles:  # one element stands for its tile, guard or not
-            inner.update({loop.iter: P.Const(0) for loop in loops})
-            loops, guard = (), ()
+        rank = self.whole_tiles.get(self.slot_syms[env[sym].slot])
+        if rank is not None:  # one element stands for each tile of the last `rank` dimensions, guard or not
+            tile = {i.name for i in idx[len(idx) - rank:]}
+            inner.update({loop.iter: P.Const(0) for loop in loops if loop.iter in tile})
+            loops, guard = [loop for loop in loops if loop.iter not in tile], ()
         for loop in loops:
             v = self.var()
             starts.append((self.emit(None), v, loop))
@@ -743,9 +745,11 @@ class _Lowering:
             radix *= dim.val
         return block
 
-    def tiles_accessed_whole(self, proc_ir) -> frozenset:
-        """Allocations every access of which is an instr touching whole trailing tiles (e.g. wgmma
-        accumulators: zeroed, accumulated into and stored [64, N] at a time).
+    def tiles_accessed_whole(self, proc_ir) -> dict:
+        """{allocation: tile rank} of the allocations every access of which is an instr touching whole
+        trailing tiles (e.g. wgmma accumulators: zeroed, accumulated into and stored [64, N] at a time); a
+        tile is the last `rank` dimensions, the fewest any of its statements spans (a pair of mma operand
+        tiles loaded at once, then used one at a time: a tile is one operand).
 
         Each statement that touches such a buffer touches every element of a tile, by the same threads
         on the same pair, so the elements of a tile always have the same records: the lowering accesses
@@ -753,12 +757,13 @@ class _Lowering:
         1 / (tile size) of the work. Only an instr call whose argument is the whole buffer or a window
         `x[i, .., 0:d, ..]` (points, then full trailing dimensions) qualifies, and only if its body reads or
         writes each element of that parameter once, through a nest of full-range loops."""
-        uses: dict = {}  # Sym -> whether every use so far qualifies
+        ranks: dict = {}  # Sym -> the tile rank so far (None: a use that does not qualify)
         allocs = {s.name: s for s in walk_stmts(proc_ir.body) if isinstance(s, LoopIR.Alloc) and not is_barrier_alloc(s)}
         for s in walk_stmts(proc_ir.body):
-            for name, whole in _buffer_uses(s, allocs):
-                uses[name] = uses.get(name, True) and whole
-        return frozenset(name for name, ok in uses.items() if ok and name in allocs)
+            for name, rank in _buffer_uses(s, allocs):
+                known = ranks.get(name, rank)
+                ranks[name] = None if rank is None or known is None else min(rank, known)
+        return {name: rank for name, rank in ranks.items() if rank is not None and name in allocs}
 
     def trailing_call(self, s, info, ctx: _Ctx, env: dict, callee: dict) -> None:
         """`copy(...) >> bar[...]`: a TMA load whose completion only its mbarriers signal (program.Trail).
@@ -972,8 +977,8 @@ class _Lowering:
 
 
 def _buffer_uses(s, allocs: dict) -> list:
-    """(buffer Sym, does this use touch whole trailing tiles) for each buffer statement s names (see
-    `_Lowering.tiles_accessed_whole`)."""
+    """(buffer Sym, the number of trailing dimensions this use touches whole, or None) for each buffer statement s
+    names (see `_Lowering.tiles_accessed_whole`)."""
     out = []
     if isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
         info = instr_info(s)
@@ -982,7 +987,10 @@ def _buffer_uses(s, allocs: dict) -> list:
         accesses = instr_accesses(body) if s.f.instr is not None and info is not None else None
         for a, formal in zip(s.args[:n_args], s.f.args[:n_args]):
             if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr)) and formal.type.is_numeric() and a.name in allocs:
-                out.append((a.name, accesses is not None and _whole_tile(a, formal, accesses)))
+                rank = None
+                if accesses is not None and _whole_tile(a, formal, accesses):
+                    rank = len(formal.type.shape()) if formal.type.is_tensor_or_window() else 0
+                out.append((a.name, rank))
         return out
     names: list = []
     if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
@@ -994,7 +1002,7 @@ def _buffer_uses(s, allocs: dict) -> list:
         names.append(s.rhs.name)
     elif isinstance(s, LoopIR.Call):
         names += [a.name for a in s.args if isinstance(a, (LoopIR.Read, LoopIR.WindowExpr))]
-    return [(n, False) for n in names]
+    return [(n, None) for n in names]
 
 
 _VARYING = ("varying",)
