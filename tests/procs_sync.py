@@ -853,7 +853,7 @@ def lag_scope_skips_its_await(n: size, src: f32[n, 32] @ CudaGmemLinear, dst: f3
                         Arrive(cuda_in_order, 1) >> bar
                     with CudaWarps(name="consumer"):
                         Await(bar, cuda_in_order, ~1)
-                        Await(bar, cuda_in_order, ~1)
+                        Await(bar, cuda_in_order, ~1)  # the second
                         for t in cuda_threads(0, 32):
                             dst[task, t] = buf[0, t]
             Fence(cuda_in_order, cuda_in_order)

@@ -269,3 +269,17 @@ def test_the_gpu_awaits_the_barrier_the_user_indexed():
     rng = np.random.default_rng()
     arrays = {k: rng.standard_normal((n, 4, 32)).astype(np.float32) for k in "xy"}
     assert_gpu_matches_cpu(P.await_indexed_by_k, n=n, **arrays)
+
+
+def test_awaits_on_one_mbarrier_wait_with_one_lag():
+    """An mbarrier's phases form a ring of lag + 1 slots: its Awaits all wait the same number of phases back. The
+    check says so at the Await that differs (insert_await refuses it with the same words)."""
+    from spork_lab.sync.mutants import sync_cursors, with_await_n
+
+    p = P.lag_scope_skips_its_await
+    awaits = [i for i, c in enumerate(sync_cursors(p)) if "Await(bar" in str(c._impl._node)]
+    mixed = with_await_n(p, awaits[1], ~0)
+    with pytest.raises(SyncError, match=r"the Awaits on bar wait with N = ~1, and every Await on one barrier uses the "
+                                        r"same N \(~lag\): not ~0") as e:
+        analyze(mixed)
+    assert e.value.lineno == line_of(p, "Await(bar, cuda_in_order, ~1)  # the second")

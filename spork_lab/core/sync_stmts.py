@@ -48,7 +48,9 @@ class BarrierMemory(Memory):
       counts the phases it sees, so every arrive (await) of one queue is made by
       the same threads) or by count (N >= 0: the N-th most recent arrive);
       `allows_reverse` (ReverseArrive/ReverseAwait); `check_queue` enforces the
-      mechanism's own rules on a queue's uses;
+      mechanism's own rules on a queue's uses; `await_n_error` and `lag_error`
+      say why an Await's N breaks the pairing rule (for `check_queue` and, at
+      the user's call, `insert_await`);
     - `takes_trailing_loads`: instrs complete on it (`copy(...) >> bar[...]`);
     - how it lowers: `lowering` names its CUDA text in spork_lab.codegen.barrier_text.
     """
@@ -72,6 +74,15 @@ class BarrierMemory(Memory):
         """Why `n` cannot be the N of an Await (ReverseAwait) on barrier `name` of this memory, else None: its
         pairing rule, asked by `check_queue` and by `insert_await` (which so refuses at the user's call)."""
         return None
+
+    @classmethod
+    def lag_error(cls, name: str, kind: str, lag_n: int, n: int) -> str | None:
+        """Why an Await (ReverseAwait) with N = `n` cannot join those on barrier `name` that wait with N = `lag_n`,
+        else None: where pairing is by lag, a queue has one lag. Asked by `check_queue` and by `insert_await`."""
+        if not cls.pairs_by_lag or n == lag_n:
+            return None
+        return (f"the {kind}s on {name} wait with N = ~{~lag_n}, and every {kind} on one barrier uses the same N "
+                f"(~lag): not ~{~n}")
 
     @classmethod
     def alloc(cls, new_name, prim_type, shape, srcinfo):

@@ -249,12 +249,11 @@ def _check_await_n(proc: Procedure, alloc, n: int) -> None:
     problem = alloc.mem.await_n_error(alloc.name, "Await", n)
     if problem:
         raise SchedulingError(problem)
-    if alloc.mem.pairs_by_lag:
-        lags = {spec.N for s in walk_stmts(proc._loopir_proc.body)
-                if (spec := sync_spec_of(s)) and spec.kind == "Await" and s.args[0].name == alloc.name}
-        if lags - {n}:
-            raise SchedulingError(f"the Awaits on {alloc.name} wait with N = ~{~min(lags)}, and every Await on one "
-                                  f"barrier uses the same N (~lag): not ~{~n}")
+    lags = sorted(spec.N for s in walk_stmts(proc._loopir_proc.body)
+                  if (spec := sync_spec_of(s)) and spec.kind == "Await" and s.args[0].name == alloc.name)
+    problem = alloc.mem.lag_error(alloc.name, "Await", lags[0], n) if lags else None
+    if problem:
+        raise SchedulingError(problem)
 
 
 @sched_op([BlockCursorA, NameA])

@@ -149,8 +149,10 @@ class CudaMbarrier(BarrierMemory):
     @classmethod
     def check_queue(cls, name: str, positions: int, arrives: list, awaits: list, reverse: bool) -> QueueFacts:
         _check_await_n(cls, name, awaits)
-        if len({u.spec.N for u in awaits}) > 1:
-            raise _use_error(awaits[-1], f"every {awaits[0].spec.kind} on {name} must use the same N (~lag)")
+        for u in awaits:
+            problem = cls.lag_error(name, u.spec.kind, awaits[0].spec.N, u.spec.N)
+            if problem:
+                raise _use_error(u, problem)
         counts = {u.arrivals for u in arrives}
         if len(counts) > 1:
             raise _use_error(
