@@ -249,9 +249,9 @@ def _check_await_n(proc: Procedure, alloc, n: int) -> None:
     problem = alloc.mem.await_n_error(alloc.name, "Await", n)
     if problem:
         raise SchedulingError(problem)
-    lags = sorted(spec.N for s in walk_stmts(proc._loopir_proc.body)
-                  if (spec := sync_spec_of(s)) and spec.kind == "Await" and s.args[0].name == alloc.name)
-    problem = alloc.mem.lag_error(alloc.name, "Await", lags[0], n) if lags else None
+    lag_n = min((spec.N for s in walk_stmts(proc._loopir_proc.body)
+                 if (spec := sync_spec_of(s)) and spec.kind == "Await" and s.args[0].name == alloc.name), default=None)
+    problem = alloc.mem.lag_error(alloc.name, "Await", lag_n, n) if lag_n is not None else None
     if problem:
         raise SchedulingError(problem)
 

@@ -719,7 +719,7 @@ void sc_delete(Machine *M) {
     for (int i = 0; i < M->nslots; i++) {
         free(M->st.bufs[i].el);
         free(M->st.bufs[i].shard_owner);
-        free(M->st.bufs[i].written);
+        free(M->st.bufs[i].accessed);
     }
     for (int i = 0; i < M->nq; i++) {
         free(M->qs[i].arrives);
@@ -769,10 +769,10 @@ void sc_alloc(Machine *M, int slot, int ndim, const int64_t *dims, int owner_mas
     if (ndim > SC_MAXDIM) { M->st.status = SC_UNSUPPORTED; return; }
     b->el = calloc(n ? n : 1, sizeof(Elem));
     if (!b->el) abort();
-    b->written = NULL;
+    b->accessed = NULL;
     if (M->sp[slot].undefined) {
-        b->written = calloc(n / 8 + 1, 1);
-        if (!b->written) abort();
+        b->accessed = calloc(n / 8 + 1, 1);
+        if (!b->accessed) abort();
     }
     new_epoch(M);
     b->n = n;
@@ -854,10 +854,10 @@ void sc_free(Machine *M, int slot, int site, const int64_t *iv) {
     clear_buffer(M, b);
     free(b->el);
     free(b->shard_owner);
-    free(b->written);
+    free(b->accessed);
     b->el = NULL;
     b->shard_owner = NULL;
-    b->written = NULL;
+    b->accessed = NULL;
     b->n = 0;
 }
 
@@ -942,11 +942,11 @@ void sc_access(Machine *M, int k, int64_t e, int mask, const int64_t *iv) {
         return;
     }
     Elem *x = &b->el[e];
-    if (b->written && !(b->written[e >> 3] >> (e & 7) & 1)) {
+    if (b->accessed && !sc_was_accessed(b, e)) {
         /* The element's first access since its allocation (always made here: the inline path needs a state
          * that an access left, and none leaves an element with no records; a kernel boundary clears the
          * records, not this bit). A read is UNINIT, reported once per element. */
-        b->written[e >> 3] |= (uint8_t)(1 << (e & 7));
+        b->accessed[e >> 3] |= (uint8_t)(1 << (e & 7));
         if (mode & 1) {
             Acc a;
             fill_acc(M, &a, site, mask, M->task, iv);

@@ -27,7 +27,7 @@ typedef struct {
     int64_t dims[8];
     int64_t shard_size;        /* distributed shared memory: elements per shard (0: not split) */
     int32_t *shard_owner;      /* per shard: the owners' mask (-1: a shard no statement uses) */
-    uint8_t *written;          /* an allocation's elements accessed so far, a bit each (NULL: an argument) */
+    uint8_t *accessed;         /* an allocation's elements accessed so far, a bit each (NULL: an argument) */
 } Buf;
 
 #define SC_TRANSITIONS 32
@@ -92,7 +92,7 @@ typedef struct {
     int32_t name;   /* buffer name id (hazards are reported once per kind, name, statement) */
     int32_t shared; /* freed memory is reused by other threads (not registers) */
     int32_t global_memory; /* its records are kept apart: a remote arrive leaves them out (program.Arrive) */
-    int32_t undefined; /* an allocation: a read of an element nothing wrote is UNINIT (Buf.written) */
+    int32_t undefined; /* an allocation: a read of an element nothing wrote is UNINIT (Buf.accessed) */
 } SlotParams;
 
 typedef struct {
@@ -186,11 +186,14 @@ static inline __attribute__((always_inline)) int sc_done(SC_State *S, int k, int
     return 1;
 }
 #endif
+/* Whether element e of an allocation (b->accessed set) was accessed since the allocation. */
+static inline int sc_was_accessed(const Buf *b, int64_t e) { return b->accessed[e >> 3] >> (e & 7) & 1; }
+
 /* Whether a private register access (program.Access.first_only) is its element's first since the allocation
  * (or out of bounds): only then does the machine make it. */
 static inline int sc_first(const SC_State *S, int slot, int64_t e) {
     const Buf *b = &S->bufs[slot];
-    return (uint64_t)e >= (uint64_t)b->n || !b->written || !(b->written[e >> 3] >> (e & 7) & 1);
+    return (uint64_t)e >= (uint64_t)b->n || !b->accessed || !sc_was_accessed(b, e);
 }
 void sc_fence(Machine *M, int mask, uint32_t m1, uint32_t m2a, uint32_t m2s, int barrier);
 void sc_arrive(Machine *M, int64_t q, int mask, uint32_t m1, int site, const int64_t *iv, int64_t tx, int64_t own);
