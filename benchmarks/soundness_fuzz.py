@@ -140,17 +140,20 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
         return f"no CPU reference: {e.message.splitlines()[0][:100]}"
     try:
         assert_gpu_matches_cpu(p, cpu=cpu, **args)
+    except sl.CodegenError as e:  # the compiler refuses the proc with a message at its line: no wrong code
+        return f"refused by codegen: {e.message.splitlines()[0][:100]}"
     except AssertionError as e:
         return "WRONG " + " ".join(str(e).split())[:140]
     return "correct"
 
 
-OK_OUTCOMES = ("correct", "no CPU reference", "")
+OK_OUTCOMES = ("correct", "no CPU reference", "refused by codegen", "")
 
 
 def outcome_kind(outcome: str) -> str:
-    """The outcome's kind for the summary: correct, no CPU reference, WRONG, hung, or another error (a build's)."""
-    for kind in ("correct", "no CPU reference", "WRONG", "no result"):
+    """The outcome's kind for the summary: correct, no CPU reference, refused by codegen, WRONG, hung, or another
+    error (a build's)."""
+    for kind in ("correct", "no CPU reference", "refused by codegen", "WRONG", "no result"):
         if outcome.startswith(kind):
             return {"no result": "hung"}.get(kind, kind)
     return outcome and "error"
