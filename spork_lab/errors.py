@@ -29,7 +29,7 @@ class SporkError(Exception):
         self.message = message
         self.filename = getattr(srcinfo, "filename", None)
         self.lineno = getattr(srcinfo, "lineno", None)
-        self.place = f"{_place(self.filename)}:{self.lineno}" if self.filename else None  # `file.py:12`, `Cell In[3]:2`
+        self.place = place_of(srcinfo)
         # Exception's own __init__, not super(): SporkSchedulingError is exo's SchedulingError too, whose
         # __init__ would prefix the message with the scheduling op it finds on the stack.
         Exception.__init__(self, f"{self.place}: {message}" if self.place else message)
@@ -41,6 +41,12 @@ class SporkError(Exception):
             "file": self.filename,
             "line": self.lineno,
         }
+
+
+def place_of(srcinfo: Optional[object]) -> Optional[str]:
+    """Where a statement is, as messages name it: `file.py:12`, or `Cell In[3]:2` in a notebook."""
+    filename = getattr(srcinfo, "filename", None)
+    return f"{_place(filename)}:{srcinfo.lineno}" if filename else None
 
 
 def _place(filename: str) -> str:

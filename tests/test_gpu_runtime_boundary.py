@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -98,9 +100,73 @@ def tma_rows(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 8] @
             Fence(cuda_in_order, cuda_in_order)
 
 
-PROCS = {p.name(): p for p in (copy_tiles, cp16_copy, store_d_odd_pitch, store_d_odd_column, tma_rows)}
+# ---- a 16-byte cp.async of src[task, 0:4], whose start moves by a row of m floats per task: aligned only when
+# m % 4 == 0, which neither the analysis (no sizes) nor a sync_check at m = 8 could say of the call's m ----
+
+
+@proc
+def cp_row_per_task(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
+    assert m >= 4
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            buf: f32[4] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 1):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)
+            Arrive(Sm80_cp_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Fence(cuda_in_order, cuda_in_order)  # the copying thread's wait, then the other three
+            for t in cuda_threads(0, 4):
+                dst[task, t] = buf[t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def cp_row_per_task_wrapped(n: size, m: size, src: f32[n, m + 2] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
+    assert m >= 2
+    cp_row_per_task(n, m + 2, src, dst)
+
+
+PROCS = {p.name(): p for p in (copy_tiles, cp16_copy, store_d_odd_pitch, store_d_odd_column, tma_rows,
+                               cp_row_per_task)}
 SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch": {}, "store_d_odd_column": {},
-         "tma_rows": {"n": 16, "m": 12}}
+         "tma_rows": {"n": 16, "m": 12}, "cp_row_per_task": {"n": 4, "m": 8}}
+
+
+def _fake_arrays(*shapes) -> tuple:
+    """Stand-ins for device arrays of these shapes, far apart (the checker reads only their interface)."""
+    return tuple(SimpleNamespace(__cuda_array_interface__={"shape": shape, "typestr": "<f4", "data": (4096 << k, False),
+                                                           "strides": None, "version": 3},
+                                 device=SimpleNamespace(id=0))
+                 for k, shape in enumerate(shapes, start=1))
+
+
+@pytest.mark.parametrize("p,offset", [(cp_row_per_task, 0), (cp_row_per_task_wrapped, 2)])
+def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, offset):
+    """sync_check passes cp_row_per_task at m = 8, and refuses the misaligned start at m = 6; a built proc called
+    with m = 6 launched, and the GPU faulted on the address (a CUDA error that ends the process's context). The
+    call now refuses those sizes, naming the instr's line; a CPU caller's sizes reach its callee's need."""
+    from spork_lab.runtime import built_spec
+    from spork_lab.runtime._args import check_args
+
+    spec = built_spec(p)
+    n = 4
+    for m, ok in [(8, True), (6, False), (12, True), (5, False)]:
+        call = lambda: check_args(spec, (n, m - offset, *_fake_arrays((n, m), (n, 4))), 0)  # noqa: E731
+        if ok:
+            assert call()[:2] == [n, m - offset]
+            continue
+        with pytest.raises(ValueError) as e:
+            call()
+        line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                    if text.strip().startswith("Sm80_cp_async_f32(buf[0:4], src[task"))
+        assert (f"at n={n}, m={m - offset}, `Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)` "
+                f"({__file__}:{line}): Sm80_cp_async_f32 needs each row of src aligned to 16 bytes, but "
+                f"`src[task, 0:4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task") in str(e.value)
+    assert sl.sync_check(cp_row_per_task, n=2, m=8).ok
+    with pytest.raises(sl.SyncError, match="misaligned at these sizes"):
+        sl.sync_check(cp_row_per_task, n=2, m=6)
 
 
 @pytest.mark.parametrize("name", list(PROCS))
@@ -145,8 +211,28 @@ def _case_store_d_odd_column(cp, k):
     np.testing.assert_array_equal(C.get(), want)
 
 
+def _case_cp_row_per_task(cp, k):
+    """m = 6: refused at the call (before, the GPU faulted on the misaligned address); then m = 8 runs in the same
+    context and copies each task's first four floats."""
+    from spork_lab.errors import ArgumentError
+
+    n = 264
+    try:
+        k.cp_row_per_task(n, 6, cp.zeros((n, 6), dtype=cp.float32), cp.zeros((n, 4), dtype=cp.float32))
+    except ArgumentError as e:
+        assert "moves by 24 bytes, not a multiple of 16, with each step of task" in str(e), str(e)
+    else:
+        cp.cuda.runtime.deviceSynchronize()
+        raise AssertionError("cp_row_per_task: m = 6 was accepted")
+    src = cp.asarray(np.random.default_rng().standard_normal((n, 8)).astype(np.float32))
+    dst = cp.zeros((n, 4), dtype=cp.float32)
+    k.cp_row_per_task(n, 8, src, dst)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(dst.get(), src.get()[:, :4])
+
+
 CASES = {"cp16_copy": _case_cp16_copy, "store_d_odd_pitch": _case_store_d_odd_pitch,
-         "store_d_odd_column": _case_store_d_odd_column}  # fmt: skip
+         "store_d_odd_column": _case_store_d_odd_column, "cp_row_per_task": _case_cp_row_per_task}  # fmt: skip
 
 
 def _run(name: str) -> None:
@@ -193,6 +279,12 @@ def test_f2_overlapping_arguments_are_refused():
 def test_f4_unaligned_view_is_refused():
     pytest.importorskip("cupy")
     _run_in_child("cp16_copy")
+
+
+@pytest.mark.gpu
+def test_sizes_that_misalign_a_window_are_refused_and_the_context_lives_on():
+    pytest.importorskip("cupy")
+    _run_in_child("cp_row_per_task")
 
 
 @pytest.mark.gpu

@@ -124,7 +124,7 @@ def _run_passes(proc_ir: LoopIR.proc) -> Analysis:
     results: dict = {}
     if proc_ir.instr is not None:  # an instr's body states its effect; it is not code that runs
         results = {step.name: None for step in PASSES}
-        results.update(scopes=Scopes((), ()), dist=MappingProxyType({}), barriers=MappingProxyType({}))
+        results.update(scopes=Scopes((), ()), checks=(), dist=MappingProxyType({}), barriers=MappingProxyType({}))
     else:
         for step in PASSES:
             results[step.name] = step.run(PassContext(proc_ir, MappingProxyType(dict(results)), analyze))

@@ -12,7 +12,9 @@ Synchronization statements and barriers are the sync checker's business.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from exo.backend.parallel_analysis import ParallelAnalysis
@@ -23,25 +25,28 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info
-from ..core.ir import (bound_sym, constant_remainder, constant_value, free_syms, interval_width, own_syms, walk_stmts,
-                       whole_interval)
+from ..core.ir import (bound_sym, constant_remainder, constant_value, evaluate, free_syms, interval_width, own_syms,
+                       polynomial, remainder, walk_stmts, whole_interval)
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SporkTypeError, SyncError, TimelineError
+from ..errors import (CollectiveError, DataTypeError, MemoryMismatchError, SporkTypeError, SyncError, TimelineError,
+                      place_of)
 from ..lang.printer import head_text
 from .result import StmtInfo
 
 
-def run(ctx) -> None:
-    """The `checks` pass (after `scopes`): raises at the first statement that breaks a rule."""
+def run(ctx) -> tuple:
+    """The `checks` pass (after `scopes`): raises at the first statement that breaks a rule. Value: the
+    `AlignmentNeed`s that only the sizes of a call decide."""
     scopes = ctx.results["scopes"]
     _check_defined_before_use(ctx.proc.body, {a.name for a in ctx.proc.args})
-    check_statements(ctx.proc, scopes.stmts, ctx.analyze)
+    needs = check_statements(ctx.proc, scopes.stmts, ctx.analyze)
     _check_kernel_args(ctx.proc, scopes)
     _check_exo_c_rules(ctx.proc, scopes.stmts)
+    return needs
 
 
 def _check_defined_before_use(stmts: list, defined: set) -> None:
@@ -89,12 +94,15 @@ def _check_exo_c_rules(proc_ir: LoopIR.proc, stmts: tuple) -> None:
             raise error(f"`{head_text(at)}`: {first.group(3)} ({rule})", at.srcinfo) from None
 
 
-def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callable) -> None:
-    """Run every check on every (stmt, StmtInfo), in source order.
+def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callable) -> tuple:
+    """Run every check on every (stmt, StmtInfo), in source order; return the `AlignmentNeed`s left to a call's
+    sizes.
 
     `analyze_callee(proc)` analyses a CPU callee that opens device functions of its own.
     """
     memories, shapes = _memories(proc_ir), _shapes(proc_ir)
+    sizes = {a.name for a in proc_ir.args if a.type in (T.size, T.index)}
+    needs: list = []
     aliases = {s.name: s.rhs for s in walk_stmts(proc_ir.body) if isinstance(s, LoopIR.WindowStmt)}
     for s, info in stmts:
         if isinstance(s, (LoopIR.Assign, LoopIR.Reduce)):
@@ -114,8 +122,9 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
             raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
                                 "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
-            _check_call(s, info, memories, shapes, aliases, analyze_callee)
+            needs += _check_call(s, info, memories, shapes, sizes, aliases, analyze_callee)
             _check_tma(s, info)
+    return tuple(needs)
 
 
 def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
@@ -257,9 +266,12 @@ def _threads(n: int) -> str:
 # -- timelines ----------------------------------------------------------------
 
 
-def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, aliases: dict,
-                analyze_callee: Callable) -> None:
+def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, sizes: set, aliases: dict,
+                analyze_callee: Callable) -> list:
+    """The call's checks; returns the `AlignmentNeed`s its arguments leave to a call's sizes (a CPU callee's
+    own, bound to this call's arguments)."""
     effects = _param_effects(s.f)
+    needs: list = []
     gpu = instr_info(s)
     if gpu is not None:
         _check_instr_arg_types(s)
@@ -267,7 +279,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         on_buffers = s.update(args=[_through_aliases(arg, aliases) for arg in s.args])
         _check_unit_stride(on_buffers)
         _check_fragment_windows(on_buffers, memories, shapes)
-        _check_alignment(on_buffers, gpu.aligned, shapes)
+        needs = _check_alignment(on_buffers, gpu.aligned, shapes, sizes)
         _check_smem_box(on_buffers, gpu.smem_box, shapes)
         _check_smem_desc(on_buffers, gpu.smem_desc, shapes)
         tl = gpu.instr_tl
@@ -278,8 +290,8 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         tl = cpu_in_order_instr  # exo's own instrs are CPU instructions
         _check_instr_tl(s, info, tl)
     elif info.device_scope == "cpu" and _launches_kernels(s.f):
-        analyze_callee(s.f)  # the callee opens its own device functions: check it as a proc of its own
-        return
+        # the callee opens its own device functions: check it as a proc of its own
+        return [need.within(s) for need in analyze_callee(s.f).result("checks")]
     else:
         tl = info.instr_tl  # a plain proc's body is scalar code run by the caller's collective
         writes = any("write" in e for e in effects.values())
@@ -296,6 +308,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, al
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
                 _check_access(s, info, memories, arg.name, action, tl)
+    return needs
 
 
 def plain_call_in_device_code(s: LoopIR.Call) -> str:
@@ -446,34 +459,110 @@ def _refuse_fragment_alias(s: LoopIR.WindowStmt, mem: type) -> None:
         f"directly", s.srcinfo)
 
 
-def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict) -> None:
+def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -> list:
     """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
     a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
-    misaligned address faults at run time)."""
+    misaligned address faults at run time). Where the proc's sizes (`sizes`: their Syms) decide it, returns
+    the `AlignmentNeed`s a call checks at its sizes; what the iterators decide is sync_check's (sync/lower.py)."""
+    needs = []
     for param, arg, shape, nbytes in _windows_of_known_layout(s, aligned, shapes):
-        srcinfo = arg.srcinfo
-        size = elem_bytes(arg.type.basetype())
-
-        def in_bytes(elements):
-            return LoopIR.BinOp("*", LoopIR.Const(size, T.int, srcinfo), elements, T.index, srcinfo)
-
         offset, strides = _window_layout(arg, shape)
-        rem = constant_remainder(in_bytes(offset), nbytes)
-        where = f"starts {rem} bytes past a {nbytes}-byte boundary"
-        if not rem:  # the first row is aligned (or it depends on the values): are the next rows?
-            row_strides = [st for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
-            step = next((r for st in row_strides if (r := constant_remainder(in_bytes(st), nbytes))), None)
-            if rem is None or not step:
-                continue
-            where = (f"has rows that are not a multiple of {nbytes} bytes apart (pad {arg.name}'s rows to a multiple "
-                     f"of {nbytes // size} elements)")
-        raise MemoryMismatchError(
-            f"`{head_text(s)}`: {written_name(s)} needs each row of {param.name} aligned to {nbytes} bytes, but "
-            f"`{arg}` {where}; the GPU would fault on the misaligned address",
-            s.srcinfo,
-        )
+        rows = [st for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
+        for what, elements in (("start", offset), *(("rows", st) for st in rows)):
+            form = polynomial(elements)
+            need = AlignmentNeed.of(s, param, arg, nbytes, what, form, sizes)
+            rem = remainder({m: c * need.elem for m, c in form.items()}, nbytes)
+            if rem:
+                raise MemoryMismatchError(f"`{head_text(s)}`: {need.misaligned(rem)}; the GPU would fault on the "
+                                          "misaligned address", s.srcinfo)
+            if rem is None and need.terms:
+                needs.append(need)
+    return needs
 
 
+@dataclass(frozen=True)
+class AlignmentNeed:
+    """A window an instr needs aligned whose start or row pitch depends on the proc's sizes (`A[i, 0:4]` of an
+    `f32[M, K]` is 16-byte aligned for every i only if K % 4 == 0): a built proc checks it at the sizes of each
+    call, before the launch, where a misaligned address would fault and end the process's CUDA context.
+
+    `terms`: the window's offset (or row pitch) in elements, grouped by the product of other variables
+    (iterators, or opaque terms such as `t / 8`) each group multiplies, as (their text, ((size names,
+    coefficient), ...)); kept are the groups with sizes in them and the constant one, which a call's sizes make
+    numbers. Groups of iterators alone are decided by sync_check, run by run. `bindings`: for a need of a CPU
+    callee, per call on the way (outermost first), the callee's size parameters as the caller's expressions."""
+
+    stmt: str
+    srcinfo: object
+    instr: str
+    param: str
+    window: str
+    buffer: str
+    elem: int  # bytes per element
+    nbytes: int
+    what: str  # "start" | "rows"
+    terms: tuple
+    bindings: tuple = ()
+
+    @staticmethod
+    def of(s: LoopIR.Call, param, arg: LoopIR.WindowExpr, nbytes: int, what: str, form: dict,
+           sizes: set) -> "AlignmentNeed":
+        """The need of `arg`'s `what`, whose elements are `form` (a `polynomial`); no terms if no size is in it."""
+        groups: dict = {}
+        for monomial, c in form.items():
+            others = tuple(_variable_text(v) for v in monomial if v not in sizes)
+            groups.setdefault(others, []).append((tuple(str(v) for v in monomial if v in sizes), c))
+        def sized(products: list) -> bool:
+            return any(names for names, _ in products)
+
+        terms = ()
+        if any(map(sized, groups.values())):
+            terms = tuple((others, tuple(products)) for others, products in groups.items()
+                          if not others or sized(products))
+        return AlignmentNeed(head_text(s), s.srcinfo, written_name(s), str(param.name), str(arg), str(arg.name),
+                             elem_bytes(arg.type.basetype()), nbytes, what, terms)
+
+    def within(self, call: LoopIR.Call) -> "AlignmentNeed":
+        """This need of a callee, as its caller's at `call`."""
+        layer = tuple((str(param.name), arg) for param, arg in zip(call.f.args, call.args) if param.type in (T.size, T.index))
+        return replace(self, bindings=(layer, *self.bindings))
+
+    def misaligned(self, amount: int, step: str = "") -> str:
+        """What is wrong: rows apart by other than a multiple of the bytes, or the start `amount` bytes past a
+        boundary, or moving by `amount` with each unit of `step`."""
+        if self.what == "rows":
+            where = (f"has rows that are not a multiple of {self.nbytes} bytes apart (pad {self.buffer}'s rows to a "
+                     f"multiple of {self.nbytes // self.elem} elements)")
+        elif step:
+            where = f"moves by {amount} bytes, not a multiple of {self.nbytes}, with each step of {step}"
+        else:
+            where = f"starts {amount} bytes past a {self.nbytes}-byte boundary"
+        return f"{self.instr} needs each row of {self.param} aligned to {self.nbytes} bytes, but `{self.window}` {where}"
+
+    def broken(self, sizes: dict) -> Optional[str]:
+        """Why the window is misaligned at these sizes (name -> value), or None (aligned, or decided by the
+        caller's iterators: sync_check's)."""
+        for layer in self.bindings:
+            sizes = {name: evaluate(e, sizes) for name, e in layer}
+        for others, products in self.terms:
+            values = [c * math.prod(sizes.get(n) for n in names) if all(sizes.get(n) is not None for n in names)
+                      else None for names, c in products]
+            if None in values:
+                return None
+            amount = sum(values) * self.elem
+            if amount % self.nbytes:
+                return (f"`{self.stmt}` ({place_of(self.srcinfo)}): "
+                        + self.misaligned(amount if others else amount % self.nbytes, " * ".join(others)))
+        return None
+
+
+def _variable_text(v) -> str:
+    """A polynomial's variable as the program writes it: a Sym's name, or an opaque term's expression."""
+    if isinstance(v, tuple) and len(v) == 3:
+        return f"({_variable_text(v[1])} {v[0]} {_variable_text(v[2])})"
+    if isinstance(v, tuple):
+        return f"-{_variable_text(v[1])}"
+    return str(v)
 def _windows_of_known_layout(s: LoopIR.Call, params: tuple, shapes: dict):
     """(parameter, window argument, its buffer's shape, bytes) for each (parameter name, bytes) of `params` whose
     argument windows a buffer of known shape (of a window argument, the layout is the caller's: unknown here)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterator, Optional
 
 from exo.API import Procedure
@@ -58,10 +59,8 @@ def numeric_reads(e, out: list) -> None:
 def interval_width(w) -> Optional[int]:
     """`hi - lo` of a window interval when it is a constant: `i:i + 1` and `i:1 + i` (as exo's simplify
     writes it) alike; None when it depends on a variable."""
-    diff = _linear(LoopIR.BinOp("-", w.hi, w.lo, w.hi.type, w.srcinfo))
-    if diff is None or any(coeff != 0 for term, coeff in diff.items() if term != 1):
-        return None
-    return diff.get(1, 0)
+    diff = polynomial(LoopIR.BinOp("-", w.hi, w.lo, w.hi.type, w.srcinfo))
+    return None if any(diff.keys() - {()}) else diff.get((), 0)
 
 
 def fold(op: str, a: int, b: int) -> int:
@@ -93,35 +92,42 @@ def whole_interval(w, extent) -> bool:
 
 
 def constant_remainder(e, modulus: int) -> Optional[int]:
-    """`e % modulus` when it is the same whatever the values of e's variables (each one's coefficient is a
-    multiple of `modulus`), else None."""
-    form = _linear(e)
-    if form is None or any(c % modulus for term, c in form.items() if term != 1):
+    """`e % modulus` when it is the same whatever the values of e's variables (the coefficient of each product of
+    them is a multiple of `modulus`), else None."""
+    return remainder(polynomial(e), modulus)
+
+
+def remainder(form: dict, modulus: int) -> Optional[int]:
+    """`constant_remainder` of an expression's `polynomial`."""
+    if any(c % modulus for monomial, c in form.items() if monomial):
         return None
-    return form.get(1, 0) % modulus
+    return form.get((), 0) % modulus
 
 
-def _linear(e) -> Optional[dict]:
-    """An index expression as {term: coefficient} (term 1 for the constant; any other subexpression, by its
-    expr_key, as an opaque term), or None for a product of two non-constants."""
-    if isinstance(e, LoopIR.Const):
-        return {1: e.val}
+def polynomial(e) -> dict:
+    """An index expression as {monomial: coefficient}, a monomial being the sorted tuple of the variables it
+    multiplies (Syms, and any other subexpression, such as `t / 8`, as an opaque variable by its expr_key); ()
+    is the constant term, and no coefficient is 0. Exact over the integers: what is decided from it holds for
+    every value of the variables."""
     if isinstance(e, LoopIR.USub):
-        arg = _linear(e.arg)
-        return None if arg is None else {t: -c for t, c in arg.items()}
-    if isinstance(e, LoopIR.BinOp) and e.op in "+-":
-        lhs, rhs = _linear(e.lhs), _linear(e.rhs)
-        if lhs is None or rhs is None:
-            return None
-        sign = 1 if e.op == "+" else -1
-        return {t: lhs.get(t, 0) + sign * rhs.get(t, 0) for t in lhs.keys() | rhs.keys()}
-    if isinstance(e, LoopIR.BinOp) and e.op == "*":
-        lhs, rhs = _linear(e.lhs), _linear(e.rhs)
-        for scale, other in ((lhs, rhs), (rhs, lhs)):
-            if scale is not None and other is not None and scale.keys() == {1}:
-                return {t: scale[1] * c for t, c in other.items()}
-        return None
-    return {expr_key(e): 1}
+        return {m: -c for m, c in polynomial(e.arg).items()}
+    if isinstance(e, LoopIR.BinOp) and e.op in ("+", "-", "*"):
+        lhs, rhs = polynomial(e.lhs), polynomial(e.rhs)
+        out: dict = {}
+        if e.op == "*":
+            for (m1, c1), (m2, c2) in itertools.product(lhs.items(), rhs.items()):
+                m = tuple(sorted(m1 + m2, key=repr))
+                out[m] = out.get(m, 0) + c1 * c2
+        else:
+            sign = 1 if e.op == "+" else -1
+            out = dict(lhs)
+            for m, c in rhs.items():
+                out[m] = out.get(m, 0) + sign * c
+        return {m: c for m, c in out.items() if c}
+    value = constant_value(e)  # a constant, or constants folded (`320 / 160`)
+    if value is not None:
+        return {(): value} if value else {}
+    return {(expr_key(e),): 1}
 
 
 def expr_vars(e) -> set:

@@ -15,12 +15,13 @@ import os
 import shutil
 import statistics
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from exo.API import Procedure
 
+from ..analysis import analyze
 from ..codegen import compile_procs_to_strings, lib_name, proc_list
 from ..core.build_cache import build_once, cache_dir, content_key
 from ..errors import ArgumentError, BuildError, SporkError, SporkTypeError, user_facing, user_frame
@@ -151,6 +152,12 @@ class BuiltModule:
             setattr(self, name, p)
 
 
+def built_spec(p: Procedure) -> ProcSpec:
+    """What a built proc checks at each call: its parameters, its assertions, and the alignment of the windows
+    that its sizes decide (`analysis.checks.AlignmentNeed`)."""
+    return replace(proc_spec(p._loopir_proc), alignment=analyze(p).result("checks"))
+
+
 @user_facing
 def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Optional[str] = None,
           flags: Sequence[str] = ()) -> BuiltModule:
@@ -159,7 +166,7 @@ def build(procs: Sequence[Procedure], arch: Optional[str] = None, basename: Opti
     if isinstance(flags, str):
         raise SporkTypeError(f"build(flags=...) takes a list of nvcc flags, e.g. flags=[{flags!r}], not a string",
                              user_frame())
-    specs = [proc_spec(p._loopir_proc) for p in procs]
+    specs = [built_spec(p) for p in procs]
     basename = basename or "spork_" + "_".join(p.name() for p in procs)[:40]
     try:
         arch = arch or local_arch()

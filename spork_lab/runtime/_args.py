@@ -55,6 +55,7 @@ class ProcSpec:
     name: str
     args: tuple
     preds: tuple  # LoopIR expressions (the proc's assertions)
+    alignment: tuple = ()  # analysis.checks.AlignmentNeed: windows the GPU code needs aligned at a call's sizes
 
 
 # The widest access any instr makes of a buffer's start (cp.async, vector stores): the analyses prove alignment
@@ -145,6 +146,10 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
     pred = broken_assertion(spec, env)
     if pred is not None:
         raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes_text(env)}")
+    misaligned = next(filter(None, (need.broken(env) for need in spec.alignment)), None)
+    if misaligned is not None:
+        raise ValueError(f"{where}: at {sizes_text(env)}, {misaligned}; the GPU would fault on the misaligned "
+                         "address: call it with sizes that keep it aligned (an assertion in the proc can say which)")
     raw, extents = [], []
     for a, v in zip(spec.args, values):
         if a.kind in ("int", "bool"):
