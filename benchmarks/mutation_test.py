@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import importlib
+import math
 import os
 import platform
 import subprocess
@@ -175,30 +176,42 @@ def ran_as_child(args: argparse.Namespace, run_one) -> bool:
     return True
 
 
-def build_all(script: str, keys: list, extra: tuple = ()) -> None:
+def build_all(script: str, keys: list, extra: tuple = (), deadline: float = math.inf) -> None:
     """Build mutants in parallel, one process each, as many at a time as there are CPUs (nvcc is slow; sl.build
-    caches the libraries); `extra`: more arguments of the script's --build-one / --run-one."""
+    caches the libraries); `extra`: more arguments of the script's --build-one / --run-one. None is started past
+    `deadline` (time.monotonic())."""
 
     def build(k) -> None:
-        subprocess.run([sys.executable, script, "--build-one", str(k), *extra], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        if time.monotonic() < deadline:
+            subprocess.run([sys.executable, script, "--build-one", str(k), *extra], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
 
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(build, keys))
 
 
-def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = (), jobs: int = 8) -> dict:
+NOT_RUN = "not finished: past the time budget"
+
+
+def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = (), jobs: int = 8,
+               deadline: float = math.inf) -> dict:
     """{key: outcome}: all built first, then run `jobs` at a time, each in its own process under a time limit
-    (a mutant may deadlock; its process dies with its context; the GPU time-slices the processes)."""
-    build_all(script, keys, extra)
+    (a mutant may deadlock; its process dies with its context; the GPU time-slices the processes). Past
+    `deadline` (time.monotonic()) nothing more is started: those keys' outcome is NOT_RUN, so a caller under a
+    time limit still writes what it found."""
+    build_all(script, keys, extra, deadline)
 
     def run(k) -> str:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return NOT_RUN
         try:
             res = subprocess.run([sys.executable, script, "--run-one", str(k), *extra], capture_output=True,
-                                 text=True, timeout=timeout_s)
+                                 text=True, timeout=min(timeout_s, left))
             outcome = (res.stdout.strip() or res.stderr.strip() or "no output").splitlines()[-1][:160]
         except subprocess.TimeoutExpired:
-            outcome = f"no result in {timeout_s:.0f} s (hung: a deadlock, or a slow start)"
+            outcome = (f"no result in {min(timeout_s, left):.0f} s (hung: a deadlock, or a slow start)"
+                       if left >= timeout_s else NOT_RUN)
         print(f"proc {k}: {outcome}", flush=True)
         return outcome
 

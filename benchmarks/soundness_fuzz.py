@@ -22,6 +22,7 @@ import concurrent.futures
 import functools
 import importlib
 import json
+import math
 import os
 import platform
 import sys
@@ -147,27 +148,29 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
     return "correct"
 
 
-OK_OUTCOMES = ("correct", "no CPU reference", "refused by codegen", "")
+OK_OUTCOMES = ("correct", "no CPU reference", "refused by codegen", "not finished", "")
 
 
 def outcome_kind(outcome: str) -> str:
-    """The outcome's kind for the summary: correct, no CPU reference, refused by codegen, WRONG, hung, or another
-    error (a build's)."""
-    for kind in ("correct", "no CPU reference", "refused by codegen", "WRONG", "no result"):
+    """The outcome's kind for the summary: correct, no CPU reference, refused by codegen, not finished (the time
+    budget), WRONG, hung, or another error (a build's)."""
+    for kind in ("correct", "no CPU reference", "refused by codegen", "not finished", "WRONG", "no result"):
         if outcome.startswith(kind):
             return {"no result": "hung"}.get(kind, kind)
     return outcome and "error"
 
 
-def gpu_outcomes(passing: list, timeout_s: float, failures: Path) -> dict:
-    """{seed: outcome} of the passing cases on the GPU; the sources of wrong ones are copied to `failures`."""
+def gpu_outcomes(passing: list, timeout_s: float, failures: Path, deadline: float) -> dict:
+    """{seed: outcome} of the passing cases on the GPU, none started past `deadline` (time.monotonic()); the
+    sources of wrong ones are copied to `failures`."""
     with tempfile.TemporaryDirectory() as tmp:
         sources = Path(tmp)
         for case in passing:
             (sources / f"{case['seed']}.py").write_text(case["source"])
             module = case["start"].partition(".")[0] if "." in case["start"] else None  # --starts tests: module.proc
             (sources / f"{case['seed']}.json").write_text(json.dumps({"sizes": case["sizes"], "module": module}))
-        outcomes = run_on_gpu(__file__, [c["seed"] for c in passing], timeout_s, ("--sources", str(sources)))
+        outcomes = run_on_gpu(__file__, [c["seed"] for c in passing], timeout_s, ("--sources", str(sources)),
+                              deadline=deadline)
         for seed, outcome in outcomes.items():
             if outcome_kind(outcome) not in OK_OUTCOMES:
                 failures.mkdir(parents=True, exist_ok=True)
@@ -184,6 +187,9 @@ def main() -> int:
     parser.add_argument("--engines", action="store_true", help="also check each case with the reference engine")
     parser.add_argument("--starts", choices=("examples", "tests"), default="examples",
                         help="start from the example kernels or from the test programs (tests/procs_*.py)")
+    parser.add_argument("--budget", type=float, default=math.inf,
+                        help="seconds for the whole run: the GPU runs not finished by then are reported as such "
+                             "(the table is written in time under a limit such as the device tool's)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soundness_fuzz_results.md"))
     parser.add_argument("--failures", type=Path, default=ROOT / "benchmarks" / "soundness_fuzz_failures")
     child_arguments(parser)
@@ -192,13 +198,14 @@ def main() -> int:
         return 0
 
     first, last = map(int, args.seeds.split(":"))
+    deadline = time.monotonic() + args.budget - 10  # time to write the table
     start = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
         make = functools.partial(make_case, engines=args.engines, starts=args.starts)
         cases = list(pool.map(make, range(first, last)))
     elapsed = time.perf_counter() - start
     passing = [c for c in cases if c["verdict"] == "passes"]
-    outcomes = gpu_outcomes(passing, args.timeout, args.failures) if args.gpu else {}
+    outcomes = gpu_outcomes(passing, args.timeout, args.failures, deadline) if args.gpu else {}
     for c in cases:
         c["gpu"] = outcomes.get(c["seed"], "")
 
@@ -213,7 +220,7 @@ def main() -> int:
         "",
         f"Command: `python benchmarks/soundness_fuzz.py --seeds {args.seeds}{' --gpu' if args.gpu else ''}"
         f"{' --starts tests' if args.starts == 'tests' else ''}"
-        f"{' --engines' if args.engines else ''}`; "
+        f"{' --engines' if args.engines else ''}{f' --budget {args.budget:g}' if args.budget < math.inf else ''}`; "
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         f"{', GPU ' + gpu_name() if args.gpu else ''}; cases made and checked in {elapsed:.0f} s.",
         "",
