@@ -134,6 +134,41 @@ SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch
          "tma_rows": {"n": 16, "m": 12}, "cp_row_per_task": {"n": 4, "m": 8}}
 
 
+def cp_row_of_padded(start: int):
+    """cp_row_per_task of rows padded to 4 m floats, from column `start`: the offset 4 m task + start is a
+    product of variables, which the analysis took for undecidable (and left to sync_check) before it read
+    offsets as polynomials."""
+
+    @proc
+    def cp_row_of_padded(n: size, m: size, src: f32[n, 4 * m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
+        assert m >= 2
+        with CudaDeviceFunction(blockDim=32):
+            for task in cuda_tasks(0, n):
+                buf: f32[4] @ CudaSmemLinear
+                cg: barrier @ CudaCommitGroup
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[0:4], src[task, start:start + 4], size=16)
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+                Fence(cuda_in_order, cuda_in_order)
+                for t in cuda_threads(0, 4):
+                    dst[task, t] = buf[t]
+                Fence(cuda_in_order, cuda_in_order)
+
+    return cp_row_of_padded
+
+
+def test_a_start_the_sizes_cannot_change_is_decided_without_them():
+    """Every size keeps src[task, 4:8] of an f32[n, 4 m] aligned, and none src[task, 2:6]: the analysis says so
+    (no check is left to the call), and refuses the second at its line."""
+    from spork_lab.runtime import built_spec
+
+    assert built_spec(cp_row_of_padded(4)).alignment == ()
+    with pytest.raises(sl.MemoryMismatchError, match="`src\\[task, 2:2 \\+ 4\\]` starts 8 bytes past a 16-byte boundary"):
+        sl.analyze(cp_row_of_padded(2))
+
+
 def _fake_arrays(*shapes) -> tuple:
     """Stand-ins for device arrays of these shapes, far apart (the checker reads only their interface)."""
     return tuple(SimpleNamespace(__cuda_array_interface__={"shape": shape, "typestr": "<f4", "data": (4096 << k, False),

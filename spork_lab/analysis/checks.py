@@ -466,12 +466,13 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -
     the `AlignmentNeed`s a call checks at its sizes; what the iterators decide is sync_check's (sync/lower.py)."""
     needs = []
     for param, arg, shape, nbytes in _windows_of_known_layout(s, aligned, shapes):
+        elem = elem_bytes(arg.type.basetype())
         offset, strides = _window_layout(arg, shape)
         rows = [st for w, st in zip(arg.idx[:-1], strides) if isinstance(w, LoopIR.Interval) and interval_width(w) != 1]
         for what, elements in (("start", offset), *(("rows", st) for st in rows)):
             form = polynomial(elements)
+            rem = remainder({m: c * elem for m, c in form.items()}, nbytes)
             need = AlignmentNeed.of(s, param, arg, nbytes, what, form, sizes)
-            rem = remainder({m: c * need.elem for m, c in form.items()}, nbytes)
             if rem:
                 raise MemoryMismatchError(f"`{head_text(s)}`: {need.misaligned(rem)}; the GPU would fault on the "
                                           "misaligned address", s.srcinfo)
@@ -512,6 +513,7 @@ class AlignmentNeed:
         for monomial, c in form.items():
             others = tuple(_variable_text(v) for v in monomial if v not in sizes)
             groups.setdefault(others, []).append((tuple(str(v) for v in monomial if v in sizes), c))
+
         def sized(products: list) -> bool:
             return any(names for names, _ in products)
 
@@ -563,6 +565,8 @@ def _variable_text(v) -> str:
     if isinstance(v, tuple):
         return f"-{_variable_text(v[1])}"
     return str(v)
+
+
 def _windows_of_known_layout(s: LoopIR.Call, params: tuple, shapes: dict):
     """(parameter, window argument, its buffer's shape, bytes) for each (parameter name, bytes) of `params` whose
     argument windows a buffer of known shape (of a window argument, the layout is the caller's: unknown here)."""
