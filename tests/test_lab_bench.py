@@ -100,7 +100,7 @@ def test_bad_arguments_are_clear_errors(shell, toolchain):
 
 @pytest.mark.parametrize("sizes, message", [
     ("m=4096", "--sizes names m, which no proc here takes; their sizes are n"),
-    ("n=100", "scale: the sizes {'n': 100} violate its assertion n % 128 == 0"),
+    ("n=100", "scale: assertion `n % 128 == 0` does not hold for n=100"),
     ("n=0", "scale: --sizes n=0, but n is a size: give a positive int"),  # was built, and "nothing was run"
 ])  # fmt: skip
 def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, sizes, message):
@@ -109,6 +109,38 @@ def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, si
     with pytest.raises(_bench.BenchError) as info:
         shell.run_cell_magic("spork_bench", f"--sizes {sizes}", CELL)
     assert info.value.message == message and not log.exists()
+
+
+CP_ROW_CELL = '''\
+@proc
+def cp_row(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
+    assert m >= 4
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, n):
+            buf: f32[4] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 1):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)
+            Arrive(Sm80_cp_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 4):
+                dst[task, t] = buf[t]
+            Fence(cuda_in_order, cuda_in_order)
+'''
+
+
+def test_sizes_that_misalign_a_window_are_an_error_before_nvcc_runs(shell, toolchain):
+    """m = 6 moves src[task, 0:4] by 24 bytes per task, where the cp.async needs 16-byte steps: with a GPU the
+    benchmark would have faulted on the address, ending the notebook's CUDA context."""
+    log, _ = toolchain
+    shell.run_cell("from spork_lab.platforms.Sm80 import *")
+    with pytest.raises(_bench.BenchError) as info:
+        shell.run_cell_magic("spork_bench", "--sizes n=64,m=6", CP_ROW_CELL)
+    assert info.value.message.startswith("cp_row: at n=64, m=6, `Sm80_cp_async_f32(buf[0:4], src[task, 0:4], "
+                                         "size=16)`") and "moves by 24 bytes" in info.value.message
+    assert not log.exists()
 
 
 def test_no_timed_runs_is_an_error_before_nvcc_runs(shell, toolchain):
@@ -169,7 +201,7 @@ def test_gemm_shaped_procs_get_cublas_and_flops():
     args = _bench.make_args(spec, {"M": 128, "N": 64, "K": 32}, np.random.default_rng(0))
     assert [a.shape for a in args[3:]] == [(128, 32), (32, 64), (128, 64)] and not args[5].any()  # C starts at zero
     assert _bench.work(spec, args) == (2.0 * 128 * 64 * 32, "TFLOP/s")
-    with pytest.raises(_bench.BenchError, match="violate its assertion"):
+    with pytest.raises(_bench.BenchError, match="does not hold for"):
         _bench.make_args(spec, {"M": 100, "N": 64, "K": 32}, np.random.default_rng(0))
     a = _bench.make_args(spec, {"M": 128, "N": 64, "K": 32}, np.random.default_rng(0), small_integers=True)[3]
     assert set(np.unique(a)) == {-2, -1, 0, 1, 2}  # what the soundness fuzz runs on: exact in any summation order

@@ -27,8 +27,8 @@ from exo.API import Procedure
 from ..codegen import compile_procs_to_strings, lib_name
 from ..core.ir import evaluate, sizes_text
 from ..errors import SporkError
-from ..runtime import BuiltModule, benchmark, build_library, gpu_cupy, local_arch, nvcc_flags
-from ..runtime._args import ProcSpec, bf16_bits, bf16_floats, broken_assertion, proc_spec
+from ..runtime import BuiltModule, benchmark, build_library, built_spec, gpu_cupy, local_arch, nvcc_flags
+from ..runtime._args import ProcSpec, bf16_bits, bf16_floats, size_refusal
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -99,16 +99,17 @@ def check_sizes(specs: Sequence[ProcSpec], sizes: dict[str, int]) -> None:
 
 
 def _check_proc_sizes(spec: ProcSpec, sizes: dict[str, int]) -> None:
-    """A value for every size of the proc, positive for a `size` parameter, and its assertions true."""
+    """A value for every size of the proc, positive for a `size` parameter, its assertions true and the windows
+    its instrs need aligned aligned (`size_refusal`)."""
     missing = [a.name for a in spec.args if a.kind == "int" and a.name not in sizes]
     if missing:
         raise BenchError(f"{spec.name}: --sizes gives no value for {', '.join(missing)}")
     zero = next((a.name for a in spec.args if a.positive and sizes[a.name] <= 0), None)
     if zero is not None:
         raise BenchError(f"{spec.name}: --sizes {zero}={sizes[zero]}, but {zero} is a size: give a positive int")
-    pred = broken_assertion(spec, sizes)
-    if pred is not None:
-        raise BenchError(f"{spec.name}: the sizes {sizes} violate its assertion {pred}")
+    refusal = size_refusal(spec, sizes)
+    if refusal is not None:
+        raise BenchError(f"{spec.name}: {refusal}")
 
 
 def make_args(spec: ProcSpec, sizes: dict[str, int], rng: np.random.Generator, small_integers: bool = False) -> list:
@@ -273,7 +274,7 @@ def _ms(v: Optional[float]) -> str:
 def build(procs: Sequence[Procedure], arch: str, flags: Sequence[str]) -> tuple:
     """(library path, basename, specs) of the procs compiled with nvcc (cached by content)."""
     basename = "bench_" + "_".join(p.name() for p in procs)[:40]
-    specs = [proc_spec(p._loopir_proc) for p in procs]
+    specs = [built_spec(p) for p in procs]
     sources = compile_procs_to_strings(list(procs), basename, arch)
     return build_library(sources, basename, arch, flags=flags), basename, specs
 
@@ -358,7 +359,7 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     if reps < 1:  # before nvcc runs
         raise BenchError(f"--reps {reps}: give at least 1 timed run")
     for sizes in size_sets:  # before nvcc runs, and without a GPU too, where nothing would run to find them
-        check_sizes([proc_spec(p._loopir_proc) for p in procs], sizes)
+        check_sizes([built_spec(p) for p in procs], sizes)
     report = BenchReport()
     cupy = gpu_cupy()
     arch = arch or (local_arch() if cupy else DEFAULT_ARCH)
@@ -410,9 +411,10 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
 
 
 def _concrete(spec: ProcSpec, sizes: dict) -> ProcSpec:
-    """The spec with its shapes evaluated at `sizes` (plain ints: it pickles, for the profiling process)."""
+    """The spec with its shapes evaluated at `sizes` (plain ints: it pickles, for the profiling process; the sizes
+    passed `check_sizes` already)."""
     args = tuple(replace(a, shape=tuple(evaluate(d, sizes) for d in a.shape)) for a in spec.args)
-    return replace(spec, args=args, preds=())
+    return replace(spec, args=args, preds=(), alignment=())
 
 
 _PROFILED = """\

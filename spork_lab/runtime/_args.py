@@ -108,9 +108,17 @@ def proc_spec(p: LoopIR.proc) -> ProcSpec:
     return ProcSpec(p.name, tuple(args), tuple(p.preds))
 
 
-def broken_assertion(spec: ProcSpec, sizes: dict):
-    """The proc's first assertion that these sizes make false (one that needs more than sizes holds), or None."""
-    return next((pred for pred in spec.preds if evaluate(pred, sizes) is False), None)
+def size_refusal(spec: ProcSpec, sizes: dict) -> Optional[str]:
+    """Why the proc cannot be called with these sizes (name -> value), or None: the first of its assertions they
+    make false (one that needs more than sizes holds), or a window of an instr they misalign."""
+    pred = next((pred for pred in spec.preds if evaluate(pred, sizes) is False), None)
+    if pred is not None:
+        return f"assertion `{pred}` does not hold for {sizes_text(sizes)}"
+    misaligned = next(filter(None, (need.broken(sizes) for need in spec.alignment)), None)
+    if misaligned is not None:
+        return (f"at {sizes_text(sizes)}, {misaligned}; the GPU would fault on the misaligned address: call it with "
+                "sizes that keep it aligned (an assertion in the proc can say which)")
+    return None
 
 
 def _c_contiguous(shape: tuple, strides: Optional[tuple], itemsize: int) -> bool:
@@ -143,13 +151,9 @@ def check_args(spec: ProcSpec, values: Sequence, current_device: Optional[int]) 
                 raise ValueError(f"{where}: {a.name} = {v} is out of range: GPU code indexes with 32-bit ints, so "
                                  f"sizes and indices must be below 2^31")
             env[a.name] = v
-    pred = broken_assertion(spec, env)
-    if pred is not None:
-        raise ValueError(f"{where}: assertion `{pred}` does not hold for {sizes_text(env)}")
-    misaligned = next(filter(None, (need.broken(env) for need in spec.alignment)), None)
-    if misaligned is not None:
-        raise ValueError(f"{where}: at {sizes_text(env)}, {misaligned}; the GPU would fault on the misaligned "
-                         "address: call it with sizes that keep it aligned (an assertion in the proc can say which)")
+    refusal = size_refusal(spec, env)
+    if refusal is not None:
+        raise ValueError(f"{where}: {refusal}")
     raw, extents = [], []
     for a, v in zip(spec.args, values):
         if a.kind in ("int", "bool"):
