@@ -100,26 +100,33 @@ def tma_rows(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 8] @
             Fence(cuda_in_order, cuda_in_order)
 
 
-# ---- a 16-byte cp.async of src[task, 0:4], whose start moves by a row of m floats per task: aligned only when
-# m % 4 == 0, which neither the analysis (no sizes) nor a sync_check at m = 8 could say of the call's m ----
+# ---- a 16-byte cp.async of src[task, start:start + 4], src an f32[n, k m]: the start moves by a row of k m floats
+# per task. With k = 1, aligned only when m % 4 == 0, which neither the analysis (no sizes) nor a sync_check at m = 8
+# could say of the call's m ----
 
 
-@proc
-def cp_row_per_task(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
-    assert m >= 4
-    with CudaDeviceFunction(blockDim=32):
-        for task in cuda_tasks(0, n):
-            buf: f32[4] @ CudaSmemLinear
-            cg: barrier @ CudaCommitGroup
-            for t in cuda_threads(0, 1):
-                with CudaAsync(Sm80_cp_async_instr):
-                    Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)
-            Arrive(Sm80_cp_async, 1) >> cg
-            Await(cg, cuda_in_order, 0)
-            Fence(cuda_in_order, cuda_in_order)  # the copying thread's wait, then the other three
-            for t in cuda_threads(0, 4):
-                dst[task, t] = buf[t]
-            Fence(cuda_in_order, cuda_in_order)
+def cp_row(k: int, start: int):
+    @proc
+    def cp_row_per_task(n: size, m: size, src: f32[n, k * m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
+        assert k * m >= start + 4
+        with CudaDeviceFunction(blockDim=32):
+            for task in cuda_tasks(0, n):
+                buf: f32[4] @ CudaSmemLinear
+                cg: barrier @ CudaCommitGroup
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[0:4], src[task, start:start + 4], size=16)
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+                Fence(cuda_in_order, cuda_in_order)  # the copying thread's wait, then the other three
+                for t in cuda_threads(0, 4):
+                    dst[task, t] = buf[t]
+                Fence(cuda_in_order, cuda_in_order)
+
+    return cp_row_per_task
+
+
+cp_row_per_task = cp_row(1, 0)
 
 
 @proc
@@ -134,39 +141,16 @@ SIZES = {"copy_tiles": {"n": 1024}, "cp16_copy": {"n": 2048}, "store_d_odd_pitch
          "tma_rows": {"n": 16, "m": 12}, "cp_row_per_task": {"n": 4, "m": 8}}
 
 
-def cp_row_of_padded(start: int):
-    """cp_row_per_task of rows padded to 4 m floats, from column `start`: the offset 4 m task + start is a
-    product of variables, which the analysis took for undecidable (and left to sync_check) before it read
-    offsets as polynomials."""
-
-    @proc
-    def cp_row_of_padded(n: size, m: size, src: f32[n, 4 * m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
-        assert m >= 2
-        with CudaDeviceFunction(blockDim=32):
-            for task in cuda_tasks(0, n):
-                buf: f32[4] @ CudaSmemLinear
-                cg: barrier @ CudaCommitGroup
-                for t in cuda_threads(0, 1):
-                    with CudaAsync(Sm80_cp_async_instr):
-                        Sm80_cp_async_f32(buf[0:4], src[task, start:start + 4], size=16)
-                Arrive(Sm80_cp_async, 1) >> cg
-                Await(cg, cuda_in_order, 0)
-                Fence(cuda_in_order, cuda_in_order)
-                for t in cuda_threads(0, 4):
-                    dst[task, t] = buf[t]
-                Fence(cuda_in_order, cuda_in_order)
-
-    return cp_row_of_padded
-
-
 def test_a_start_the_sizes_cannot_change_is_decided_without_them():
     """Every size keeps src[task, 4:8] of an f32[n, 4 m] aligned, and none src[task, 2:6]: the analysis says so
-    (no check is left to the call), and refuses the second at its line."""
+    (no check is left to the call), and refuses the second at its line. The offset 4 m task + start is a product
+    of variables, which the analysis took for undecidable (and left to sync_check) before it read offsets as
+    polynomials."""
     from spork_lab.runtime import built_spec
 
-    assert built_spec(cp_row_of_padded(4)).alignment == ()
+    assert built_spec(cp_row(4, 4)).alignment == ()
     with pytest.raises(sl.MemoryMismatchError, match="`src\\[task, 2:2 \\+ 4\\]` starts 8 bytes past a 16-byte boundary"):
-        sl.analyze(cp_row_of_padded(2))
+        sl.analyze(cp_row(4, 2))
 
 
 def _fake_arrays(*shapes) -> tuple:
@@ -196,9 +180,10 @@ def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, 
             call()
         line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
                     if text.strip().startswith("Sm80_cp_async_f32(buf[0:4], src[task"))
-        assert (f"at n={n}, m={m - offset}, `Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)` "
+        assert (f"at n={n}, m={m - offset}, `Sm80_cp_async_f32(buf[0:4], src[task, 0:0 + 4], size=16)` "
                 f"({__file__}:{line}): Sm80_cp_async_f32 needs each row of src aligned to 16 bytes, but "
-                f"`src[task, 0:4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task") in str(e.value)
+                f"`src[task, 0:0 + 4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task"
+                ) in str(e.value)
     assert sl.sync_check(cp_row_per_task, n=2, m=8).ok
     with pytest.raises(sl.SyncError, match="misaligned at these sizes"):
         sl.sync_check(cp_row_per_task, n=2, m=6)

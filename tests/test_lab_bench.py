@@ -111,35 +111,17 @@ def test_sizes_the_procs_refuse_are_errors_before_nvcc_runs(shell, toolchain, si
     assert info.value.message == message and not log.exists()
 
 
-CP_ROW_CELL = '''\
-@proc
-def cp_row(n: size, m: size, src: f32[n, m] @ CudaGmemLinear, dst: f32[n, 4] @ CudaGmemLinear):
-    assert m >= 4
-    with CudaDeviceFunction(blockDim=32):
-        for task in cuda_tasks(0, n):
-            buf: f32[4] @ CudaSmemLinear
-            cg: barrier @ CudaCommitGroup
-            for t in cuda_threads(0, 1):
-                with CudaAsync(Sm80_cp_async_instr):
-                    Sm80_cp_async_f32(buf[0:4], src[task, 0:4], size=16)
-            Arrive(Sm80_cp_async, 1) >> cg
-            Await(cg, cuda_in_order, 0)
-            Fence(cuda_in_order, cuda_in_order)
-            for t in cuda_threads(0, 4):
-                dst[task, t] = buf[t]
-            Fence(cuda_in_order, cuda_in_order)
-'''
-
-
 def test_sizes_that_misalign_a_window_are_an_error_before_nvcc_runs(shell, toolchain):
     """m = 6 moves src[task, 0:4] by 24 bytes per task, where the cp.async needs 16-byte steps: with a GPU the
     benchmark would have faulted on the address, ending the notebook's CUDA context."""
+    from test_gpu_runtime_boundary import cp_row_per_task
+
     log, _ = toolchain
-    shell.run_cell("from spork_lab.platforms.Sm80 import *")
+    shell.user_ns["cp_row_per_task"] = cp_row_per_task
     with pytest.raises(_bench.BenchError) as info:
-        shell.run_cell_magic("spork_bench", "--sizes n=64,m=6", CP_ROW_CELL)
-    assert info.value.message.startswith("cp_row: at n=64, m=6, `Sm80_cp_async_f32(buf[0:4], src[task, 0:4], "
-                                         "size=16)`") and "moves by 24 bytes" in info.value.message
+        shell.run_line_magic("spork_bench", "cp_row_per_task --sizes n=64,m=6")
+    assert info.value.message.startswith("cp_row_per_task: at n=64, m=6, `Sm80_cp_async_f32(buf[0:4], "
+                                         "src[task, 0:0 + 4], size=16)`") and "moves by 24 bytes" in info.value.message
     assert not log.exists()
 
 
