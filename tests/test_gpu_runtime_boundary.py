@@ -163,7 +163,8 @@ def _fake_arrays(*shapes) -> tuple:
 
 @pytest.mark.parametrize("p,offset", [(cp_row_per_task, 0), (cp_row_per_task_wrapped, 2)])
 def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, offset):
-    """sync_check passes cp_row_per_task at m = 8, and refuses the misaligned start at m = 6; a built proc called
+    """sync_check passes cp_row_per_task at m = 8, and refuses the misaligned start at m = 6 (in the run, with a
+    message that did not say which window or why; now before it, in these words); a built proc called
     with m = 6 launched, and the GPU faulted on the address (a CUDA error that ends the process's context). The
     call now refuses those sizes, naming the instr's line; a CPU caller's sizes reach its callee's need."""
     from spork_lab.runtime import built_spec
@@ -182,11 +183,15 @@ def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, 
                     if text.strip().startswith("Sm80_cp_async_f32(buf[0:4], src[task"))
         assert (f"at n={n}, m={m - offset}, `Sm80_cp_async_f32(buf[0:4], src[task, 0:0 + 4], size=16)` "
                 f"({__file__}:{line}): Sm80_cp_async_f32 needs each row of src aligned to 16 bytes, but "
-                f"`src[task, 0:0 + 4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task"
-                ) in str(e.value)
+                f"`src[task, 0:0 + 4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task; the GPU "
+                f"would fault on the misaligned address: give sizes that keep it aligned "
+                f"({'an assertion' if offset else '`assert m % 4 == 0`'} in the proc says which)") in str(e.value)
     assert sl.sync_check(cp_row_per_task, n=2, m=8).ok
-    with pytest.raises(sl.SyncError, match="misaligned at these sizes"):
+    with pytest.raises(sl.SyncError) as e:  # before the run, in the call's words
         sl.sync_check(cp_row_per_task, n=2, m=6)
+    assert e.value.lineno == line and e.value.message.endswith(
+        "moves by 24 bytes, not a multiple of 16, with each step of task; the GPU would fault on the misaligned "
+        "address: give sizes that keep it aligned (`assert m % 4 == 0` in the proc says which)")
 
 
 @pytest.mark.parametrize("name", list(PROCS))

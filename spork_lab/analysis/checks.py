@@ -32,8 +32,7 @@ from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
 from ..core.tensor_maps import tensor_map_spec
 from ..core.timelines import InstrTl, cpu_in_order_instr
-from ..errors import (CollectiveError, DataTypeError, MemoryMismatchError, SporkTypeError, SyncError, TimelineError,
-                      place_of)
+from ..errors import CollectiveError, DataTypeError, MemoryMismatchError, SporkTypeError, SyncError, TimelineError
 from ..lang.printer import head_text
 from .result import StmtInfo
 
@@ -542,20 +541,30 @@ class AlignmentNeed:
         return f"{self.instr} needs each row of {self.param} aligned to {self.nbytes} bytes, but `{self.window}` {where}"
 
     def broken(self, sizes: dict) -> Optional[str]:
-        """Why the window is misaligned at these sizes (name -> value), or None (aligned, or decided by the
-        caller's iterators: sync_check's)."""
+        """What is misaligned at these sizes (name -> value), and the assertion that would rule such sizes out
+        where one size decides it; None if aligned, or decided by a caller's iterators (sync_check's)."""
         for layer in self.bindings:
             sizes = {name: evaluate(e, sizes) for name, e in layer}
         for others, products in self.terms:
-            values = [c * math.prod(sizes.get(n) for n in names) if all(sizes.get(n) is not None for n in names)
-                      else None for names, c in products]
-            if None in values:
+            if any(sizes.get(n) is None for names, _ in products for n in names):
                 return None
-            amount = sum(values) * self.elem
+            amount = sum(c * math.prod(sizes[n] for n in names) for names, c in products) * self.elem
             if amount % self.nbytes:
-                return (f"`{self.stmt}` ({place_of(self.srcinfo)}): "
-                        + self.misaligned(amount if others else amount % self.nbytes, " * ".join(others)))
+                why = self.misaligned(amount if others else amount % self.nbytes, " * ".join(others))
+                sized = [(names, c) for names, c in products if names]
+                if len(sized) == 1 and len(sized[0][0]) == 1 and len(products) == 1 and not self.bindings:  # c n
+                    (name,), c = sized[0]
+                    hint = f"`assert {name} % {self.nbytes // math.gcd(c * self.elem, self.nbytes)} == 0` in the proc"
+                else:
+                    hint = "an assertion in the proc"
+                return (f"{why}; the GPU would fault on the misaligned address: give sizes that keep it aligned "
+                        f"({hint} says which)")
         return None
+
+
+def misaligned_need(needs: tuple, sizes: dict) -> Optional[tuple]:
+    """(the first `AlignmentNeed` these sizes break, what `broken` says of it), or None."""
+    return next(((need, why) for need in needs if (why := need.broken(sizes)) is not None), None)
 
 
 def _variable_text(v) -> str:

@@ -13,9 +13,10 @@ import numpy as np
 from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import DRAM
 
+from ..analysis.checks import misaligned_need
 from ..core.dtypes import bf16
 from ..core.ir import INDEX_LIMIT, evaluate, sizes_text, walk_stmts
-from ..errors import BuildError
+from ..errors import BuildError, place_of
 from ..platforms.cuda import CudaGmemLinear
 
 _DTYPES = {T.f32: np.float32, T.f64: np.float64, T.f16: np.float16, T.i8: np.int8, T.ui8: np.uint8,
@@ -114,10 +115,10 @@ def size_refusal(spec: ProcSpec, sizes: dict) -> Optional[str]:
     pred = next((pred for pred in spec.preds if evaluate(pred, sizes) is False), None)
     if pred is not None:
         return f"assertion `{pred}` does not hold for {sizes_text(sizes)}"
-    misaligned = next(filter(None, (need.broken(sizes) for need in spec.alignment)), None)
+    misaligned = misaligned_need(spec.alignment, sizes)
     if misaligned is not None:
-        return (f"at {sizes_text(sizes)}, {misaligned}; the GPU would fault on the misaligned address: call it with "
-                "sizes that keep it aligned (an assertion in the proc can say which)")
+        need, why = misaligned
+        return f"at {sizes_text(sizes)}, `{need.stmt}` ({place_of(need.srcinfo)}): {why}"
     return None
 
 

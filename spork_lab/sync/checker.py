@@ -25,6 +25,7 @@ from exo.API import Procedure
 from exo.core.LoopIR import LoopIR, T
 
 from ..analysis import analyze
+from ..analysis.checks import misaligned_need
 from ..core.cache import ProcCache
 from ..core.ir import INDEX_LIMIT, operation_count, sizes_text
 from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_facing, user_frame
@@ -104,6 +105,10 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     ir = getattr(p, "_loopir_proc", p)
     analysis = analyze(ir)
     values = size_values(ir, sizes, max_elements)
+    misaligned = misaligned_need(analysis.result("checks"), sizes)
+    if misaligned is not None:  # said as a built proc's call says it, at the instr's line
+        need, why = misaligned
+        raise SyncError(f"sync_check: at {sizes_text(sizes)}, `{need.stmt}`: {why}", need.srcinfo)
     ops = operation_count(ir.body, sizes)
     if ops > max_ops:
         raise SizesError(f"sync_check: at {sizes_text(sizes)} the program runs about {ops:.1e} statements (thread by "
