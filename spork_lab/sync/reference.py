@@ -175,14 +175,15 @@ class Reference:
 
     def __init__(self, program: P.Program):
         self.program = program
-        self._fns: dict = {}
+        self._fns: dict = {}  # id(e) -> (e, its function): an expression's hash walks its whole tree, every call
 
     def expr(self, e: P.Expr):
-        """e compiled to a Python function of the variables (once per expression)."""
-        fn = self._fns.get(e)
-        if fn is None:
-            fn = self._fns[e] = python_function(e, self.program.tables)
-        return fn
+        """e compiled to a Python function of the variables (once per expression object; the entry keeps e alive,
+        so its id is not reused)."""
+        entry = self._fns.get(id(e))
+        if entry is None:
+            entry = self._fns[id(e)] = (e, python_function(e, self.program.tables))
+        return entry[1]
 
     def run(self, sizes: tuple, max_hazards: int, max_events: int, watch: frozenset) -> P.RawRun:
         return _Run(self, sizes, max_hazards, max_events, watch).execute()
