@@ -471,13 +471,32 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -
         for what, elements in (("start", offset), *(("rows", st) for st in rows)):
             form = polynomial(elements)
             rem = remainder({m: c * elem for m, c in form.items()}, nbytes)
-            need = AlignmentNeed.of(s, param, arg, nbytes, what, form, sizes)
+            terms = _size_terms(form, sizes) if rem is None else ()
+            if rem == 0 or (rem is None and not terms):  # aligned, or the iterators decide it: nothing to keep
+                continue  # (the need's texts cost a printing of the window: most windows are aligned)
+            need = AlignmentNeed(head_text(s), s.srcinfo, written_name(s), str(param.name), str(arg), str(arg.name),
+                                 elem, nbytes, what, terms)
             if rem:
                 raise MemoryMismatchError(f"`{head_text(s)}`: {need.misaligned(rem)}; the GPU would fault on the "
                                           "misaligned address", s.srcinfo)
-            if rem is None and need.terms:
-                needs.append(need)
+            needs.append(need)
     return needs
+
+
+def _size_terms(form: dict, sizes: set) -> tuple:
+    """`AlignmentNeed.terms` of an offset's `polynomial` (in elements), given the proc's size Syms: () if no size
+    is in it."""
+    groups: dict = {}
+    for monomial, c in form.items():
+        others = tuple(_variable_text(v) for v in monomial if v not in sizes)
+        groups.setdefault(others, []).append((tuple(str(v) for v in monomial if v in sizes), c))
+
+    def sized(products: list) -> bool:
+        return any(names for names, _ in products)
+
+    if not any(map(sized, groups.values())):
+        return ()
+    return tuple((others, tuple(products)) for others, products in groups.items() if not others or sized(products))
 
 
 @dataclass(frozen=True)
@@ -503,25 +522,6 @@ class AlignmentNeed:
     what: str  # "start" | "rows"
     terms: tuple
     bindings: tuple = ()
-
-    @staticmethod
-    def of(s: LoopIR.Call, param, arg: LoopIR.WindowExpr, nbytes: int, what: str, form: dict,
-           sizes: set) -> "AlignmentNeed":
-        """The need of `arg`'s `what`, whose elements are `form` (a `polynomial`); no terms if no size is in it."""
-        groups: dict = {}
-        for monomial, c in form.items():
-            others = tuple(_variable_text(v) for v in monomial if v not in sizes)
-            groups.setdefault(others, []).append((tuple(str(v) for v in monomial if v in sizes), c))
-
-        def sized(products: list) -> bool:
-            return any(names for names, _ in products)
-
-        terms = ()
-        if any(map(sized, groups.values())):
-            terms = tuple((others, tuple(products)) for others, products in groups.items()
-                          if not others or sized(products))
-        return AlignmentNeed(head_text(s), s.srcinfo, written_name(s), str(param.name), str(arg), str(arg.name),
-                             elem_bytes(arg.type.basetype()), nbytes, what, terms)
 
     def within(self, call: LoopIR.Call) -> "AlignmentNeed":
         """This need of a callee, as its caller's at `call`."""

@@ -60,7 +60,7 @@ def interval_width(w) -> Optional[int]:
     """`hi - lo` of a window interval when it is a constant: `i:i + 1` and `i:1 + i` (as exo's simplify
     writes it) alike; None when it depends on a variable."""
     diff = polynomial(LoopIR.BinOp("-", w.hi, w.lo, w.hi.type, w.srcinfo))
-    return None if any(diff.keys() - {()}) else diff.get((), 0)
+    return None if diff.keys() - {()} else diff.get((), 0)
 
 
 def fold(op: str, a: int, b: int) -> int:
