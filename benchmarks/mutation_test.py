@@ -190,7 +190,8 @@ def build_all(script: str, keys: list, extra: tuple = (), deadline: float = math
         list(pool.map(build, keys))
 
 
-NOT_RUN = "not finished: past the time budget"
+NOT_FINISHED = "not finished"  # the outcome's kind, for a caller's summary
+NOT_RUN = f"{NOT_FINISHED}: past the time budget"
 
 
 def run_on_gpu(script: str, keys: list, timeout_s: float, extra: tuple = (), jobs: int = 8,

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from mutation_test import child_arguments, gpu_name, ran_as_child, run_on_gpu  # noqa: E402 -- found through the path above
+from mutation_test import NOT_FINISHED, child_arguments, gpu_name, ran_as_child, run_on_gpu  # noqa: E402 -- found through the path above
 
 MAX_STEPS = 4
 CPU_MAX_OPS = 10**9  # larger cases would take the CPU reference minutes: reported, not run
@@ -148,13 +148,13 @@ def run_one(key: str, sources: Path, build_only: bool) -> str:
     return "correct"
 
 
-OK_OUTCOMES = ("correct", "no CPU reference", "refused by codegen", "not finished", "")
+OK_OUTCOMES = ("correct", "no CPU reference", "refused by codegen", NOT_FINISHED, "")
 
 
 def outcome_kind(outcome: str) -> str:
     """The outcome's kind for the summary: correct, no CPU reference, refused by codegen, not finished (the time
     budget), WRONG, hung, or another error (a build's)."""
-    for kind in ("correct", "no CPU reference", "refused by codegen", "not finished", "WRONG", "no result"):
+    for kind in ("correct", "no CPU reference", "refused by codegen", NOT_FINISHED, "WRONG", "no result"):
         if outcome.startswith(kind):
             return {"no result": "hung"}.get(kind, kind)
     return outcome and "error"
