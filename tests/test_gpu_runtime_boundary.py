@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -153,34 +152,28 @@ def test_a_start_the_sizes_cannot_change_is_decided_without_them():
         sl.analyze(cp_row(4, 2))
 
 
-def _fake_arrays(*shapes) -> tuple:
-    """Stand-ins for device arrays of these shapes, far apart (the checker reads only their interface)."""
-    return tuple(SimpleNamespace(__cuda_array_interface__={"shape": shape, "typestr": "<f4", "data": (4096 << k, False),
-                                                           "strides": None, "version": 3},
-                                 device=SimpleNamespace(id=0))
-                 for k, shape in enumerate(shapes, start=1))
-
-
 @pytest.mark.parametrize("p,offset", [(cp_row_per_task, 0), (cp_row_per_task_wrapped, 2)])
 def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, offset):
     """sync_check passes cp_row_per_task at m = 8, and refuses the misaligned start at m = 6 (in the run, with a
     message that did not say which window or why; now before it, in these words); a built proc called
     with m = 6 launched, and the GPU faulted on the address (a CUDA error that ends the process's context). The
     call now refuses those sizes, naming the instr's line; a CPU caller's sizes reach its callee's need."""
+    from test_codegen_args import FakeCuda
+
     from spork_lab.runtime import built_spec
     from spork_lab.runtime._args import check_args
 
     spec = built_spec(p)
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.strip().startswith("Sm80_cp_async_f32(buf[0:4], src[task"))
     n = 4
     for m, ok in [(8, True), (6, False), (12, True), (5, False)]:
-        call = lambda: check_args(spec, (n, m - offset, *_fake_arrays((n, m), (n, 4))), 0)  # noqa: E731
+        call = lambda: check_args(spec, (n, m - offset, FakeCuda((n, m)), FakeCuda((n, 4), ptr=1 << 20)), 0)  # noqa: E731
         if ok:
             assert call()[:2] == [n, m - offset]
             continue
         with pytest.raises(ValueError) as e:
             call()
-        line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
-                    if text.strip().startswith("Sm80_cp_async_f32(buf[0:4], src[task"))
         assert (f"at n={n}, m={m - offset}, `Sm80_cp_async_f32(buf[0:4], src[task, 0:0 + 4], size=16)` "
                 f"({__file__}:{line}): Sm80_cp_async_f32 needs each row of src aligned to 16 bytes, but "
                 f"`src[task, 0:0 + 4]` moves by {4 * m} bytes, not a multiple of 16, with each step of task; the GPU "
