@@ -621,6 +621,54 @@ mbar_next_task_fenced = rename(
 )
 
 
+# An mbarrier arrived on and awaited by the same threads, as a split barrier (arrive, then wait): each thread
+# arrives for the next phase after its own wait, and the phase completes only when all have arrived, so no thread
+# can fall two phases behind and the slot may be taken over without a Fence (sync_check called it a DEADLOCK:
+# "not ordered after the Await", session 38). Every warp writes what another reads: the ring of `slots` buffers
+# must be 2 deep (one buffer is a WAR: a thread refills it while another still reads it).
+def split_barrier_copy(slots: int) -> Procedure:
+    @proc
+    def mbar_split_barrier(n: size, src: f32[n] @ CudaGmemLinear, dst: f32[n] @ CudaGmemLinear):
+        assert n % 1024 == 0
+        with CudaDeviceFunction(blockDim=128):
+            for task in cuda_tasks(0, n / 1024):
+                buf: f32[slots, 128] @ CudaSmemLinear
+                bar: barrier @ CudaMbarrier
+                for it in seq(0, 8):
+                    for t in cuda_threads(0, 128):
+                        buf[it % slots, t] = src[task * 1024 + it * 128 + t]
+                    Arrive(cuda_in_order, 1) >> bar
+                    Await(bar, cuda_in_order, ~0)
+                    for t in cuda_threads(0, 128):
+                        dst[task * 1024 + it * 128 + t] = buf[it % slots, 127 - t]
+                Fence(cuda_in_order, cuda_in_order)  # the CTA's next task refills buf
+
+    return rename(mbar_split_barrier, f"mbar_split_barrier_{slots}")
+
+
+mbar_split_barrier_2 = split_barrier_copy(2)
+
+
+# The same barrier use, arrived on by the first `arrive_warps` warps and awaited by the first `await_warps`: only
+# equal sets may take the slot over unordered. With more arriving warps, one that did not wait can arrive for the
+# next phase before this one completes (its arrive counts in this phase); with more awaiting warps, the arriving
+# ones can complete the next phase before a slow waiter has seen this one (its parity wait then hangs).
+def split_barrier_warps(arrive_warps: int, await_warps: int) -> Procedure:
+    @proc
+    def mbar_split_warps(x: f32[128] @ CudaGmemLinear):
+        with CudaDeviceFunction(blockDim=128):
+            for task in cuda_tasks(0, 1):
+                bar: barrier @ CudaMbarrier
+                for it in seq(0, 4):
+                    with CudaWarps(0, arrive_warps):
+                        Arrive(cuda_in_order, 1) >> bar
+                    with CudaWarps(0, await_warps):
+                        Await(bar, cuda_in_order, ~0)
+                Fence(cuda_in_order, cuda_in_order)
+
+    return rename(mbar_split_warps, f"mbar_split_warps_{arrive_warps}_{await_warps}")
+
+
 # ---- data handed between the CTAs of a cluster ----
 
 

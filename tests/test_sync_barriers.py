@@ -109,9 +109,10 @@ def test_a_consumer_lagging_behind_gets_a_deeper_ring():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, n", [("ring_copy_consumer_lags", 32 * 1000), ("cp_async_per_warp", 128 * 3001),
-                                     ("cp_async_per_warp_pair", 128 * 3001)])
+                                     ("cp_async_per_warp_pair", 128 * 3001), ("mbar_split_barrier_2", 1024 * 1001)])
 def test_the_gpu_copies_as_run_cpu(name, n):
-    """A consumer lagging behind its ring's producer; warps (pairs of warps) with commit groups of their own."""
+    """A consumer lagging behind its ring's producer; warps (pairs of warps) with commit groups of their own; an
+    mbarrier as a split barrier of the whole CTA."""
     pytest.importorskip("cupy")
     import numpy as np
     from gpu_vs_cpu import assert_gpu_matches_cpu
@@ -165,6 +166,34 @@ def test_a_producer_ordered_after_the_consumers_await_may_reuse_the_slot(p, size
     flows through every sync, also those whose sync-tls order none of the ring's data (cp.async, temporal)."""
     for engine in ("compiled", "python"):
         assert sync_check(p, engine=engine, **sizes).ok
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_the_threads_that_awaited_a_phase_may_arrive_for_the_next_one(engine):
+    """An mbarrier as a split barrier: the same threads arrive on it and await it, every iteration, without a
+    Fence. Each arrives after its own wait and the phase needs all of them, so none falls two phases behind (it was
+    a DEADLOCK, session 38). The data still needs its ring: one buffer is a WAR, refilled while another thread
+    reads it."""
+    assert sync_check(P.mbar_split_barrier_2, n=3072, engine=engine).ok
+    report = sync_check(P.split_barrier_copy(1), n=2048, engine=engine)
+    assert [(h.kind, h.buffer) for h in report.hazards] == [("WAR", "buf")]
+
+
+@pytest.mark.parametrize("arrive_warps, await_warps", [(4, 4), (1, 1), (4, 1), (1, 4), (2, 4)])
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_only_the_threads_that_awaited_a_phase_may_take_its_slot_over_unordered(engine, arrive_warps, await_warps):
+    """More arriving warps than awaiting ones: a warp that did not wait may arrive for the next phase before this
+    one completes; more awaiting ones: the next phase may complete before a slow waiter saw this one."""
+    p = P.split_barrier_warps(arrive_warps, await_warps)
+    report = sync_check(p, engine=engine)
+    if arrive_warps == await_warps:
+        assert report.ok, report
+    else:
+        (h,) = report.hazards
+        assert h.kind == "DEADLOCK" and "Arrive #2 on bar reuses ring slot 0 (depth 1)" in h.message
+        assert "not ordered after the Await of arrive #1" in h.message
+        assert h.access.stmt.line == line_of(p, "Arrive(cuda_in_order, 1) >> bar")
+        assert h.access.threads == ((0, 32 * arrive_warps),) and h.access.iters["it"] == 1
 
 
 def test_the_next_task_taking_over_a_slot_is_reported():

@@ -1021,6 +1021,12 @@ static int reached_by(const Machine *M, const Order *o, const uint64_t *tm) {
     return o->has_waiters ? subset(o->waiters, tm, M->nw) : intersects(o->threads, tm, M->nw);
 }
 
+/* May an arrive by `tm` take over the slot whose await order o is of? (reference.py, _Order.taken_over_by) */
+static int taken_over_by(const Machine *M, const Order *o, const uint64_t *tm) {
+    if (subset(tm, o->threads, M->nw)) return 1;
+    return o->has_waiters && !memcmp(o->waiters, tm, sizeof(uint64_t) * M->nw);
+}
+
 /* Order o now holds `tm` (and waits for no thread of its await any more). */
 static void order_join(Machine *M, Order *o, const uint64_t *tm) {
     for (int j = 0; j < M->nw; j++) {
@@ -1195,7 +1201,7 @@ void sc_arrive(Machine *M, int64_t q64, int mask, uint32_t m1, int site, const i
         for (int64_t i = M->nord - 1; i >= 0; i--) { /* several where reuse <= 0: one per earlier task's (sc_task_end) */
             if (M->ord[i].q != q || M->ord[i].k != reuse) continue;
             found = 1;
-            if (!late && !subset(mask_bits(M, mask), M->ord[i].threads, M->nw)) {
+            if (!late && !taken_over_by(M, &M->ord[i], mask_bits(M, mask))) {
                 late = 1;
                 const int64_t params[5] = {reuse >= 1 ? 2 : 4, n, slot, P->depth, reuse};
                 queue_hazard(M, K_DEADLOCK, site, q, &a, &M->ord[i].acc, 5, params);

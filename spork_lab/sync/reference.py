@@ -141,6 +141,13 @@ class _Order:
             return cls(acc, ss.product(threads, 1))
         return cls(acc, ss.EMPTY, threads)
 
+    def taken_over_by(self, threads: tuple) -> bool:
+        """May an arrive by `threads` (intervals) take over the slot this await waited on? Yes if they are ordered
+        after the await by every thread of it, or if they are exactly its threads, none synchronized since: each
+        arrives after its own wait, and the phase completes only when all have arrived, so no waiter can fall
+        two phases behind (an mbarrier arrived on and awaited by the same threads, as a split barrier)."""
+        return ss.covers(self.threads, threads, 1) or self.waiters == threads
+
     def reached_by(self, threads: tuple) -> bool:
         """Are `threads` (intervals), once they synchronize, ordered after the await by every thread of it?"""
         if self.waiters:
@@ -491,7 +498,7 @@ class _Run:
             orders = [self.orders.pop(key) for key in self.orders_at(qid, reuse)]
             if reuse >= 1 and not orders:  # not awaited yet
                 self.sync_hazard(P.DEADLOCK, op.site, acc, q.arrives[reuse - 1], qid, (0, n, slot, rule.depth, reuse))
-            late = [o for o in orders if not ss.covers(o.threads, self.threads(mask), 1)]
+            late = [o for o in orders if not o.taken_over_by(self.threads(mask))]
             if late:
                 code = 2 if reuse >= 1 else 4
                 self.sync_hazard(P.DEADLOCK, op.site, acc, late[0].acc, qid, (code, n, slot, rule.depth, reuse))
