@@ -96,6 +96,20 @@ def test_tma_reads_tensor_maps_only():
         sl.analyze(p)
 
 
+@pytest.mark.parametrize("operand, error, message", [
+    ("B[0:128, 8 * kk:8 * kk + 8]", sl.MemoryMismatchError, "B is in CudaGmemLinear, but Sm90_mma_async_tf32 takes B in "
+                                                            "Sm90_SmemSwizzled"),
+    ("B_tm[0:128, 8 * kk:8 * kk + 8]", sl.TimelineError, "B_tm is a tensor map: only TMA instrs"),
+])
+def test_a_wgmma_operand_outside_shared_memory_is_refused_at_its_line(operand, error, message):
+    """The descriptor's layout check ran before the memory check and met a row pitch of no constant (a
+    TypeError out of sl.analyze: audit of session 38)."""
+    p = _variant("B_s[0:128, 8 * kk:8 * kk + 8],", f"{operand},")
+    with pytest.raises(error, match=re.escape(message)) as e:
+        sl.analyze(p)
+    assert e.value.lineno == next(i for i, line in enumerate(str(p).splitlines(), 1) if "Sm90_mma_async_tf32" in line)
+
+
 def test_box_of_the_copy_must_match_its_tensor_map():
     """Only code generation refused it: sl.analyze and sync_check passed it, the checker counting the instr's bytes
     (audit G, G1)."""

@@ -121,8 +121,8 @@ def check_statements(proc_ir: LoopIR.proc, stmts: tuple, analyze_callee: Callabl
             raise TimelineError(f"{s.name} is a tensor map made in CUDA code: the host encodes a tensor map before "
                                 "the launch, so make it in CPU code, before the `with CudaDeviceFunction`", s.srcinfo)
         elif isinstance(s, LoopIR.Call) and sync_spec_of(s) is None:
+            _check_tma(s, info)  # first: a tensor map where another operand goes has no layout to check
             needs += _check_call(s, info, memories, shapes, sizes, aliases, analyze_callee)
-            _check_tma(s, info)
     return tuple(needs)
 
 
@@ -278,6 +278,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, si
         on_buffers = s.update(args=[_through_aliases(arg, aliases) for arg in s.args])
         _check_unit_stride(on_buffers)
         _check_fragment_windows(on_buffers, memories, shapes)
+        _check_arg_memories(s, memories)  # before the layout checks, which take each window's memory as given
         needs = _check_alignment(on_buffers, gpu.aligned, shapes, sizes)
         _check_smem_box(on_buffers, gpu.smem_box, shapes)
         _check_smem_desc(on_buffers, gpu.smem_desc, shapes)
