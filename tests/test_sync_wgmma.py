@@ -98,6 +98,18 @@ def test_an_a_operand_in_registers_needs_a_wgmma_fence_after_its_load(engine):
     }
 
 
+@pytest.mark.parametrize("p, fence", [(W.wgmma_no_wgmma_fence, "Fence(wgmma_fence_1, wgmma_fence_2)"),
+                                      (W.wgmma_cta_fence_only, "Fence(wgmma_fence_1, wgmma_fence_2)"),
+                                      (W.wgmma_rmem_a_fenced_before_its_load, "Fence(wgmma_fence_1, wgmma_fence_2)"),
+                                      (W.wgmma_no_proxy_fence, "Fence(cuda_in_order, wgmma_async)")])
+def test_the_fix_of_a_hazard_before_a_wgmma_names_the_fence_that_orders_it(p, fence):
+    """Registers written before a wgmma are ordered by wgmma.fence alone; the fix named
+    Fence(cuda_in_order, wgmma_async), which lowers without it, and the hazard stayed (audit of session 38).
+    Shared memory needs the proxy fence, which that Fence has."""
+    report = sync_check(p, k=2)
+    assert report.hazards and all(h.fix.startswith(f"a {fence} run by") for h in report.hazards), report
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_wgmma_of_another_shape_needs_a_wgmma_fence(engine):
     """PTX orders accumulator accesses across wgmma of one shape only: an m64n16 wgmma after an m64n8 one on the

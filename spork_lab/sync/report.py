@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..analysis.result import StmtRef
+from ..core import timelines as tl
 from ..errors import SyncError
 from . import program as P
 from . import sigsets as ss
@@ -301,7 +302,11 @@ def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access
     if h.kind != P.FREE and tasks[0].isdisjoint(tasks[1]):
         return None, (f"different tasks touch the same element of {name}: tasks are ordered only by the end of the "
                       "device function; give each task its own elements, or split the work into two device functions")
-    fence = (program.sites[h.other.site].instr_tl.sync_tl_name, program.sites[h.access.site].instr_tl.sync_tl_name)
+    first, second = program.sites[h.other.site].instr_tl, program.sites[h.access.site].instr_tl
+    if first == tl.cuda_in_order_instr and second == tl.wgmma_async_instr and not program.slots[h.slot].shared:
+        fence = ("wgmma_fence_1", "wgmma_fence_2")  # registers before a wgmma: only wgmma.fence orders them
+    else:
+        fence = (first.sync_tl_name, second.sync_tl_name)
     if h.kind == P.FREE:
         where = f"before the end of {name}'s scope (it is allocated at line {acc.stmt.line})"
     elif _in_order(other.stmt, acc.stmt):
