@@ -377,6 +377,10 @@ def test_ring_through_an_argument():
 def test_loop_that_may_be_too_short():
     msg = _refused(short_loop, "it", [0, 2], [], CudaMbarrier)
     assert "may run fewer than 2 iterations" in msg and "assert n / 128 >= 2" in msg and "keep_loop=True" in msg
+    # a constant trip count: no assertion can make 8 iterations 9 (the message suggested `assert 8 >= 9`)
+    msg = _refused(body_alloc_tiles, "it", [0, 0, 9], [0], CudaCommitGroup)
+    assert "runs 8 iterations, fewer than the 9 which the prologue of a 10-stage pipeline needs" in msg, msg
+    assert "assert" not in msg and "fewer stages, or pass keep_loop=True" in msg
     q = pipeline_loop(short_loop, "it", [0, 2], [], CudaMbarrier, keep_loop=True)
     for n in (128, 256, 1024):  # one guarded loop is right for any trip count
         assert sl.sync_check(q, n=n).ok

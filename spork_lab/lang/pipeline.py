@@ -65,7 +65,7 @@ from exo.rewrite.LoopIR_scheduling import (
 from ..core.blocks import CudaAsync, CudaDeviceFunction, CudaWarps
 from ..core.coll import cuda_cta_in_cluster
 from ..core.instrs import instr_info
-from ..core.ir import interval_width, walk_stmts
+from ..core.ir import constant_value, interval_width, walk_stmts
 from ..core.loop_modes import CudaThreads, WithBlock
 from ..core.memories import SMEM_PER_CTA, CudaMemory, elem_bytes
 from ..core.sync_stmts import (
@@ -901,9 +901,14 @@ def pipeline_loop(
         try:
             Check_CompareExprs(ir, [s], trips, ">=", LoopIR.Const(skew, T.int, s.srcinfo))
         except SchedulingError:
+            needs = f"which the prologue of a {skew + 1}-stage pipeline needs"
+            count = constant_value(trips)
+            if count is not None:  # no assertion can help: fewer stages, or the loop kept
+                raise SchedulingError(f"{_where(s)} runs {count} iterations, fewer than the {skew} {needs}: pipeline "
+                                      "it with fewer stages, or pass keep_loop=True") from None
             raise SchedulingError(
-                f"{_where(s)} may run fewer than {skew} iterations, which the prologue of a "
-                f"{skew + 1}-stage pipeline needs: add `assert {trips} >= {skew}` to the proc, or pass keep_loop=True"
+                f"{_where(s)} may run fewer than {skew} iterations, {needs}: add `assert {trips} >= {skew}` to the "
+                "proc, or pass keep_loop=True"
             ) from None
 
     edit = _Edit(ir)
