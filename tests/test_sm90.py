@@ -110,6 +110,12 @@ def test_a_wgmma_operand_outside_shared_memory_is_refused_at_its_line(operand, e
     assert e.value.lineno == next(i for i, line in enumerate(str(p).splitlines(), 1) if "Sm90_mma_async_tf32" in line)
 
 
+def test_a_box_may_be_written_as_a_list():
+    """`box=[64, 32]` raised "unhashable type: 'list'" at the call (audit of session 38)."""
+    p = _variant("box=(64, 32)", "box=[64, 32]")
+    assert str(p) == str(sm90_tma_wgmma) and sl.analyze(p)
+
+
 def test_box_of_the_copy_must_match_its_tensor_map():
     """Only code generation refused it: sl.analyze and sync_check passed it, the checker counting the instr's bytes
     (audit G, G1)."""

@@ -132,7 +132,7 @@ class InstrTemplate:
         if unknown:
             allowed = ", ".join(f"{k}=..." for k in self.defaults)
             raise TypeError(f"{self.name}() got unknown keyword {unknown[0]!r}; it takes {allowed}")
-        params = {**self.defaults, **kwargs}
+        params = {**self.defaults, **{k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}}  # box=[...]
         missing = [k for k, v in params.items() if v is None]
         if missing:
             needed = ", ".join(f"{k}=..." for k in missing)

@@ -279,6 +279,7 @@ class _GpuSyntaxRewriter:
         self.tensor_maps: dict = {}  # source position of a window statement -> TensorMapSpec
         self.generated_procs: dict = {}  # name -> Procedure of a sync statement
         self.bf16_decls: set = set()  # (name, line, col) of allocations, (name, None, None) of arguments typed bf16
+        self.variables: set = set()  # the proc's arguments, iterators and allocations (no compile-time values)
 
     # -- helpers ------------------------------------------------------------
 
@@ -310,6 +311,10 @@ class _GpuSyntaxRewriter:
             try:
                 kwargs[kw.arg] = self.eval(kw.value, f"{owner}({kw.arg}=...)")
             except _Unknown as e:
+                if e.name in self.variables:
+                    self.err(kw.value, f"{owner}({kw.arg}=...) takes a value known when the proc is compiled, and "
+                                       f"'{e.name}' is a variable of the proc: write a number (or a Python name "
+                                       "defined outside the proc)")
                 self.err(kw.value, f"{owner}({kw.arg}=...): unknown name '{e.name}'{_suggest(e.name, self.env)}")
         return kwargs
 
@@ -322,6 +327,9 @@ class _GpuSyntaxRewriter:
     # -- statements ---------------------------------------------------------
 
     def rewrite_function(self, fdef: pyast.FunctionDef) -> None:
+        targets = [t for n in pyast.walk(fdef) for t in (
+            [n.target] if isinstance(n, (pyast.For, pyast.AnnAssign)) else n.targets if isinstance(n, pyast.Assign) else [])]
+        self.variables = {a.arg for a in fdef.args.args} | {t.id for t in targets if isinstance(t, pyast.Name)}
         for a in fdef.args.args:
             if a.annotation is not None and self._is_barrier_annotation(a.annotation):
                 self.err(a, f"barrier '{a.arg}' cannot be a proc argument: allocate it inside the proc, "
