@@ -473,6 +473,14 @@ def setmaxnreg_partial_warpgroup(y: f32[32] @ CudaGmemLinear):
             pass
 
 
+# 44 warps: the block's size is the error, not the registers its budgets would need (said first, audit 38)
+@proc
+def setmaxnreg_too_many_threads(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("a", 4, setmaxnreg=40), CudaWarpConfig("b", 40, setmaxnreg=232)]):  # error here
+        for task in cuda_tasks(0, 1):
+            pass
+
+
 @proc
 def unknown_warp_name(y: f32[32] @ CudaGmemLinear):
     with CudaDeviceFunction(warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 1)]):

@@ -87,6 +87,7 @@ CASES = [
     ("setmaxnreg_bad_value", CollectiveError, ["setmaxnreg=30", "multiple of 8 in [24, 256]"]),
     ("setmaxnreg_mixed", CollectiveError, ["warpgroup 0", "producer=40, consumer=232"]),
     ("setmaxnreg_partial_warpgroup", CollectiveError, ["multiple of 128", "2 warps (64 threads)"]),
+    ("setmaxnreg_too_many_threads", CollectiveError, ["blockDim=1408", "more than the 1024 threads"]),
     # CudaWarps
     ("unknown_warp_name", CollectiveError, ["'consumr'", "'producer', 'consumer'"]),
     ("warp_name_without_config", CollectiveError, ["warp_config", "blockDim=64"]),

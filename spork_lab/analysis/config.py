@@ -26,6 +26,8 @@ def check_device_function(ctx: CudaDeviceFunction, srcinfo) -> None:
     if n > MAX_BLOCK_DIM:
         raise CollectiveError(f"CudaDeviceFunction: blockDim={n} is more than the {MAX_BLOCK_DIM} threads a CUDA "
                               "block may have", srcinfo)
+    if ctx.warp_config is not None and any(w.setmaxnreg is not None for w in ctx.warp_config):
+        _check_register_budgets(ctx, srcinfo)  # after blockDim's checks: a budget of too many threads says less
     c = ctx.clusterDim
     if c < 1 or c & (c - 1):
         raise CollectiveError(f"CudaDeviceFunction: clusterDim={c} must be a power of 2 (1, 2, 4, ...)", srcinfo)
@@ -53,8 +55,10 @@ def _check_warp_config(ctx: CudaDeviceFunction, srcinfo) -> None:
             raise CollectiveError(
                 f"warp_config: setmaxnreg={r} for {w.name!r} must be a multiple of 8 in [24, 256]", srcinfo
             )
-    if all(w.setmaxnreg is None for w in ctx.warp_config):
-        return
+
+
+def _check_register_budgets(ctx: CudaDeviceFunction, srcinfo) -> None:
+    """setmaxnreg moves registers between whole warpgroups of one pool: uniform per warpgroup, and within it."""
     n = ctx.threads_per_cta
     if n % 128:
         raise CollectiveError(
