@@ -473,6 +473,17 @@ def setmaxnreg_partial_warpgroup(y: f32[32] @ CudaGmemLinear):
             pass
 
 
+# A slice of barriers multicasts to a cluster's CTAs; without a cluster the analysis said that the dimensions
+# indexed by the CTA's rank differ between uses (audit 38)
+@proc
+def arrive_on_a_slice_without_a_cluster(y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            bar: barrier[2] @ CudaMbarrier
+            Arrive(cuda_in_order, 1) >> bar[:]  # error here
+            Await(bar[0], cuda_in_order, ~0)
+
+
 # 44 warps: the block's size is the error, not the registers its budgets would need (said first, audit 38)
 @proc
 def setmaxnreg_too_many_threads(y: f32[32] @ CudaGmemLinear):

@@ -78,6 +78,20 @@ def test_a_multicast_load_landing_on_a_slot_still_open_is_reported(engine):
     assert h.access.threads == ((0, 1),) and h.other.stmt.line == marked_line(p) + 10  # CTA 1's Await
 
 
+def test_a_multicast_load_on_one_ctas_barrier_is_refused_at_its_line():
+    """`>> ring[cta]`: the load writes both CTAs' tiles, so it completes on both CTAs' barriers; sync_check said it
+    with the instr's generated name, and analyze passed it (audit of session 38)."""
+    src = str(P.multicast_lands_on_open_slot).replace("box=(32, 32)) >> ring[:]", "box=(32, 32)) >> ring[cta]")
+    assert src != str(P.multicast_lands_on_open_slot)
+    with pytest.raises(sl.SyncError) as info:
+        sl.analyze(sl.parse_source(src))
+    assert info.value.lineno == next(i for i, line in enumerate(src.splitlines(), 1) if "Sm90_multicast" in line)
+    assert str(info.value).endswith("Sm90_multicast_copy_tensor_to_smem_swizzled_2f32 writes tile in the 2 CTAs of "
+                                    "its first dimension, so it completes on the barrier of each: write "
+                                    "`>> ring[...]` with a slice of 2 barriers (e.g. `ring[:]` over the cluster's "
+                                    "CTAs), not 1")
+
+
 @pytest.mark.parametrize("p", [P.mbarrier_per_cta, P.tma_load_whole_rows, P.scratch_between_kernels,
                                P.consumer_warps_fence], ids=lambda p: p.name())
 def test_the_correct_forms_pass(p):

@@ -345,6 +345,11 @@ class _Walk:
                 tx = sum(u.tx_bytes for u in mine)
                 if others:
                     pending[sym] = others
+            if (spec.kind.endswith("Arrive") and self.allocs[sym].cluster_dim == 1
+                    and not all(is_point_interval(w) for w in s.args[0].idx)):
+                raise SyncError(f"`{spec.source(str(s.args[0]))}` arrives on a slice of barriers, which multicasts to "
+                                "the CTAs of a cluster, but this device function has none (clusterDim=1): arrive on "
+                                f"one barrier, `{sym}[...]` with an index", s.srcinfo)
             tiling = info.tiling
             self.uses[sym].append(BarrierUse(s, spec, None if tiling is None else tiling.thread_count, tx,
                                              tiling is not None and tiling.made_of_whole_warps()))

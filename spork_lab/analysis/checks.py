@@ -24,7 +24,7 @@ from exo.core.LoopIR import LoopIR, T
 from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
-from ..core.instrs import instr_info
+from ..core.instrs import instr_info, multicast_dst
 from ..core.ir import (bound_sym, constant_remainder, constant_value, evaluate, free_syms, interval_width, own_syms,
                        polynomial, remainder, walk_stmts, whole_interval)
 from ..core.loop_modes import WithBlock
@@ -136,6 +136,8 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
                         "`Arrive(tma_to_smem_async, 1) >> bar[...]`", s.srcinfo)
     params = gpu.tensor_map_params if gpu is not None else ()
     n = trailing[1] if trailing else len(s.args)
+    if trailing and gpu.multicast:
+        _check_multicast_barriers(s, s.args[n])
     for param, arg in zip(s.f.args[:n], s.args[:n]):
         spec = tensor_map_spec(arg.name) if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) else None
         is_map = spec is not None
@@ -153,6 +155,19 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise MemoryMismatchError(
                 f"{name}(..., box={box}) with {tile} shared tile needs a tensor map made with "
                 f"Sm90_tensorMap({swizzle}, {', '.join(map(str, box))}), not {spec.source()}", s.srcinfo)
+
+
+def _check_multicast_barriers(s: LoopIR.Call, bar: LoopIR.WindowExpr) -> None:
+    """A multicast load completes on the barrier of each CTA it writes: as many barriers as dst's first dimension
+    spans CTAs (said here where both are constants; sync_check checks the rest)."""
+    dst = multicast_dst(s)
+    widths = [interval_width(w) for w in bar.idx if isinstance(w, LoopIR.Interval)]
+    ctas = interval_width(dst.idx[0]) if isinstance(dst, LoopIR.WindowExpr) and isinstance(dst.idx[0], LoopIR.Interval) else None
+    if ctas is None or None in widths or math.prod(widths) == ctas:
+        return
+    raise SyncError(f"{written_name(s)} writes {dst.name} in the {ctas} CTAs of its first dimension, so it completes "
+                    f"on the barrier of each: write `>> {bar.name}[...]` with a slice of {ctas} barriers (e.g. "
+                    f"`{bar.name}[:]` over the cluster's CTAs), not {math.prod(widths)}", s.srcinfo)
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
