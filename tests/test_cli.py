@@ -211,3 +211,16 @@ def test_lab_on_a_folder_works_on_copies_of_the_tutorials(tmp_path, monkeypatch,
     assert "copied" in capsys.readouterr().out
     assert main(["lab", str(tmp_path / "01_first_kernel.ipynb")]) == 2  # a file, not a folder: one line
     assert "cannot copy the tutorials there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("uid", [0, 1000])
+def test_lab_starts_as_root_in_a_container(monkeypatch, uid):
+    """Jupyter refuses root without --allow-root, and `spork-lab lab` had no way to pass it: the README's quick start
+    stopped there in a root container (session 38's workbench walkthrough)."""
+    from spork_lab.lab import _launch
+
+    launched = []
+    monkeypatch.setattr(_launch.subprocess, "call", lambda cmd, env: launched.append(cmd) or 0)
+    monkeypatch.setattr(_launch.os, "geteuid", lambda: uid, raising=False)
+    assert main(["lab", "--no-browser"]) == 0
+    assert ("--allow-root" in launched[0]) == (uid == 0)

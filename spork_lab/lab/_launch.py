@@ -41,4 +41,6 @@ def launch_lab(notebook_dir: Path = NOTEBOOKS_DIR, port: int = 8888, open_browse
     cmd = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebook_dir}", f"--ServerApp.port={port}"]
     if not open_browser:
         cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container's root: Jupyter refuses to start without it
+        cmd.append("--allow-root")
     return subprocess.call(cmd, env=lab_env())
