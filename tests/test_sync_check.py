@@ -471,3 +471,38 @@ def test_a_statement_written_over_several_lines_is_printed_as_cut():
 
     assert str(StmtRef("k.py", 3, "Sm80_cp_async_f32(buf[(it + 1) % 2, 4 * t:4 * t + 4],")).endswith("4 * t + 4], ...")
     assert str(StmtRef("k.py", 4, "dst[t] = buf[127 - t]")) == "k.py:4: dst[t] = buf[127 - t]"
+
+
+RACE_CELL = '''\
+from __future__ import annotations
+import spork_lab as sl
+from spork_lab import proc
+from spork_lab.platforms.cuda import *
+
+@proc
+def neighbour_sum(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 128 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 128):
+            s: f32[129] @ CudaSmemLinear
+            for t in cuda_threads(0, 128):
+                s[t] = x[task * 128 + t]
+            for t in cuda_threads(0, 1):
+                s[128] = 0.0
+            for t in cuda_threads(0, 128):
+                y[task * 128 + t] = s[t] + s[t + 1]
+'''
+
+
+def test_a_report_in_a_notebook_names_the_cell(capsys):
+    """In IPython a cell's file is a temporary path (/tmp/ipykernel_.../123.py); the report printed it, where every
+    error names `Cell In[n]` (session 38's workbench walkthrough)."""
+    shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance()
+    shell.run_cell(RACE_CELL)
+    capsys.readouterr()
+    result = shell.run_cell("print(sl.sync_check(neighbour_sum, n=256))")
+    shown = capsys.readouterr().out
+    assert result.error_in_exec is None and "RAW s[1]" in shown, shown
+    cell = re.search(r"at (Cell In\[\d+\]):17: y\[task \* 128 \+ t\] = s\[t\] \+ s\[t \+ 1\]", shown)
+    assert cell and f"after {cell.group(1)}:13: s[t] = x[task * 128 + t]" in shown, shown
+    assert "ipykernel" not in shown and ".py:" not in shown, shown

@@ -20,7 +20,7 @@ from ..core.coll import CollTiling
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import written_name
 from ..core.timelines import InstrTl
-from ..errors import SporkSchedulingError
+from ..errors import SporkSchedulingError, place_of
 from ..lang.printer import head_text
 
 Path = tuple  # child indices from the proc body; "else" marks a step into an If's orelse
@@ -70,7 +70,7 @@ class StmtRef:
         text = self.text
         if text.count("(") + text.count("[") > text.count(")") + text.count("]"):
             text += " ..."  # its first line of several: what follows in a report is not part of it
-        return f"{self.file}:{self.line}: {text}"
+        return f"{place_of(self) or self.line}: {text}"  # a notebook's statement names its cell, not IPython's file
 
     @property
     def filename(self) -> str:
