@@ -5,6 +5,7 @@ from __future__ import annotations
 import runpy
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ir_equal
@@ -15,6 +16,7 @@ from spork_lab.lab import Workbench
 from spork_lab.lab._results import Background, Interrupted
 from spork_lab.platforms.cuda import *
 from spork_lab.scheduling import *
+from spork_lab.sync.checker import sync_check
 
 
 @proc
@@ -383,6 +385,10 @@ def test_hazards_mark_exactly_the_two_scheduled_statements_with_their_current_te
     assert witness["instr-tl"] == ("cuda_in_order_instr", "cuda_in_order_instr")
     assert witness["statement"][0].startswith(f"line {raw['lines'][0] + 1}: A_s[")
     assert "nothing between" in witness["visibility"][1]
+    # the Code tab numbers the scheduled proc's lines; the source line each statement comes from is said beside
+    h = next(h for h in sync_check(wb.proc, **wb.sizes).hazards if h.kind == "RAW" and h.buffer == "A_s")
+    assert witness["source"] == (f"{h.other.stmt.file}:{h.other.stmt.line}", f"{h.access.stmt.file}:{h.access.stmt.line}")
+    assert all(Path(place.rsplit(":", 1)[0]).name == "stepwise_gemm.py" for place in witness["source"])
 
 
 def test_the_hint_is_a_scheduling_call_that_removes_the_hazard():

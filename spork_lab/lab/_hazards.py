@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from html import escape
+from types import SimpleNamespace
 from typing import Optional
 
 from exo.core.LoopIR import LoopIR
@@ -20,6 +21,7 @@ from exo.core.LoopIR import LoopIR
 from ..core.ir import sizes_text
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
+from ..errors import place_of
 from ._codeview import CodeView, show_in_code
 from ._source import cursor_source
 
@@ -50,6 +52,13 @@ class _Side:
     def line(self) -> Optional[int]:
         """1-based printed line of the statement (its first line)."""
         return self.lines[0] + 1 if self.lines else None
+
+    @property
+    def source(self) -> str:
+        """The source line the statement comes from (`Cell In[2]:8`; scheduling keeps the line of what it rewrites):
+        the Code tab numbers the scheduled proc's lines, which the user's cell does not show."""
+        stmt = self.access.get("stmt") or {}
+        return place_of(SimpleNamespace(filename=stmt.get("file"), lineno=stmt.get("line"))) or "-"
 
     def text(self, view: CodeView) -> str:
         """The statement's current text on one line (the printer may wrap it over several)."""
@@ -199,6 +208,7 @@ def _witness(kind: str, earlier: _Side, later: _Side, view: CodeView, analysis, 
     later_text = line_text(later) if kind != "FREE" else f"end of {buffer}'s scope (allocated at line {later.line})"
     return [
         ("statement", line_text(earlier), later_text),
+        ("source", earlier.source, later.source),
         ("collective", collective(earlier), collective(later)),
         ("threads", _thread_text(earlier.threads), _thread_text(later.threads)),
         ("iterators", sizes_text(earlier.iters) or "-",
