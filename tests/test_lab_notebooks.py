@@ -111,6 +111,8 @@ def test_stepwise_gemm_replays_the_sm80_and_sm90_steps():
     assert "map_to_gpu(p, Config())" in last  # the tuned f16 tiles are Config's defaults
     mma = next(html for src, html in cells if src.startswith("wb80.select("))
     assert "Sm80_mma_f16(D[wm, wn, fi, fj" in mma and "collective unit <b>cuda_warp</b>" in mma
+    # the shard grids name the allocations as Code does: two A_r (one per fragment loop) were both "A_r"
+    assert re.findall(r'sl-shards-head"[^>]*><code>([^<]+)</code>', mma) == ["D", "A_r", "A_r_1", "B_r", "B_r_1"]
     sm90 = {src: html for src, html in cells if src.startswith("wb90.apply(")}
     names90 = [name for name, _ in schedule_steps(make_tutorials.SM90)]
     assert list(sm90) == [f"wb90.apply(sm90.{name}, cfg90)" for name in names90] and len(names90) == 11

@@ -60,6 +60,14 @@ class CodeView:
         return " ".join(" ".join(self.lines[n].text.split()) for n in self.lines_of_stmt(index)).replace(
             "[ ", "[").replace("( ", "(")
 
+    def alloc_name(self, sym) -> Optional[str]:
+        """The name the printed proc gives the allocation of `sym`: the printer tells apart two allocations of one
+        name (`A_r`, then `A_r_1`), which `str(sym)` does not."""
+        index = next((i for i, s in enumerate(self.stmts) if isinstance(s, LoopIR.Alloc) and s.name == sym), None)
+        if index is None:
+            return None
+        return self.lines[self.lines_of_stmt(index)[0]].text.split(":", 1)[0].strip()
+
     def lines_of_source_line(self, lineno: int) -> list[int]:
         """0-based printed lines of every statement whose source line (srcinfo) is `lineno`."""
         hits = {i for i, s in enumerate(self.stmts) if s.srcinfo.lineno == lineno}

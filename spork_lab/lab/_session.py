@@ -703,7 +703,8 @@ class Workbench:
             lo, hi = ctx.warp_range(w.name)
             warp_names.update({k: w.name for k in range(lo, hi)})
         grid = _tiling.tiling_grid(info.tiling, level, warp_names)
-        grid["distributed"] = [a.to_json() for a in r.analysis.value.dist.values() if a.is_distributed]
+        grid["distributed"] = [{**a.to_json(), "name": r.view.alloc_name(sym) or a.name}
+                               for sym, a in r.analysis.value.dist.items() if a.is_distributed]
         return _tiling.render(lines, grid, info.coll_unit_text, "", grid["distributed"]), grid
 
     def view(self, step: Optional[int] = None) -> WorkbenchView:
