@@ -501,6 +501,10 @@ def test_api_misuse_says_what_to_write():
         sl.compile_procs_to_strings(vec_add)
     with pytest.raises(sl.CodegenError, match="arch must look like sm_80 or sm_90a, got 80"):  # was re's TypeError
         sl.compile_procs_to_strings([vec_add], arch=80)
+    with pytest.raises(sl.CodegenError, match="arch must look like sm_80 or sm_90a, got 'sm_7'"):  # read as cc 7
+        sl.compile_procs_to_strings([vec_add], arch="sm_7")
+    with pytest.raises(TypeError, match=r"build takes a non-empty list of procs: write sl.build\(\[p\], ...\)"):
+        sl.build([])
     with pytest.raises(TypeError, match="analyze takes a proc .*, not function"):
         sl.analyze(lambda: None)
 

@@ -374,6 +374,12 @@ def test_ring_through_an_argument():
     assert "tmp is an argument of the proc" in _refused(argument_tile, "it", [0, 1], [], CudaMbarrier)
 
 
+def test_reads_in_flight_without_release_with_is_refused():
+    """It counts release_with's commit groups; alone it was ignored (the same pipeline as without it)."""
+    msg = _refused(body_alloc_tiles, "it", [0, 2], [0], CudaCommitGroup, reads_in_flight=1)
+    assert "reads_in_flight=1 counts the commit groups of release_with=CudaCommitGroup" in msg and "pass both" in msg
+
+
 def test_loop_that_may_be_too_short():
     msg = _refused(short_loop, "it", [0, 2], [], CudaMbarrier)
     assert "may run fewer than 2 iterations" in msg and "assert n / 128 >= 2" in msg and "keep_loop=True" in msg

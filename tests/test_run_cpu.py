@@ -79,6 +79,9 @@ def test_wrong_arguments_are_said_at_the_call():
         (lambda: sl.run_cpu(p, 256, x, y, n=256), "n is given twice"),
         (lambda: sl.run_cpu(p, 256, x, y, y), "takes 3 arguments (n, x, y), got 4"),
         (lambda: sl.run_cpu(p, 256, _OnGpu(), y), "runs on the CPU: pass NumPy arrays (x: a GPU array"),
+        # x is declared CudaGmemLinear: "x lives in host memory (DRAM)" said what the user had not written
+        (lambda: sl.run_cpu(p, 256, list(x), y), "x is read in host memory, so it must be a NumPy array (run_cpu takes "
+                                                 "one for CudaGmemLinear parameters too), got list"),
     ]
     for call, text in cases:
         line = inspect.getsourcelines(call)[1]

@@ -211,6 +211,8 @@ def test_a_cursor_of_the_wrong_kind_says_what_to_pass():
                  "or .after(), e.g. p.find_loop(\"i\").before()")
     _raises_here(lambda: set_loop_mode(add_rows, add_rows.find("y[_] += _"), cuda_threads),
                  "set_loop_mode: loop takes a loop, not a reduce cursor: p.find_loop(\"i\"), or a loop's name \"i\"")
+    _raises_here(lambda: complete_on(add_rows, add_rows.find("y[_] += _"), "bar"),
+                 "complete_on: call takes the cursor of an instr's call, not a reduce cursor: p.find(\"name(_)\")")
 
 
 def test_our_gpu_ops_report_the_same_way():

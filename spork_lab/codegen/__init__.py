@@ -149,6 +149,8 @@ def proc_list(procs: Sequence[Procedure], call: str) -> list:
     if isinstance(procs, (Procedure, str)) or not isinstance(procs, Iterable):
         raise SporkTypeError(f"{name} takes a list of procs: write {call}([p], ...)", user_frame())
     procs = list(procs)
+    if not procs:  # a library (or files) of nothing: a list the user meant to fill
+        raise SporkTypeError(f"{name} takes a non-empty list of procs: write {call}([p], ...)", user_frame())
     other = next((p for p in procs if not isinstance(p, Procedure)), None)
     if other is not None:
         raise SporkTypeError(f"{name} takes a list of procs (made with @proc), and {other!r} is a "
@@ -167,7 +169,7 @@ def compute_capability(arch: Optional[str]) -> Optional[int]:
     """90 for "sm_90" or "sm_90a"; None without an arch; CodegenError for anything else."""
     if arch is None:
         return None
-    m = re.fullmatch(r"sm_(\d+)a?", arch) if isinstance(arch, str) else None
+    m = re.fullmatch(r"sm_([1-9]\d{1,2})a?", arch) if isinstance(arch, str) else None  # sm_7 is no target
     if m is None:
         raise CodegenError(f"arch must look like sm_80 or sm_90a, got {arch!r}", user_frame())
     return int(m[1])

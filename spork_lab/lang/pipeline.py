@@ -834,6 +834,10 @@ def pipeline_loop(
     """
     if not isinstance(loop._impl._node.loop_mode, LoopIR.Seq):
         raise SchedulingError(f"{_where(loop._impl._node)} is not a seq loop; pipeline a seq loop")
+    if reads_in_flight and release_with is None:  # else it counts nothing: the same pipeline as without it
+        raise SchedulingError(f"reads_in_flight={reads_in_flight} counts the commit groups of release_with="
+                              "CudaCommitGroup, which releases the slots of a ring read asynchronously (wgmma); "
+                              "pass both, or neither")
     cta_loop = _per_cta_loop(loop._impl._node)
     n_body = len(loop._impl._node.body)
     if cta_loop is None:

@@ -190,13 +190,14 @@ def explain(
     if block:  # exo names its cursor classes: say what to pass
         text = (f"{block.group(1)} takes a block of statements, not a {block.group(2).lower()} cursor: a loop "
                 "(p.find_loop(...)), or a statement's cursor .as_block() or .expand(...)")
-    cursor = re.search(r"'(\w+)' to \w+: expected an? (Gap|For)Cursor(?:, not <class '[\w.]*\.(\w+)Cursor'>)?$", text)
-    if cursor:  # likewise for a gap or a loop; exo names the class given only for a loop
+    cursor = re.search(r"'(\w+)' to \w+: expected an? (Gap|For|Call)Cursor(?:, not <class '[\w.]*\.(\w+)Cursor'>)?$", text)
+    if cursor:  # likewise for a gap, a loop or a call; exo names the class given only for some
         param, wanted, got = cursor.groups()
-        got = got or type((given or {}).get(param)).__name__.removesuffix("Cursor")
-        text = (f"{param} takes a gap between statements, not a {got.lower()} cursor: a statement's cursor .before() "
-                "or .after(), e.g. p.find_loop(\"i\").before()" if wanted == "Gap" else
-                f"{param} takes a loop, not a {got.lower()} cursor: p.find_loop(\"i\"), or a loop's name \"i\"")
+        got = (got or type((given or {}).get(param)).__name__.removesuffix("Cursor")).lower()
+        text = {"Gap": f"{param} takes a gap between statements, not a {got} cursor: a statement's cursor .before() "
+                       "or .after(), e.g. p.find_loop(\"i\").before()",
+                "For": f"{param} takes a loop, not a {got} cursor: p.find_loop(\"i\"), or a loop's name \"i\"",
+                "Call": f"{param} takes the cursor of an instr's call, not a {got} cursor: p.find(\"name(_)\")"}[wanted]
     used = re.fullmatch(r"Cannot remove loop, (\w+) is not free in the loop body\.", text)  # exo means "is used"
     if used:
         text = f"the loop's body uses its iterator {used.group(1)}; {_NEEDS['remove_loop']}"

@@ -199,7 +199,8 @@ def _check_array(where: str, a: ArgSpec, v, env: dict, current_device: Optional[
     else:
         if not isinstance(v, np.ndarray):
             hint = " (a GPU array: copy it with .get())" if hasattr(v, "__cuda_array_interface__") else ""
-            raise TypeError(f"{where}: {a.name} lives in host memory (DRAM) and must be a NumPy array, got {type(v).__name__}{hint}")
+            raise TypeError(f"{where}: {a.name} is read in host memory, so it must be a NumPy array (run_cpu takes one for "
+                            f"CudaGmemLinear parameters too), got {type(v).__name__}{hint}")
         got_shape, dtype, strides = v.shape, v.dtype, v.strides
         ptr, readonly = v.ctypes.data, not v.flags.writeable
     if a.bf16 and dtype not in _BF16_BITS and dtype.name != "bfloat16":
