@@ -94,7 +94,24 @@ _STATEMENT_HINTS = {
 }
 
 
-_EFFECTS_CONST = re.compile(r"Effects\.Const\(val=(-?[\w.]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)")
+# exo prints expressions of its effects IR as their reprs: each form below, innermost first, becomes its text
+_EFFECTS = [
+    (re.compile(r"Effects\.Const\(val=(-?[\w.]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"), r"\1"),
+    (re.compile(r"Effects\.Var\(name=(\w+?)_\d+, type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"), r"\1"),  # a Sym: name_id
+    (re.compile(r"Effects\.BinOp\(op='([^']+)', lhs=([^,()]+), rhs=([^,()]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"),
+     r"(\2 \1 \3)"),
+]
+
+
+def _effects_text(message: str) -> str:
+    """exo's message with its effects IR's reprs (`Effects.BinOp(op='-', lhs=Effects.Var(name=K_34, ...`) as text
+    (`(K - 32)`)."""
+    before = None
+    while before != message:
+        before = message
+        for form, text in _EFFECTS:
+            message = form.sub(text, message)
+    return message
 
 
 def _statement_hint(message: str, filename: str, lineno: int) -> str:
@@ -113,7 +130,7 @@ def from_exo(error: Exception, filename: str) -> SporkError:
     kind = SporkParseError if isinstance(error, _ExoParseError) else SporkTypeError
     first = re.search(rf"{re.escape(filename)}:(\d+)", str(error))
     message = _statement_hint(str(error), filename, int(first.group(1))) if first else str(error)
-    message = _EFFECTS_CONST.sub(r"\1", message)  # exo prints a constant of its effects IR as its repr
+    message = _effects_text(message)
     converted = kind(message.replace(filename, _place(filename)))  # the message names the place already
     if first:  # for to_json and the workbench, as every SporkError has them
         converted.filename, converted.lineno = filename, int(first.group(1))

@@ -152,6 +152,17 @@ def test_python_statements_exo_does_not_parse_say_what_to_write(tmp_path, statem
     assert str(err).startswith(f"{path}:{line}:") and f"unsupported type of statement: {hint}" in str(err)
 
 
+def test_a_window_of_another_shape_in_a_call_reads_as_the_user_wrote_it(tmp_path):
+    """exo printed both shapes as reprs of its effects IR (`Effects.BinOp(op='-', lhs=Effects.Var(name=n_3, ...`)."""
+    source = HEADER.split("@proc")[0] + (
+        "@proc\ndef callee(n: size, x: f32[n] @ CudaGmemLinear):\n    pass\n\n\n"
+        "@proc\ndef caller(n: size, x: f32[n] @ CudaGmemLinear):\n    assert n >= 2\n"
+        "    callee(n, x[0:n - 1])  # <-\n")
+    err, path, line = _import_failing(tmp_path, source, TypeError)
+    assert f"{path}:{line}:" in str(err) and "Effects" not in str(err) and "0x" not in str(err)
+    assert "type-shape of calling argument may not equal the required type-shape: [(n - 1)] vs. [n]" in str(err)
+
+
 def test_a_constant_extent_that_is_not_positive_reads_as_the_user_wrote_it(tmp_path):
     """exo printed the constant as the repr of its effects IR (`Effects.Const(val=0, ..., srcinfo=<... at 0x...>)`)."""
     err, path, line = _load(tmp_path, "s: f32[0] @ CudaSmemLinear  # <-\nx[0] = 0.0", TypeError)
