@@ -465,6 +465,15 @@ def test_a_constant_barrier_index_past_its_array_is_refused_at_the_insert():
                  "insert_arrive: index 0 of bar[64] is 64, outside bar: barrier[64]")
 
 
+def test_a_wrong_argument_names_its_parameter_and_value_once():
+    """exo's "divide_loop: argument 2, 'div_const' to divide_loop: expected a positive integer" named the op twice
+    and not the value given (session 38's workbench walkthrough)."""
+    _raises_here(lambda: divide_loop(add_rows, "row", "4", ["ro", "ri"]),
+                 "divide_loop: div_const (argument 2): expected a positive integer, not '4'")
+    _raises_here(lambda: divide_loop(add_rows, "row", 4, "ro"),
+                 "divide_loop: new_iters (argument 3): expected a list or tuple, not 'ro'")
+
+
 def test_an_arrive_count_other_than_one_is_refused_at_the_insert():
     """insert_arrive(..., N=0) was accepted, and the next sl.analyze refused `Arrive(..., 0)` at the line of the
     loop it was inserted after, not at the insert (audit G, 41)."""
@@ -472,7 +481,7 @@ def test_an_arrive_count_other_than_one_is_refused_at_the_insert():
 
     gap = p.find_loop("t").before()
     for n in (0, 2, ~1, True, 1.0):
-        _raises_here(lambda: insert_arrive(p, gap, cuda_in_order, "bar[0]", N=n), "insert_arrive: argument 4, 'N'",
+        _raises_here(lambda: insert_arrive(p, gap, cuda_in_order, "bar[0]", N=n), "insert_arrive: N (argument 4): ",
                      f"an Arrive's count N must be 1, got {n!r}")
     assert "Arrive(cuda_in_order, 1) >> bar[0]" in str(insert_arrive(p, gap, cuda_in_order, "bar[0]"))
 

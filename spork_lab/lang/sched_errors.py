@@ -198,6 +198,12 @@ def explain(
                        "or .after(), e.g. p.find_loop(\"i\").before()",
                 "For": f"{param} takes a loop, not a {got} cursor: p.find_loop(\"i\"), or a loop's name \"i\"",
                 "Call": f"{param} takes the cursor of an instr's call, not a {got} cursor: p.find(\"name(_)\")"}[wanted]
+    argument = re.fullmatch(r"argument (\d+), '(\w+)' to \w+: (.*)", text, re.S)
+    if argument and not block and not cursor:  # exo names the op again: the parameter, and what was given
+        number, param, reason = argument.groups()
+        given_value = (given or {}).get(param)
+        said = not reason.startswith("expected") or "not <" in reason  # the reason names what was given
+        text = f"{param} (argument {number}): {reason}" + ("" if said or given_value is None else f", not {given_value!r}")
     used = re.fullmatch(r"Cannot remove loop, (\w+) is not free in the loop body\.", text)  # exo means "is used"
     if used:
         text = f"the loop's body uses its iterator {used.group(1)}; {_NEEDS['remove_loop']}"
