@@ -474,6 +474,19 @@ def test_a_wrong_argument_names_its_parameter_and_value_once():
                  "divide_loop: new_iters (argument 3): expected a list or tuple, not 'ro'")
 
 
+def test_a_fission_exo_refuses_says_why():
+    """exo said only "Cannot fission loop over it at <line>": a split between an Arrive and its Await reorders the
+    sync statements of one barrier, which exo keeps in order; else what exo had to prove."""
+    from procs_sync import mbar_split_barrier_2, split_barrier_copy
+
+    body = mbar_split_barrier_2.find_loop("it").body()
+    _raises_here(lambda: fission(mbar_split_barrier_2, body[1].after()), "Cannot fission loop over it at",
+                 "Both halves synchronize on bar: exo keeps the order of sync statements on one barrier")
+    one_buffer = split_barrier_copy(1)  # the second half reads buf, which the next iteration's first half refills
+    _raises_here(lambda: fission(one_buffer, one_buffer.find_loop("it").body()[2].after()),
+                 "exo could not prove that the statements after the gap, run after all iterations of those before it")
+
+
 def test_an_arrive_count_other_than_one_is_refused_at_the_insert():
     """insert_arrive(..., N=0) was accepted, and the next sl.analyze refused `Arrive(..., 0)` at the line of the
     loop it was inserted after, not at the insert (audit G, 41)."""

@@ -26,6 +26,7 @@ import exo
 from exo import API_scheduling
 from exo.API import Procedure
 from exo.API_cursors import BlockCursor
+from exo.core.internal_cursors import GapType
 from exo.core.LoopIR import LoopIR
 
 from ..core.ir import walk_stmts
@@ -204,6 +205,8 @@ def explain(
         given_value = (given or {}).get(param)
         said = not reason.startswith("expected") or "not <" in reason  # the reason names what was given
         text = f"{param} (argument {number}): {reason}" + ("" if said or given_value is None else f", not {given_value!r}")
+    if op == "fission" and text.startswith("Cannot fission loop"):
+        text += _fission_hint((given or {}).get("gap_cursor"))
     used = re.fullmatch(r"Cannot remove loop, (\w+) is not free in the loop body\.", text)  # exo means "is used"
     if used:
         text = f"the loop's body uses its iterator {used.group(1)}; {_NEEDS['remove_loop']}"
@@ -214,6 +217,35 @@ def explain(
     elif proc is not None and missing_buffer:
         text = f"no buffer named {missing_buffer.group(1)!r}; " + _choices(missing_buffer.group(1), _buffers(proc), "its buffers are")
     return SporkSchedulingError(f"{op}: {text}", where)
+
+
+def _fission_hint(gap) -> str:
+    """Why exo could not split the loop around `gap`: the barriers synchronized on both sides of it, if any (exo
+    keeps the order of sync statements on one barrier: each writes the barrier), else what exo had to prove."""
+    try:
+        loop, anchor = gap.parent(), gap.anchor()
+        body = list(loop.body())
+        k = body.index(anchor) + (gap.type() == GapType.After)
+    except (AttributeError, ValueError, TypeError):  # not a gap in a loop body: exo's message says it all
+        return ""
+    sides = [{_barrier_of(st) for c in half for st in walk_stmts([c._impl._node])} - {None} for half in (body[:k], body[k:])]
+    shared = sorted(str(b) for b in sides[0] & sides[1])
+    if shared:
+        return (f" Both halves synchronize on {', '.join(shared)}: exo keeps the order of sync statements on one "
+                "barrier, and the split would run every iteration's later ones after all the earlier ones. Split at a "
+                "gap that leaves each barrier's statements on one side")
+    return (" exo could not prove that the statements after the gap, run after all iterations of those before it, "
+            "compute the same (each iteration's second half may use what a later iteration's first half changes)")
+
+
+def _barrier_of(s) -> object:
+    """The barrier a sync statement, or a load completing on a barrier (`>> bar`), uses; None for others."""
+    if not isinstance(s, LoopIR.Call):
+        return None
+    if sync_spec_of(s) is not None and sync_spec_of(s).barrier_mem is not None:
+        return s.args[0].name
+    trailing = trailing_of(s)
+    return s.args[trailing[1]].name if trailing else None
 
 
 # What an op must prove, where exo's own message does not say (its solver gave up; remove_loop's inverted "not free").
