@@ -80,6 +80,21 @@ def test_without_a_gpu_the_cell_is_built_and_the_output_says_so(shell, toolchain
     assert "-gencode=arch=compute_80,code=sm_80" in log.read_text().splitlines()[-1]
 
 
+def test_the_report_says_what_sync_check_said_of_the_kernel(shell, toolchain):
+    """A build runs the analysis only: a racy kernel was built and timed without a word (session 38's workbench
+    walkthrough). The report says what the latest sl.sync_check of the proc found, or that there was none."""
+    def notes(cell: str) -> str:  # the cell defines its proc again: a new proc of the same text
+        return shell.run_cell_magic("spork_bench", "--sizes n=4096", cell)._repr_mimebundle_()["text/plain"]
+
+    assert "scale has not been through sl.sync_check in this session" in notes(CELL)
+    shell.run_cell("import spork_lab as sl\nsl.sync_check(scale, n=256)")
+    assert "sl.sync_check passed scale at n=256" in notes(CELL)
+    racy = CELL.replace("2.0 * x[task * 128 + t]", "x[task * 128 + t]\n            for t in cuda_threads(0, 128):\n"
+                        "                y[task * 128 + t] += y[task * 128 + 127 - t]")
+    shell.run_cell(racy + "\nsl.sync_check(scale, n=256)")
+    assert "warning: sl.sync_check found 2 hazard(s) in scale at n=256: the kernel can race" in notes(racy)
+
+
 def test_a_gpu_that_cupy_cannot_use_is_named(shell, toolchain):
     _, bin_dir = toolchain
     _script(bin_dir / "nvidia-smi", 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)"\n')

@@ -29,6 +29,7 @@ from ..core.ir import evaluate, sizes_text
 from ..errors import SporkError
 from ..runtime import BuiltModule, benchmark, build_library, built_spec, gpu_cupy, local_arch, nvcc_flags
 from ..runtime._args import ProcSpec, bf16_bits, bf16_floats, size_refusal
+from ..sync.checker import last_check
 from ._doctor import run_tool
 from ._render import svg_image
 
@@ -365,6 +366,7 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     arch = arch or (local_arch() if cupy else DEFAULT_ARCH)
     lib, basename, specs = build(procs, arch, flags)
     report.notes.append(f"built {', '.join(p.name() for p in procs)} for {arch}: nvcc {' '.join(nvcc_flags(arch, flags))} -> {lib}")
+    report.notes += [check_note(p) for p in procs]
     if cupy is None:
         listed = run_tool(["nvidia-smi", "-L"])
         if listed and "GPU" in listed:
@@ -408,6 +410,20 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     if profile:
         report.notes.append(_profile(procs, size_sets[0], arch, flags))
     return report
+
+
+def check_note(p: Procedure) -> str:
+    """What the latest sl.sync_check said of `p` (the build runs the analysis only): a racy kernel's times and
+    results are not the program's."""
+    last = last_check(p)
+    if last is None:
+        return (f"{p.name()} has not been through sl.sync_check in this session: the build runs the analysis only, "
+                "and sync_check at small sizes proves that the kernel computes what the program says")
+    sizes, hazards = last
+    if hazards:
+        return (f"warning: sl.sync_check found {hazards} hazard(s) in {p.name()} at {sizes_text(sizes)}: the kernel "
+                "can race or hang, and what it computes (and how fast) is not what the program says")
+    return f"sl.sync_check passed {p.name()} at {sizes_text(sizes)}"
 
 
 def _concrete(spec: ProcSpec, sizes: dict) -> ProcSpec:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Optional
 
 from exo.API import Procedure
 from exo.core.LoopIR import LoopIR, T
@@ -29,6 +30,7 @@ from ..analysis.checks import misaligned_need
 from ..core.cache import ProcCache
 from ..core.ir import INDEX_LIMIT, operation_count, sizes_text
 from ..errors import SizesError, SporkError, SporkTypeError, SyncError, user_facing, user_frame
+from ..lang.printer import proc_lines
 from . import program as P
 from .engine import Compiled, Unsupported
 from .lower import index_expr, lower
@@ -38,6 +40,28 @@ from .report import SyncReport, build_report
 ENGINES = ("compiled", "python")
 
 _programs = ProcCache()  # proc -> (Program, Reference, Compiled or the reason there is none)
+# A proc's text -> (sizes, hazards found) of its latest sync_check in this process, the newest last; by text, so
+# that a cell run again (a new proc of the same text) keeps its proc's verdict.
+_last_checks: dict = {}
+_LAST_CHECKS_KEPT = 256
+
+
+def _proc_text(proc_ir) -> str:
+    return "\n".join(proc_lines(proc_ir))  # unformatted: exo's formatting of str(p) takes tenths of a second
+
+
+def last_check(p) -> Optional[tuple]:
+    """(sizes, number of hazards found) of the latest `sync_check` of proc `p` (or of a proc of the same text) in
+    this process, or None: what `%%spork_bench` says about the kernel it times (a build runs the analysis only)."""
+    return _last_checks.get(_proc_text(getattr(p, "_loopir_proc", p)))
+
+
+def _remember(proc_ir, sizes: dict, hazards: int) -> None:
+    key = _proc_text(proc_ir)
+    _last_checks.pop(key, None)
+    _last_checks[key] = (dict(sizes), hazards)
+    if len(_last_checks) > _LAST_CHECKS_KEPT:
+        del _last_checks[next(iter(_last_checks))]
 
 
 def program_of(proc_ir) -> P.Program:
@@ -128,7 +152,9 @@ def sync_check(p, max_hazards: int = 50, max_events: int = 10000, engine: str = 
     except Unsupported as e:  # the compiled run met a limit of its runtime
         engine, note = "python", f"the compiled engine cannot run this program: {e}"
         run = _run(entry[1], values, max_hazards, max_events)
-    return build_report(program, sizes, analysis.barriers, run, engine, note)
+    report = build_report(program, sizes, analysis.barriers, run, engine, note)
+    _remember(ir, sizes, len(report.hazards))
+    return report
 
 
 def _run(runner, values: tuple, max_hazards: int, max_events: int) -> P.RawRun:
