@@ -163,6 +163,13 @@ def test_a_window_of_another_shape_in_a_call_reads_as_the_user_wrote_it(tmp_path
     assert "type-shape of calling argument may not equal the required type-shape: [(n - 1)] vs. [n]" in str(err)
 
 
+def test_an_index_in_data_arithmetic_says_what_it_is(tmp_path):
+    """exo said only "expected scalar type" (session 38's workbench walkthrough)."""
+    err, path, line = _load(tmp_path, "for t in cuda_threads(0, 1):\n    x[t] = x[t] + t  # <-", TypeError)
+    assert f"{path}:{line}:" in str(err)
+    assert "expected scalar type: `t` is an index (a size, an iterator, or arithmetic on them)" in str(err)
+
+
 def test_a_constant_extent_that_is_not_positive_reads_as_the_user_wrote_it(tmp_path):
     """exo printed the constant as the repr of its effects IR (`Effects.Const(val=0, ..., srcinfo=<... at 0x...>)`)."""
     err, path, line = _load(tmp_path, "s: f32[0] @ CudaSmemLinear  # <-\nx[0] = 0.0", TypeError)

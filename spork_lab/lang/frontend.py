@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 from exo.API import Procedure
 from exo.core.extern import Extern
-from exo.core.LoopIR import UAST, LoopIR
+from exo.core.LoopIR import UAST, LoopIR, T
 from exo.core.memory import Memory
 from exo.core.prelude import SrcInfo
 from exo.frontend.pyparser import ParseError, Parser
@@ -221,9 +221,14 @@ class _TypeChecker(TypeChecker):
             check_ranks(typed[0])
         return typed
 
-    def check_e(self, e, is_index=False):
-        from exo.core.LoopIR import T, UAST
+    def err(self, node, msg):
+        """exo's errors, with what its "expected scalar type" met: an index or size in data arithmetic."""
+        if msg == "expected scalar type" and getattr(node, "type", None) in (T.index, T.size, T.int):
+            msg += (f": `{node}` is an index (a size, an iterator, or arithmetic on them), which exo does not "
+                    "convert to a number in data arithmetic; pass the value in a tensor instead")
+        super().err(node, msg)
 
+    def check_e(self, e, is_index=False):
         typ = self.env.get(e.name) if isinstance(e, UAST.WindowExpr) else None
         if not isinstance(typ, T.Window):
             return super().check_e(e, is_index)
