@@ -254,6 +254,9 @@ def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
     line = next(n + 1 for n, l in enumerate(v.data["lines"]) if "ReverseAwait(" in l["text"])
     assert f'data-event="{bar["bad"]}" data-set="selected:{bad["stmt"]}" data-goto="code"' in html
     assert bad["line"] == line and "sl-ev-bad" in html and "waits for arrive #3, which has not happened" in html
+    # bar: barrier[2]: the rings and arrive numbers are each index's (the header read as if bar had 1 mbarrier)
+    assert ("each of bar[2]: forward ring of 1 mbarrier, reverse ring of 2 (depths from the Await lags)"
+            in html.split('class="sl-tl-head">')[1]), html
 
 
 @proc
