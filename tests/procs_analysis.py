@@ -484,6 +484,17 @@ def arrive_on_a_slice_without_a_cluster(y: f32[32] @ CudaGmemLinear):
             Await(bar[0], cuda_in_order, ~0)
 
 
+# Four CTAs of a cluster of two: the enclosing collective, the whole cluster, was named by its repr
+# `CollUnit((clusterDim * blockDim,), (clusterDim * blockDim,))` (audit 38)
+@proc
+def ctas_past_the_cluster(y: f32[4, 32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32, clusterDim=2):
+        for task in cuda_tasks(0, 1):
+            for cta in cuda_threads(0, 4, unit=cuda_cta_in_cluster):  # error here
+                for t in cuda_threads(0, 32):
+                    y[cta, t] = 0.0
+
+
 # 44 warps: the block's size is the error, not the registers its budgets would need (said first, audit 38)
 @proc
 def setmaxnreg_too_many_threads(y: f32[32] @ CudaGmemLinear):

@@ -88,6 +88,8 @@ CASES = [
     ("setmaxnreg_mixed", CollectiveError, ["warpgroup 0", "producer=40, consumer=232"]),
     ("setmaxnreg_partial_warpgroup", CollectiveError, ["multiple of 128", "2 warps (64 threads)"]),
     ("setmaxnreg_too_many_threads", CollectiveError, ["blockDim=1408", "more than the 1024 threads"]),
+    ("ctas_past_the_cluster", CollectiveError, ["needs 4 x 32 = 128 threads > 64 threads in the enclosing collective "
+                                                "(the enclosing collective is cuda_cluster (the whole cluster))"]),
     ("arrive_on_a_slice_without_a_cluster", SyncError, ["`Arrive(cuda_in_order, 1) >> bar[0:2]` arrives on a slice",
                                                         "this device function has none (clusterDim=1)"]),
     # CudaWarps

@@ -63,8 +63,8 @@ def coll_unit_text(tiling: CollTiling) -> str:
         if n > size and n % size == 0:
             candidates.append((n // size) * base)
     for unit in candidates:
-        if tiling.matches(unit):
-            return str(unit)
+        if tiling.matches(unit):  # cuda_cluster has no exported name (core/coll.py): it prints as a CollUnit(...)
+            return "cuda_cluster (the whole cluster)" if unit == cuda_cluster else str(unit)
     return f"{n} threads (box {list(tiling.box)} of domain {list(tiling.domain)})"
 
 

@@ -21,7 +21,6 @@ from html import escape
 from itertools import product
 from typing import Optional
 
-from ..core.coll import cuda_cluster
 from ..core.ir import sizes_text
 
 LEVEL_SIZES = {"thread": 1, "warp": 32, "warpgroup": 128}
@@ -68,11 +67,6 @@ def default_level(tiling) -> str:
     for _, c in tiling.iters:
         count *= c
     return "warp" if size >= LEVEL_SIZES["warp"] or count > 32 else "thread"
-
-
-def _unit_text(unit: str) -> str:
-    """A unit as users write it; the whole cluster has no exported name (core/coll.py), so it is named here."""
-    return "cuda_cluster (the whole cluster)" if unit == str(cuda_cluster) else unit
 
 
 def _layout(iters: list) -> tuple[list, list]:
@@ -229,7 +223,7 @@ def shard_grids(allocs: list[dict], level: str) -> str:
         parts.append(
             f'<div class="sl-shards-head"><code>{escape(a["name"])}</code> @ {escape(a["memory"])}: '
             f'{" x ".join(map(str, dims))} shards of {escape(shard)} (dims {", ".join(map(str, a["distributed_dims"]))}), '
-            f'each owned by a {escape(_unit_text(a["owner_unit"]))} of the allocating {escape(_unit_text(a["alloc_unit"]))}</div>'
+            f'each owned by a {escape(a["owner_unit"])} of the allocating {escape(a["alloc_unit"])}</div>'
         )
         parts.append(f'<div class="sl-cgrid{" sl-grid-dense" if cols > 24 else ""}" '
                      f'style="grid-template-columns: repeat({cols}, minmax(0, 1fr))">')
