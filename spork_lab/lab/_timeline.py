@@ -143,7 +143,7 @@ def render(b: dict, page: int) -> str:
         forward = info.get("forward_depth")
         depth = f"forward ring of {forward} mbarrier{'s' * (forward != 1)}" + (
             f", reverse ring of {info['reverse_depth']}" if info.get("reverse_depth") else "")
-        depth += " (depths from the Await lags)"
+        depth += " (depths from the Await lags)" if info.get("reverse_depth") else " (depth from the Await lag)"
         if info.get("dims"):  # bar[2]: each index has its rings, and its own arrive numbers (an event's [i])
             depth = f"each of {b['name']}[{', '.join(map(str, info['dims']))}]: {depth}"
     head = f'<div class="sl-tl-head"><b>{escape(b["name"])}</b> @ {escape(str(info.get("memory", "?")))}'
