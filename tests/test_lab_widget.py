@@ -450,3 +450,12 @@ def test_tiling_draws_the_shard_grid_of_a_distributed_allocation():
                                                                    ([1, 0], [[64, 96]]), ([1, 1], [[96, 128]])]
     html = wb.state["views"]["tiling"]
     assert "2 x 2 shards of 2 x 4 x 16 x 8" in html and 'title="D[1, 0]: threads [64, 95]"' in html
+
+
+def test_a_fence_the_whole_cluster_runs_is_called_cluster_scope():
+    """The scope came from the collective's name, which for the whole cluster was its repr: a
+    `CollUnit((clusterDim * blockDim,), (clusterDim * blockDim,))-scope Fence`."""
+    from procs_sync import remote_arrive_hands_over_global
+
+    (raw,) = Workbench(remote_arrive_hands_over_global, sizes={}).state["data"]["hazards"]
+    assert "or add a cluster-scope Fence(cuda_in_order, cuda_in_order) between line" in raw["hint"], raw["hint"]

@@ -53,6 +53,9 @@ class _Scope:
 _CPU = _Scope("cpu", cpu_in_order_instr, None, (), None, None)
 
 
+CLUSTER_UNIT_TEXT = "cuda_cluster (the whole cluster)"  # cuda_cluster has no exported name (core/coll.py)
+
+
 @lru_cache(maxsize=4096)
 def coll_unit_text(tiling: CollTiling) -> str:
     """The name users would write for the collectives of a tiling, e.g. `cuda_warp` or `16 * cuda_thread` (once
@@ -63,8 +66,8 @@ def coll_unit_text(tiling: CollTiling) -> str:
         if n > size and n % size == 0:
             candidates.append((n // size) * base)
     for unit in candidates:
-        if tiling.matches(unit):  # cuda_cluster has no exported name (core/coll.py): it prints as a CollUnit(...)
-            return "cuda_cluster (the whole cluster)" if unit == cuda_cluster else str(unit)
+        if tiling.matches(unit):
+            return CLUSTER_UNIT_TEXT if unit == cuda_cluster else str(unit)  # else it prints as a CollUnit(...)
     return f"{n} threads (box {list(tiling.box)} of domain {list(tiling.domain)})"
 
 

@@ -18,6 +18,7 @@ from typing import Optional
 
 from exo.core.LoopIR import LoopIR
 
+from ..analysis.scopes import CLUSTER_UNIT_TEXT
 from ..core.ir import sizes_text
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import sync_spec_of
@@ -94,7 +95,8 @@ def _common_loop(a: _Side, b: _Side, view: CodeView) -> Optional[str]:
     return None
 
 
-_SCOPE_WORDS = {"cuda_thread": "thread", "cuda_warp": "warp", "cuda_warpgroup": "warpgroup", "cuda_cta_in_cluster": "CTA"}
+_SCOPE_WORDS = {"cuda_thread": "thread", "cuda_warp": "warp", "cuda_warpgroup": "warpgroup", "cuda_cta_in_cluster": "CTA",
+                CLUSTER_UNIT_TEXT: "cluster"}
 
 
 def _cursor_at(proc, path: tuple):
