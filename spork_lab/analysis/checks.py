@@ -163,11 +163,13 @@ def _check_multicast_barriers(s: LoopIR.Call, bar: LoopIR.WindowExpr) -> None:
     dst = multicast_dst(s)
     widths = [interval_width(w) for w in bar.idx if isinstance(w, LoopIR.Interval)]
     ctas = interval_width(dst.idx[0]) if isinstance(dst, LoopIR.WindowExpr) and isinstance(dst.idx[0], LoopIR.Interval) else None
-    if ctas is None or None in widths or math.prod(widths) == ctas:
+    if ctas is None or None in widths:
         return
-    raise SyncError(f"{written_name(s)} writes {dst.name} in the {ctas} CTAs of its first dimension, so it completes "
-                    f"on the barrier of each: write `>> {bar.name}[...]` with a slice of {ctas} barriers (e.g. "
-                    f"`{bar.name}[:]` over the cluster's CTAs), not {math.prod(widths)}", s.srcinfo)
+    barriers = math.prod(widths)
+    if barriers != ctas:
+        raise SyncError(f"{written_name(s)} writes {dst.name} in the {ctas} CTAs of its first dimension, so it "
+                        f"completes on the barrier of each: write `>> {bar.name}[...]` with a slice of {ctas} barriers "
+                        f"(e.g. `{bar.name}[:]` over the cluster's CTAs), not {barriers}", s.srcinfo)
 
 
 def _memories(proc_ir: LoopIR.proc) -> dict:
@@ -318,7 +320,8 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, si
         for arg in s.args:
             if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)):
                 _check_scalar_access(s, memories, arg.name, f"{s.f.name}'s body, scalar code,")
-    _check_arg_memories(s, memories)
+    if gpu is None:  # an Exo-GPU instr's were checked before its layout checks
+        _check_arg_memories(s, memories)
     for param, arg in zip(s.f.args, s.args):
         if isinstance(arg, (LoopIR.Read, LoopIR.WindowExpr)) and arg.name in memories:
             for action in sorted(effects.get(param.name, ())):
