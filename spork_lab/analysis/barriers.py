@@ -61,6 +61,7 @@ from ..core.sync_stmts import (
     is_barrier_alloc,
     is_point_interval,
     sync_spec_of,
+    trailing_barrier,
     trailing_of,
 )
 from ..core.tensor_maps import tensor_map_spec
@@ -341,7 +342,7 @@ class _Walk:
             if spec.kind == "Arrive":  # its phase expects the loads before it on this barrier (all but other bar[c]s)
                 mine, others = [], []
                 for u in pending.pop(sym, []):
-                    (others if _other_barrier(u.stmt.args[trailing_of(u.stmt)[1]], s.args[0]) else mine).append(u)
+                    (others if _other_barrier(trailing_barrier(u.stmt), s.args[0]) else mine).append(u)
                 tx = sum(u.tx_bytes for u in mine)
                 if others:
                     pending[sym] = others

@@ -246,6 +246,12 @@ def trailing_of(stmt) -> Optional[tuple]:
     return None
 
 
+def trailing_barrier(stmt):
+    """The barrier window an `instr(...) >> bar[...]` call completes on, else None."""
+    trailing = trailing_of(stmt)
+    return stmt.args[trailing[1]] if trailing else None
+
+
 def written_name(call: LoopIR.Call) -> str:
     """The instr a call names as the user wrote it: `Sm80_cp_async_f32`, not its generated `Sm80_cp_async_f32_16`,
     nor a trailing barrier's wrapper."""

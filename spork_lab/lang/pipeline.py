@@ -76,7 +76,7 @@ from ..core.sync_stmts import (
     is_point_interval,
     sync_proc,
     sync_spec_of,
-    trailing_of,
+    trailing_barrier,
 )
 from ..core.timelines import SYNC_TLS, InstrTl, SyncTl, cuda_in_order, cuda_in_order_instr, default_usage
 
@@ -976,9 +976,9 @@ def _note_multicast(stmts: list, queues: dict) -> None:
             if st.stage != q.producer:
                 continue
             for t in walk_stmts([st.node]):
-                trailing = trailing_of(t)
-                if trailing is not None and t.args[trailing[1]].name == q.bar:
-                    q.multicast |= any(not is_point_interval(w) for w in getattr(t.args[trailing[1]], "idx", []))
+                bar = trailing_barrier(t)
+                if bar is not None and bar.name == q.bar:
+                    q.multicast |= any(not is_point_interval(w) for w in getattr(bar, "idx", []))
 
 
 def _release_drain(q: _Queue, holder, cta_loop, mem: type):
@@ -1036,7 +1036,7 @@ def _barrier_memory(ir, loop, barrier, cta_loops: list) -> tuple:
                 "multicast load)"
             )
         for t, sym in trailing:
-            (w,) = t.args[trailing_of(t)[1]].idx
+            (w,) = trailing_barrier(t).idx
             at = w.lo if isinstance(w, LoopIR.Interval) else w.pt
             by_cta = isinstance(at, LoopIR.Read) and at.name in iters
             every = isinstance(w, LoopIR.Interval) and interval_width(w) == ctas and isinstance(at, LoopIR.Const)

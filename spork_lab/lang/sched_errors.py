@@ -31,7 +31,8 @@ from exo.core.LoopIR import LoopIR
 
 from ..core.ir import walk_stmts
 from ..core.loop_modes import WithBlock
-from ..core.sync_stmts import is_barrier_alloc, sync_cursors, sync_spec_of, trailing_of, written_name
+from ..core.sync_stmts import (is_barrier_alloc, sync_cursors, sync_spec_of, trailing_barrier, trailing_of,
+                               written_name)
 from ..errors import LIBRARIES, SporkSchedulingError, user_frame
 from .printer import head_text, print_stmt
 
@@ -242,10 +243,11 @@ def _barrier_of(s) -> object:
     """The barrier a sync statement, or a load completing on a barrier (`>> bar`), uses; None for others."""
     if not isinstance(s, LoopIR.Call):
         return None
-    if sync_spec_of(s) is not None and sync_spec_of(s).barrier_mem is not None:
+    spec = sync_spec_of(s)
+    if spec is not None and spec.barrier_mem is not None:
         return s.args[0].name
-    trailing = trailing_of(s)
-    return s.args[trailing[1]].name if trailing else None
+    bar = trailing_barrier(s)
+    return bar.name if bar is not None else None
 
 
 # What an op must prove, where exo's own message does not say (its solver gave up; remove_loop's inverted "not free").
