@@ -273,11 +273,10 @@ def _ms(v: Optional[float]) -> str:
 
 
 def build(procs: Sequence[Procedure], arch: str, flags: Sequence[str]) -> tuple:
-    """(library path, basename, specs) of the procs compiled with nvcc (cached by content)."""
+    """(library path, basename) of the procs compiled with nvcc (cached by content)."""
     basename = "bench_" + "_".join(p.name() for p in procs)[:40]
-    specs = [built_spec(p) for p in procs]
     sources = compile_procs_to_strings(list(procs), basename, arch)
-    return build_library(sources, basename, arch, flags=flags), basename, specs
+    return build_library(sources, basename, arch, flags=flags), basename
 
 
 def _values(array, arg, xp):
@@ -359,12 +358,13 @@ def measure(procs: Sequence[Procedure], size_sets: list, reference: Optional[Cal
     """Build, then (with a GPU) check and time every proc at every size set against the reference."""
     if reps < 1:  # before nvcc runs
         raise BenchError(f"--reps {reps}: give at least 1 timed run")
+    specs = [built_spec(p) for p in procs]
     for sizes in size_sets:  # before nvcc runs, and without a GPU too, where nothing would run to find them
-        check_sizes([built_spec(p) for p in procs], sizes)
+        check_sizes(specs, sizes)
     report = BenchReport()
     cupy = gpu_cupy()
     arch = arch or (local_arch() if cupy else DEFAULT_ARCH)
-    lib, basename, specs = build(procs, arch, flags)
+    lib, basename = build(procs, arch, flags)
     report.notes.append(f"built {', '.join(p.name() for p in procs)} for {arch}: nvcc {' '.join(nvcc_flags(arch, flags))} -> {lib}")
     report.notes += [check_note(p) for p in procs]
     if cupy is None:
@@ -453,7 +453,8 @@ def _profile(procs: Sequence[Procedure], sizes: dict, arch: str, flags: Sequence
     ncu = shutil.which("ncu")
     if ncu is None:
         return "--profile: Nsight Compute (ncu) is not on PATH here"
-    lib, basename, specs = build(procs, arch, flags)
+    lib, basename = build(procs, arch, flags)
+    specs = [built_spec(p) for p in procs]
     job = pickle.dumps((str(lib), lib_name(basename), [_concrete(s, sizes) for s in specs], sizes)).hex()
     run = subprocess.run([ncu, "--section", "SpeedOfLight", sys.executable, "-c", _PROFILED, job], capture_output=True, text=True)
     return run.stdout[-6000:] + (run.stderr[-2000:] if run.returncode else "")
