@@ -239,9 +239,11 @@ def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
     v = Workbench(ring_missing_release, sizes={"n": 256}).view()
     assert v.view == "timeline"  # a failing barrier check opens the timeline
     (bar,) = v.data["timelines"]
-    labels = [(lane["queue"], lane["role"], lane["label"]) for lane in bar["lanes"]]
-    assert labels == [("forward", "arrive", "producer · threads [0, 31]"), ("forward", "await", "consumer · threads [32, 63]"),
-                      ("reverse", "arrive", "consumer · threads [32, 63]"), ("reverse", "await", "producer · threads [0, 31]")]
+    labels = [(lane["position"], lane["queue"], lane["role"], lane["label"]) for lane in bar["lanes"]]
+    each = [("forward", "arrive", "producer · threads [0, 31]"), ("forward", "await", "consumer · threads [32, 63]"),
+            ("reverse", "arrive", "consumer · threads [32, 63]"), ("reverse", "await", "producer · threads [0, 31]")]
+    assert labels == [([i], *lane) for i in (0, 1) for lane in each]  # bar[2]: each index its own queues, its own lanes
+    assert all(e["position"] == bar["lanes"][e["lane"]]["position"] for e in bar["events"])
     events = bar["events"]
     bad = events[bar["bad"]]
     # bar[0]'s reverse queue got arrives at it = 0, 2 only: the producer's ReverseAwait at it = 6 waits for #3
@@ -251,6 +253,7 @@ def test_barrier_timeline_pairs_events_and_opens_at_the_deadlock():
     assert (arrive["kind"], arrive["iters"]["it"], arrive["index"], arrive["slot"], arrive["parity"]) == ("Arrive", 2, 2, 0, 1)
     assert [e["state"] for e in events if e["kind"] == "ReverseAwait"][:2] == ["pass", "pass"]  # lag 1: nothing to wait for yet
     html = v.state["views"]["timeline"]
+    assert ">bar[1] reverse await</text>" in html
     line = next(n + 1 for n, l in enumerate(v.data["lines"]) if "ReverseAwait(" in l["text"])
     assert f'data-event="{bar["bad"]}" data-set="selected:{bad["stmt"]}" data-goto="code"' in html
     assert bad["line"] == line and "sl-ev-bad" in html and "waits for arrive #3, which has not happened" in html

@@ -10,6 +10,7 @@ of `PAGE` events at a time, so the picture fits the cell's width.
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 from ..core.ir import sizes_text
@@ -36,11 +37,13 @@ def _role(kind: str) -> str:
 
 
 def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[dict]:
-    """Per barrier: {"name", "info", "lanes": [{"queue", "role", "label"}], "events": [...], "bad": first bad
+    """Per barrier: {"name", "info", "lanes": [{"queue", "role", "label", "position"}], "events": [...], "bad": first bad
     event or None, "truncated"}; each event {"lane", "kind", "queue", "position", "index", "slot", "parity",
     "iters", "threads", "stmt", "line", "pairs": event number of its arrive or None, "state" (ok, pass, bad: the
     pairing fails, hang: waits for an arrive that hung threads never make), "after_hang": its threads hung before,
-    "later": for an await whose arrive comes only after it in program order, that arrive's event number}."""
+    "later": for an await whose arrive comes only after it in program order, that arrive's event number}. A lane's
+    "position" is the barrier index its events use (`[1]` of `bar[2]`; None for a single barrier): each index has its
+    own queues, so its own lanes."""
     cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
     failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT") and h.after_hang is None]
     out: dict[str, dict] = {}
@@ -58,7 +61,9 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
         who = f"threads {_range_text(threads)}" if threads else "CPU"
         if info is not None and info.warp_name:
             who = f"{info.warp_name} · {who}"
-        lane = {"queue": ev["queue"], "role": _role(ev["kind"]), "label": who}
+        indexed = math.prod(b["info"].get("dims") or [1]) > 1
+        lane = {"queue": ev["queue"], "role": _role(ev["kind"]), "label": who,
+                "position": ev["position"] if indexed else None}
         if lane not in b["lanes"]:
             b["lanes"].append(lane)
         queue = arrives.setdefault((ev["barrier"], tuple(ev["position"]), ev["queue"], ev["owner"]), [])
@@ -96,7 +101,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
             if ev["later"] is not None:
                 ev["later"] = where[ev["later"]]  # its arrive is on the same barrier
         order = {("forward", "arrive"): 0, ("forward", "await"): 1, ("reverse", "arrive"): 2, ("reverse", "await"): 3}
-        ranked = sorted(range(len(b["lanes"])), key=lambda i: (order[(b["lanes"][i]["queue"], b["lanes"][i]["role"])], i))
+        ranked = sorted(range(len(b["lanes"])), key=lambda i: (b["lanes"][i]["position"] or [], order[(b["lanes"][i]["queue"], b["lanes"][i]["role"])], i))
         new_of = {old: new for new, old in enumerate(ranked)}
         b["lanes"] = [b["lanes"][i] for i in ranked]
         for ev in b["events"]:
@@ -168,6 +173,8 @@ def render(b: dict, page: int) -> str:
         fill = "#f6f8fa" if lane["queue"] == "forward" else "#fbf5ff"
         svg.append(f'<rect x="0" y="{y}" width="{width}" height="{_LANE - 2}" fill="{fill}"/>')
         role = f'{"reverse " if lane["queue"] == "reverse" else ""}{lane["role"]}'
+        if lane["position"] is not None:
+            role = f'{b["name"]}[{", ".join(map(str, lane["position"]))}] {role}'
         svg.append(f'<text x="4" y="{y + 13}" font-size="10.5" font-weight="600" fill="#57606a">{escape(role)}</text>'
                    f'<text x="4" y="{y + 26}" font-size="10" fill="#57606a">{escape(lane["label"])}</text>')
     for n in range(lo, hi, 4):
@@ -208,7 +215,7 @@ def render(b: dict, page: int) -> str:
             stroke, fill, sw, dash = "#d0d7de", "#ffffff", 1, ' stroke-dasharray="2 2"'
 
         label = f"{'A' if arrive else 'W'}{ev['index'] if ev['index'] > 0 else '–'}"
-        sub = f"s{ev['slot']}p{ev['parity']}" if ev["slot"] is not None else (f"[{','.join(map(str, ev['position']))}]" if ev["position"] else "")
+        sub = f"s{ev['slot']}p{ev['parity']}" if ev["slot"] is not None else ""
         attrs = show_in_code(ev["stmt"])
         bad = " sl-ev-bad" if ev["state"] == "bad" else " sl-ev-after" if ev["after_hang"] else ""
         ink = "#8c959f" if ev["after_hang"] else "#24292f"
