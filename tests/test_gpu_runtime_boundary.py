@@ -187,6 +187,73 @@ def test_a_window_misaligned_by_the_calls_sizes_is_refused_before_the_launch(p, 
         "address: give sizes that keep it aligned (`assert m % 4 == 0` in the proc says which)")
 
 
+# ---- the same copy where the sizes decide the start through a loop's trips or an opaque term (red-team audit,
+# session 39: each launched at sizes sync_check had not run at, and faulted on the H200) ----
+
+
+@proc
+def cp_from_loop(n: size, m: size, src: f32[m + 2 * n + 4] @ CudaGmemLinear, dst: f32[4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[4] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for i in seq(m / 2, m / 2 + n):  # n trips: at n = 1 the one value m / 2 decides the start
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[0:4], src[2 * i:2 * i + 4], size=16)
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+            Fence(cuda_in_order, cuda_in_order)  # the copying thread's waits, then the other three
+            for t in cuda_threads(0, 4):
+                dst[t] = buf[t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def cp_half_size(m: size, src: f32[m + 4] @ CudaGmemLinear, dst: f32[4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: f32[4] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for t in cuda_threads(0, 1):
+                with CudaAsync(Sm80_cp_async_instr):
+                    Sm80_cp_async_f32(buf[0:4], src[2 * (m / 2):2 * (m / 2) + 4], size=16)
+            Arrive(Sm80_cp_async, 1) >> cg
+            Await(cg, cuda_in_order, 0)
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 4):
+                dst[t] = buf[t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@pytest.mark.parametrize("p,sizes,why", [
+    (cp_from_loop, {"n": 1, "m": 4}, None),  # i = 2 only: src[4:8]
+    (cp_from_loop, {"n": 1, "m": 6}, "starts 8 bytes past a 16-byte boundary"),  # i = 3 only: src[6:10]
+    (cp_from_loop, {"n": 1, "m": 5}, None),  # i = 2 only
+    (cp_from_loop, {"n": 2, "m": 4}, "moves by 8 bytes, not a multiple of 16, with each step of i"),  # src[4:8], src[6:10]
+    (cp_half_size, {"m": 4}, None),
+    (cp_half_size, {"m": 5}, None),
+    (cp_half_size, {"m": 6}, "starts 8 bytes past a 16-byte boundary"),
+    (cp_row_per_task, {"n": 1, "m": 6}, None),  # one task: its row's step of 24 bytes is never taken
+    (cp_row_per_task, {"n": 2, "m": 6}, "moves by 24 bytes, not a multiple of 16, with each step of task"),
+])
+def test_a_start_sizes_decide_through_trips_or_a_division_is_checked_at_the_call(p, sizes, why):
+    """The call's check and sync_check agree at every size: a start decided by a loop whose trips the sizes set (one
+    trip: its value adds to the start; more: each step must keep it aligned), or by a term such as `m / 2`. The
+    call did not check either (they were the iterators', sync_check's, which decides only the sizes it runs at),
+    and refused a loop of one trip (cp_row_per_task at n = 1) for the step it never takes."""
+    from spork_lab.runtime import built_spec
+    from spork_lab.runtime._args import size_refusal
+
+    refusal = size_refusal(built_spec(p), sizes)
+    if why is None:
+        assert refusal is None and sl.sync_check(p, **sizes).ok
+        return
+    assert refusal is not None and why in refusal
+    with pytest.raises(sl.SyncError, match=why):
+        sl.sync_check(p, **sizes)
+
+
 @pytest.mark.parametrize("name", list(PROCS))
 def test_sync_check_passes(name):
     assert sl.sync_check(PROCS[name], **SIZES[name]).ok

@@ -25,8 +25,8 @@ from exo.core.memory import Memory
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.instrs import instr_info, multicast_dst
-from ..core.ir import (bound_sym, constant_remainder, constant_value, evaluate, free_syms, interval_width, own_syms,
-                       polynomial, remainder, walk_stmts, whole_interval)
+from ..core.ir import (INDEX_OPS, bound_sym, constant_remainder, constant_value, evaluate, expr_syms, free_syms,
+                       interval_width, own_syms, polynomial, remainder, walk_stmts, whole_interval)
 from ..core.loop_modes import WithBlock
 from ..core.memories import CudaMemory, elem_bytes
 from ..core.sync_stmts import BarrierMemory, is_barrier_alloc, sync_spec_of, trailing_of, written_name
@@ -296,7 +296,7 @@ def _check_call(s: LoopIR.Call, info: StmtInfo, memories: dict, shapes: dict, si
         _check_unit_stride(on_buffers)
         _check_fragment_windows(on_buffers, memories, shapes)
         _check_arg_memories(s, memories)  # before the layout checks, which take each window's memory as given
-        needs = _check_alignment(on_buffers, gpu.aligned, shapes, sizes)
+        needs = _check_alignment(on_buffers, gpu.aligned, shapes, sizes, info.iters)
         _check_smem_box(on_buffers, gpu.smem_box, shapes)
         _check_smem_desc(on_buffers, gpu.smem_desc, shapes)
         tl = gpu.instr_tl
@@ -477,11 +477,12 @@ def _refuse_fragment_alias(s: LoopIR.WindowStmt, mem: type) -> None:
         f"directly", s.srcinfo)
 
 
-def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -> list:
+def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set, iters: tuple = ()) -> list:
     """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
     a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
-    misaligned address faults at run time). Where the proc's sizes (`sizes`: their Syms) decide it, returns
-    the `AlignmentNeed`s a call checks at its sizes; what the iterators decide is sync_check's (sync/lower.py)."""
+    misaligned address faults at run time). Where the proc's sizes (`sizes`: their Syms) decide it, directly or
+    through the trips of the loops around the call (`iters`: its `IterInfo`s), returns the `AlignmentNeed`s a
+    call checks at its sizes; what the iterators alone decide is sync_check's (sync/lower.py)."""
     needs = []
     for param, arg, shape, nbytes in _windows_of_known_layout(s, aligned, shapes):
         elem = elem_bytes(arg.type.basetype())
@@ -490,11 +491,11 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -
         for what, elements in (("start", offset), *(("rows", st) for st in rows)):
             form = polynomial(elements)
             rem = remainder({m: c * elem for m, c in form.items()}, nbytes)
-            terms = _size_terms(form, sizes) if rem is None else ()
+            terms, loops = _size_terms(form, sizes, iters) if rem is None else ((), ())
             if rem == 0 or (rem is None and not terms):  # aligned, or the iterators decide it: nothing to keep
                 continue  # (the need's texts cost a printing of the window: most windows are aligned)
             need = AlignmentNeed(head_text(s), s.srcinfo, written_name(s), str(param.name), str(arg), str(arg.name),
-                                 elem, nbytes, what, terms)
+                                 elem, nbytes, what, terms, loops)
             if rem:
                 raise MemoryMismatchError(f"`{head_text(s)}`: {need.misaligned(rem)}; the GPU would fault on the "
                                           "misaligned address", s.srcinfo)
@@ -502,33 +503,74 @@ def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set) -
     return needs
 
 
-def _size_terms(form: dict, sizes: set) -> tuple:
-    """`AlignmentNeed.terms` of an offset's `polynomial` (in elements), given the proc's size Syms: () if no size
+def _size_terms(form: dict, sizes: set, iters: tuple) -> tuple:
+    """(`AlignmentNeed.terms`, `AlignmentNeed.loops`) of an offset's `polynomial` (in elements), given the proc's
+    size Syms and the loops around the call: ((), ()) if neither a size nor a loop whose trips a size decides
     is in it."""
+    loop_of = {it.sym: it for it in iters}
+
+    def size_factor(v) -> bool:  # a size, or an opaque term of sizes alone (`n / 2`): a number at a call
+        return v in sizes or (isinstance(v, tuple) and all(size_factor(x) for x in v[1:] if not isinstance(x, int)))
+
+    def sized_loop(v) -> bool:  # an iterator whose bounds a size decides
+        bounds = [b for b in (loop_of[v].lo, loop_of[v].hi) if not isinstance(b, int)] if v in loop_of else []
+        syms: list = []
+        for b in bounds:
+            expr_syms(b, syms)
+        return bool(syms) and all(sym in sizes for sym in syms)
+
     groups: dict = {}
     for monomial, c in form.items():
-        others = tuple(_variable_text(v) for v in monomial if v not in sizes)
-        groups.setdefault(others, []).append((tuple(str(v) for v in monomial if v in sizes), c))
+        others = tuple(v for v in monomial if not size_factor(v))
+        groups.setdefault(others, []).append((tuple(_factor_key(v) for v in monomial if size_factor(v)), c))
+    if not any(factors for products in groups.values() for factors, _ in products) and not any(
+            sized_loop(v) for others in groups for v in others):
+        return (), ()
+    terms = tuple((tuple(map(_variable_text, others)),
+                   tuple(map(str, others)) if all(v in loop_of for v in others) else None,  # iterators alone
+                   tuple(products))
+                  for others, products in groups.items()
+                  if all(v in loop_of for v in others) or any(factors for factors, _ in products))
+    used = {v for others in groups for v in others if v in loop_of}
+    return terms, tuple((str(it.sym), it.lo, it.hi) for it in iters if it.sym in used)
 
-    def sized(products: list) -> bool:
-        return any(names for names, _ in products)
 
-    if not any(map(sized, groups.values())):
-        return ()
-    return tuple((others, tuple(products)) for others, products in groups.items() if not others or sized(products))
+def _factor_key(v) -> object:
+    """A polynomial variable made of sizes, as `_factor_value` evaluates it: a size's name, or an opaque term's
+    (op, operands...) with names for Syms."""
+    if isinstance(v, tuple):
+        return (v[0], *(x if isinstance(x, int) else _factor_key(x) for x in v[1:]))
+    return str(v)
+
+
+def _factor_value(key, sizes: dict) -> Optional[int]:
+    """The value of a `_factor_key` at a call's sizes (floor division and modulo, as exo's index arithmetic), or
+    None where a size is not given."""
+    if isinstance(key, int):
+        return key
+    if isinstance(key, str):
+        return sizes.get(key)
+    values = [_factor_value(x, sizes) for x in key[1:]]
+    if any(v is None for v in values) or (key[0] in "/%" and values[1] == 0):
+        return None
+    return -values[0] if len(values) == 1 else INDEX_OPS[key[0]](*values)
 
 
 @dataclass(frozen=True)
 class AlignmentNeed:
     """A window an instr needs aligned whose start or row pitch depends on the proc's sizes (`A[i, 0:4]` of an
-    `f32[M, K]` is 16-byte aligned for every i only if K % 4 == 0): a built proc checks it at the sizes of each
-    call, before the launch, where a misaligned address would fault and end the process's CUDA context.
+    `f32[M, K]` is 16-byte aligned for every i only if K % 4 == 0), or on an iterator whose trips they decide
+    (`src[2 * i:2 * i + 4]`, i in `seq(0, n)`, is aligned at n = 1 only): a built proc checks it at the sizes of
+    each call, before the launch, where a misaligned address would fault and end the process's CUDA context.
 
     `terms`: the window's offset (or row pitch) in elements, grouped by the product of other variables
-    (iterators, or opaque terms such as `t / 8`) each group multiplies, as (their text, ((size names,
-    coefficient), ...)); kept are the groups with sizes in them and the constant one, which a call's sizes make
-    numbers. Groups of iterators alone are decided by sync_check, run by run. `bindings`: for a need of a CPU
-    callee, per call on the way (outermost first), the callee's size parameters as the caller's expressions."""
+    (iterators, or opaque terms such as `t / 8`) each group multiplies, as (their text, their iterators' names
+    where they are iterators alone (else None), ((size factors, coefficient), ...)); a size factor is a size's
+    name or an opaque term of sizes (`n / 2`, as `_factor_key`). Kept are the groups with sizes in them, those
+    of iterators whose trips a size decides, and the constant one, which a call's sizes make numbers. Groups of
+    iterators alone are decided by sync_check, run by run. `loops`: (name, lo, hi) of the iterators in the
+    groups. `bindings`: for a need of a CPU callee, per call on the way (outermost first), the callee's size
+    parameters as the caller's expressions."""
 
     stmt: str
     srcinfo: object
@@ -540,6 +582,7 @@ class AlignmentNeed:
     nbytes: int
     what: str  # "start" | "rows"
     terms: tuple
+    loops: tuple = ()
     bindings: tuple = ()
 
     def within(self, call: LoopIR.Call) -> "AlignmentNeed":
@@ -561,24 +604,47 @@ class AlignmentNeed:
 
     def broken(self, sizes: dict) -> Optional[str]:
         """What is misaligned at these sizes (name -> value), and the assertion that would rule such sizes out
-        where one size decides it; None if aligned, or decided by a caller's iterators (sync_check's)."""
+        where one size decides it; None if aligned, if the call does not run at these sizes (a loop around it
+        of no trips), or if a caller's iterators decide it (sync_check's). An iterator of one trip adds its
+        value to the start; one of more must step by whole multiples of the bytes."""
         for layer in self.bindings:
             sizes = {name: evaluate(e, sizes) for name, e in layer}
-        for others, products in self.terms:
-            if any(sizes.get(n) is None for names, _ in products for n in names):
+        trips = {}
+        for name, lo, hi in self.loops:
+            first, end = evaluate(lo, sizes), evaluate(hi, sizes)
+            if first is not None and end is not None:
+                if end <= first:
+                    return None
+                trips[name] = (first, end - first)
+        start = 0
+        for others, iters, products in self.terms:
+            values = [(c, [_factor_value(f, sizes) for f in factors]) for factors, c in products]
+            if any(v is None for _, vs in values for v in vs):
                 return None
-            amount = sum(c * math.prod(sizes[n] for n in names) for names, c in products) * self.elem
-            if amount % self.nbytes:
-                why = self.misaligned(amount if others else amount % self.nbytes, " * ".join(others))
-                sized = [(names, c) for names, c in products if names]
-                if len(sized) == 1 and len(sized[0][0]) == 1 and len(products) == 1 and not self.bindings:  # c n
-                    (name,), c = sized[0]
-                    hint = f"`assert {name} % {self.nbytes // math.gcd(c * self.elem, self.nbytes)} == 0` in the proc"
-                else:
-                    hint = "an assertion in the proc"
-                return (f"{why}; the GPU would fault on the misaligned address: give sizes that keep it aligned "
-                        f"({hint} says which)")
+            amount = sum(c * math.prod(vs) for c, vs in values) * self.elem
+            if iters is not None and all(trips.get(i, (0, 0))[1] == 1 for i in iters):
+                start += amount * math.prod(trips[i][0] for i in iters)  # one value each: part of the start
+            elif not others:
+                start += amount
+            elif amount % self.nbytes:
+                return self._refusal(self.misaligned(amount, " * ".join(others)), products)
+        if start % self.nbytes:
+            return self._refusal(self.misaligned(start % self.nbytes), next(
+                (products for others, _, products in self.terms if not others), ()))
         return None
+
+    def _refusal(self, why: str, products: tuple) -> str:
+        """The call's refusal: what is misaligned, and the assertion that would rule such sizes out where one size
+        decides it."""
+        sized = [(factors, c) for factors, c in products if factors]
+        if len(sized) == 1 and len(sized[0][0]) == 1 and isinstance(sized[0][0][0], str) and len(products) == 1 \
+                and not self.bindings:  # c n
+            ((name,), c), = sized
+            hint = f"`assert {name} % {self.nbytes // math.gcd(c * self.elem, self.nbytes)} == 0` in the proc"
+        else:
+            hint = "an assertion in the proc"
+        return (f"{why}; the GPU would fault on the misaligned address: give sizes that keep it aligned "
+                f"({hint} says which)")
 
 
 def misaligned_need(needs: tuple, sizes: dict) -> Optional[tuple]:

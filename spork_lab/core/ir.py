@@ -253,12 +253,15 @@ def evaluate(e, env: dict):
         lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
         if lhs is None or rhs is None:
             return None
-        ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-               "/": lambda a, b: a // b, "%": lambda a, b: a % b, "==": lambda a, b: a == b,
-               "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
-               ">=": lambda a, b: a >= b, "and": lambda a, b: a and b, "or": lambda a, b: a or b}  # fmt: skip
-        return ops[e.op](lhs, rhs) if e.op in ops else None
+        return INDEX_OPS[e.op](lhs, rhs) if e.op in INDEX_OPS else None
     return None
+
+
+# exo's index arithmetic on values: floor division and modulo (Python's, not C's)
+INDEX_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+             "/": lambda a, b: a // b, "%": lambda a, b: a % b, "==": lambda a, b: a == b,
+             "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+             ">=": lambda a, b: a >= b, "and": lambda a, b: a and b, "or": lambda a, b: a or b}  # fmt: skip
 
 
 def operation_count(stmts: list, env: dict) -> int:
