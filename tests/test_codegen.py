@@ -719,3 +719,64 @@ def test_a_local_named_like_an_extern_the_code_calls_by_another_name_is_the_user
         for p in (local_sigmoid, sigmoid_threads):
             y = sl.run_cpu(p, 64, x, np.zeros(64, np.float32))["y"]
             np.testing.assert_allclose(y, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+
+
+# ---- a scalar in shared memory (red-team audit, session 39: declared as a pointer and used as the value, which
+# nvcc refused; sync_check had passed both) ----
+
+
+@proc
+def smem_block_sum(x: f32[128] @ CudaGmemLinear, y: f32[128] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, 1):
+            tile: f32[128] @ CudaSmemLinear
+            total: f32 @ CudaSmemLinear
+            for t in cuda_threads(0, 128):
+                tile[t] = x[t]
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 1):
+                total = 0.0
+                for i in seq(0, 128):
+                    total += tile[i]
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 128):
+                y[t] = total - x[t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+@proc
+def smem_scalar_per_cta(x: f32[256] @ CudaGmemLinear, y: f32[256] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=128, clusterDim=2):
+        for task in cuda_tasks(0, 1):
+            first: f32[2] @ CudaSmemLinear  # distributed: a scalar in each CTA
+            for cta in cuda_threads(0, 2, unit=cuda_cta_in_cluster):
+                for t in cuda_threads(0, 1):
+                    first[cta] = x[cta * 128]
+                Fence(cuda_in_order, cuda_in_order)
+                for t in cuda_threads(0, 128):
+                    y[cta * 128 + t] = first[cta] + x[cta * 128 + t]
+                Fence(cuda_in_order, cuda_in_order)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_scalar_in_shared_memory_is_a_reference_to_its_place(tmp_path):
+    procs = [smem_block_sum, smem_scalar_per_cta]
+    assert all(sl.sync_check(p).ok for p in procs)
+    sl.compile_procs(procs, tmp_path, "scalars")
+    cu = (tmp_path / "scalars.cu").read_text()
+    assert "float &total = *reinterpret_cast<float*>(exo_smem + 512);" in cu and "total += tile[i];" in cu
+    assert "float &first = *reinterpret_cast<float*>(exo_smem + 0);" in cu and "first = x[cta * 128];" in cu
+    res = subprocess.run(["nvcc", "-c", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "scalars.cu"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("p", [smem_block_sum, smem_scalar_per_cta], ids=lambda p: p.name())
+def test_the_gpu_reads_a_scalar_in_shared_memory_as_run_cpu(p):
+    pytest.importorskip("cupy")
+    from gpu_vs_cpu import assert_gpu_matches_cpu
+
+    n = 128 if p is smem_block_sum else 256
+    x = np.random.default_rng().integers(-64, 64, n).astype(np.float32) / 8  # sums exact in any order
+    assert_gpu_matches_cpu(p, x=x, y=np.full_like(x, np.nan))

@@ -96,6 +96,8 @@ class CudaSmemLinear(CudaMemory):
 
     @classmethod
     def cuda_alloc(cls, new_name, prim_type, shape, srcinfo, smem_ptr=""):
+        if not shape:  # a scalar: exo's C names it, not a pointer to it
+            return f"{prim_type} &{new_name} = *reinterpret_cast<{prim_type}*>({smem_ptr});"
         return f"{prim_type} *{new_name} = reinterpret_cast<{prim_type}*>({smem_ptr});"
 
 
