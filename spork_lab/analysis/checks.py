@@ -149,6 +149,12 @@ def _check_tma(s: LoopIR.Call, info: StmtInfo) -> None:
             raise TimelineError(
                 f"{arg.name} is a tensor map: only TMA instrs (Sm90_copy_tensor_*) take it in CUDA code, not {name}",
                 s.srcinfo)
+        rank = len(arg.idx) if isinstance(arg, LoopIR.WindowExpr) else len(arg.type.shape()) if is_map else 0
+        if is_map and gpu.tensor_map and rank != len(gpu.tensor_map[1]):
+            raise MemoryMismatchError(
+                f"{name} copies a box of a {len(gpu.tensor_map[1])}-D tensor map, but {arg.name} maps {rank} "
+                f"dimensions: TMA of more is not built; map a {len(gpu.tensor_map[1])}-D window instead (points for "
+                f"the other dimensions, fixed in the CPU code that makes the map)", s.srcinfo)
         if is_map and gpu.tensor_map and (spec.swizzle, tuple(spec.box)) != gpu.tensor_map:
             swizzle, box = gpu.tensor_map  # the copy moves the map's box; the expect-tx bytes count the instr's
             tile = "a linear" if not swizzle else f"a {swizzle}-byte swizzled"
