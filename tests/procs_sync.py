@@ -15,11 +15,18 @@ from spork_lab import parse_source, proc
 from spork_lab.platforms.cuda import *
 from spork_lab.platforms.Sm80 import *
 from spork_lab.scheduling import (
+    divide_loop,
     insert_arrive,
     insert_await,
     insert_barrier_alloc,
     insert_fence,
     rename,
+    reorder_loops,
+    set_loop_mode,
+    set_memory,
+    simplify,
+    stage_mem,
+    wrap_with_context,
 )
 from spork_lab.sync.mutants import with_await_n, without_syncs
 
@@ -279,6 +286,46 @@ def err_missing_await(n: size, x: f32[n] @ CudaGmemLinear):
         for task in cuda_tasks(0, 1):
             cg: barrier @ CudaCommitGroup
             Arrive(Sm80_cp_async, 1) >> cg
+
+
+@proc
+def staged_transpose(n: size, x: f32[n, 32] @ CudaGmemLinear, y: f32[32, n] @ CudaGmemLinear):
+    assert n % 32 == 0
+    for j in seq(0, 32):
+        for i in seq(0, n):
+            y[j, i] = x[i, j]
+
+
+def _staged_on_the_gpu(p: Procedure) -> Procedure:
+    """x's tiles staged in shared memory by stage_mem, with no Fence between the copy and its use."""
+    p = divide_loop(p, "i", 32, ["bi", "ii"], perfect=True)
+    p = reorder_loops(p, "j bi")
+    p = simplify(stage_mem(p, p.find_loop("j"), "x[32 * bi:32 * bi + 32, 0:32]", "tile"))
+    p = set_memory(p, "tile", CudaSmemLinear)
+    p = set_loop_mode(set_loop_mode(set_loop_mode(p, "bi", cuda_tasks), "i0", cuda_threads), "j", cuda_threads)
+    return wrap_with_context(p, p.find_loop("bi"), CudaDeviceFunction(blockDim=32))
+
+
+staged_transpose_no_fence = _staged_on_the_gpu(staged_transpose)
+
+
+# Two commit groups, one Await: the second group is completed only by the Fence, which does not pair with it.
+@proc
+def cp_async_second_group_drained(n: size, x: f32[n] @ CudaGmemLinear, y: f32[n] @ CudaGmemLinear):
+    assert n % 256 == 0
+    with CudaDeviceFunction(blockDim=128):
+        for task in cuda_tasks(0, n / 256):
+            s: f32[2, 128] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for h in seq(0, 2):
+                for t in cuda_threads(0, 128):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(s[h, t:t + 1], x[256 * task + 128 * h + t:256 * task + 128 * h + t + 1], size=4)
+                Arrive(Sm80_cp_async, 1) >> cg
+            Await(cg, cuda_in_order, 1)
+            for t in cuda_threads(0, 128):
+                y[256 * task + t] = s[0, t]
+            Fence(Sm80_generic, cuda_in_order)
 
 
 @proc

@@ -506,3 +506,13 @@ def test_a_report_in_a_notebook_names_the_cell(capsys):
     cell = re.search(r"at (Cell In\[\d+\]):17: y\[task \* 128 \+ t\] = s\[t\] \+ s\[t \+ 1\]", shown)
     assert cell and f"after {cell.group(1)}:13: s[t] = x[task * 128 + t]" in shown, shown
     assert "ipykernel" not in shown and ".py:" not in shown, shown
+
+
+
+def test_a_statement_staging_rewrote_is_quoted_as_it_is_now():
+    """stage_mem keeps the source line of `y[j, i] = x[i, j]` for the statement that now reads `tile`: the hazard
+    quoted that line, which does not mention tile (new-user walkthrough of session 39)."""
+    h = next(h for h in sync_check(P.staged_transpose_no_fence, n=64).hazards if h.kind == "RAW")
+    assert h.buffer == "tile" and h.access.stmt.line == line_of(P.staged_transpose, "y[j, i] = x[i, j]")
+    assert h.access.stmt.text == "y[j, ii + 32 * bi] = tile[ii, j]", h.access.stmt.text
+    assert h.other.stmt.text == "tile[i0, i1] = x[i0 + 32 * bi, i1]", h.other.stmt.text

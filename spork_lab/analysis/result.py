@@ -175,18 +175,36 @@ class Scopes:
 
 
 def _written_on(stmt: LoopIR.stmt, line: str) -> bool:
-    """Whether source `line` is where `stmt` was written: it names the statement's callee, loop variable or buffer."""
+    """Whether source `line` is where `stmt` was written: it names the statement's callee, loop variable or
+    buffer, and the buffers an assignment reads (`stage_mem` keeps the line of `y[j, i] = x[i, j]` for what
+    becomes `y[...] = tile[...]`)."""
     if isinstance(stmt, LoopIR.For):
         if isinstance(stmt.loop_mode, WithBlock):
             return line.startswith("with ")
         return re.match(rf"for\s+{re.escape(str(stmt.iter))}\b", line) is not None
     if isinstance(stmt, LoopIR.Call):
-        word = written_name(stmt)
-    elif isinstance(stmt, (LoopIR.Assign, LoopIR.Reduce, LoopIR.Alloc, LoopIR.WindowStmt)):
-        word = str(stmt.name)
+        words = [written_name(stmt)]
+    elif isinstance(stmt, (LoopIR.Assign, LoopIR.Reduce)):
+        words = [str(stmt.name), *_buffers_read(stmt.rhs)]
+    elif isinstance(stmt, (LoopIR.Alloc, LoopIR.WindowStmt)):
+        words = [str(stmt.name)]
     else:
         return True
-    return re.search(rf"\b{re.escape(word)}\b", line) is not None
+    return all(re.search(rf"\b{re.escape(word)}\b", line) is not None for word in words)
+
+
+def _buffers_read(e: LoopIR.expr) -> list:
+    """Names of the buffers (not sizes or iterators) an expression reads."""
+    if isinstance(e, LoopIR.Read):
+        own = [str(e.name)] if e.idx or e.type.is_numeric() else []
+        return own + [name for i in e.idx for name in _buffers_read(i)]
+    if isinstance(e, LoopIR.BinOp):
+        return _buffers_read(e.lhs) + _buffers_read(e.rhs)
+    if isinstance(e, LoopIR.USub):
+        return _buffers_read(e.arg)
+    if isinstance(e, LoopIR.Extern):
+        return [name for a in e.args for name in _buffers_read(a)]
+    return []
 
 
 class Analysis:
