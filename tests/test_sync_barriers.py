@@ -101,10 +101,21 @@ def test_a_consumer_lagging_behind_gets_a_deeper_ring():
     i - 3 is done, so the forward ring has 3 mbarriers (it had 2 and the check reported a deadlock)."""
     (info,) = analyze(P.ring_copy_consumer_lags).barriers.values()
     assert (info.forward_lag, info.reverse_lag, info.forward_depth, info.reverse_depth) == (1, 2, 3, 3)
+    # printed as the docs name it (the allocation and the uses, IR, made it thousands of characters)
+    assert repr(info).startswith("BarrierInfo(bar: memory='CudaMbarrier', dims=[], forward_lag=1, reverse_lag=2, "
+                                 "forward_depth=3, reverse_depth=3, "), repr(info)
     for engine in ("compiled", "python"):
         assert sync_check(P.ring_copy_consumer_lags, n=256, engine=engine).ok
         report = sync_check(P.ring_copy_consumer_lags_two_slots, n=256, engine=engine)
         assert not report.ok and {(h.kind, h.buffer) for h in report.hazards} == {("WAR", "buf")}
+
+
+def test_an_arrive_never_awaited_says_which_await_pairs_with_it():
+    """The COUNT hazard named the arrive but gave no fix; a Fence that completes the copies is no Await (new-user
+    walkthrough of session 39)."""
+    (h,) = sync_check(P.cp_async_second_group_drained, n=512).hazards
+    assert h.kind == "COUNT" and h.access.stmt.line == line_of(P.cp_async_second_group_drained, "Arrive(Sm80_cp_async, 1) >> cg")
+    assert h.fix.startswith(f"`Await(cg, cuda_in_order, 0)` after line {h.access.stmt.line}, before the barrier's scope ends")
 
 
 @pytest.mark.gpu

@@ -233,6 +233,11 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
         unawaited, slack = h.params
         message = (f"{unawaited} {q.kind_prefix}Arrive(s) on {_queue_text(q)} never awaited (allowed: {slack}); "
                    f"the first is line {acc.stmt.line}")
+        index = f"[{', '.join(map(str, q.position))}]" if q.position else ""
+        fix = (f"`{q.kind_prefix}Await({q.barrier}{index}, cuda_in_order, {'~0' if q.rule.lag is not None else 0})` "
+               f"after line {acc.stmt.line}, before the barrier's scope ends: every {q.kind_prefix}Arrive pairs with "
+               f"an Await (a Fence that completes the work, such as Fence(Sm80_generic, ...), does not pair with it)")
+        return Hazard(kind, None, None, acc, other, message, fix=fix)
     elif h.kind == P.TX:
         n, expected, delivered = h.params
         message = (f"phase #{n} of {_queue_text(q)} expects {expected} bytes of TMA loads (the expect-tx of its Arrive), "
