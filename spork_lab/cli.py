@@ -131,7 +131,15 @@ def compile_file(args: argparse.Namespace) -> int:
     except CodegenError:  # said here: its place would be spork-lab's own script
         print(f"error: --arch {args.arch}: a target looks like sm_80 or sm_90a", file=sys.stderr)
         return 2
-    written = compile_procs(list(procs.values()), args.out, path.stem, args.arch)
+    try:
+        written = compile_procs(list(procs.values()), args.out, path.stem, args.arch)
+    except SporkError as e:
+        if args.proc or len(procs) == 1 or isinstance(e, OutputPathError):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        print(f"note: without --proc every proc of {path.name} is compiled ({', '.join(procs)}); name the ones to "
+              "compile with --proc NAME", file=sys.stderr)
+        return 2
     for f in written:
         print(f)
     return 0

@@ -35,6 +35,31 @@ def test_compile_unknown_proc(tmp_path, capsys):
     assert rc == 2 and "defines no proc nope" in capsys.readouterr().err
 
 
+def test_compiling_a_file_whose_naive_proc_cannot_compile_says_to_name_the_others(tmp_path, capsys):
+    """A file keeps the loop nest the schedule starts from beside the scheduled proc (as the tutorials teach): the
+    first, its loops on the CPU over GPU memory, fails the whole command (new-user walkthrough of session 39)."""
+    src = tmp_path / "k.py"
+    src.write_text(
+        "from __future__ import annotations\n"
+        "from spork_lab import proc\n"
+        "from spork_lab.platforms.cuda import *\n"
+        "from spork_lab.scheduling import *\n\n"
+        "@proc\n"
+        "def naive(n: size, x: f32[n] @ CudaGmemLinear):\n"
+        "    assert n % 32 == 0\n"
+        "    for i in seq(0, n):\n"
+        "        x[i] = 0.0\n\n"
+        "gpu = rename(naive, 'gpu')\n"
+        "gpu = divide_loop(gpu, 'i', 32, ['task', 't'], perfect=True)\n"
+        "gpu = set_loop_mode(set_loop_mode(gpu, 'task', cuda_tasks), 't', cuda_threads)\n"
+        "gpu = wrap_with_context(gpu, gpu.find_loop('task'), CudaDeviceFunction(blockDim=32))\n")
+    rc = main(["compile", str(src), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"error: {src}:10: ") and err.endswith(
+        "note: without --proc every proc of k.py is compiled (naive, gpu); name the ones to compile with --proc NAME\n")
+    assert main(["compile", str(src), "--proc", "gpu", "-o", str(tmp_path / "out")]) == 0
+
+
 @pytest.mark.parametrize("name, message", [("k.ipynb", " is not a Python file: give the .py file"),
                                            ("folder", " is not a Python file"), ("missing.py", ": no such file")])
 def test_compile_something_other_than_a_python_file(tmp_path, capsys, name, message):
