@@ -96,6 +96,9 @@ CASES = {
                                     ["unknown function 'sqrtf' (did you mean sqrt?): an expression calls exo's externs "
                                      "(expf, fmaxf, relu, select, sigmoid, sin, sqrt); import them, as in "
                                      "`from exo.libs.externs import sqrt`"]),
+    "extern not imported": ("for t in cuda_threads(0, 64):\n    x[t] = fmaxf(x[t], 0.0)  # <-",
+                            ["fmaxf is one of exo's externs, not imported here: add `from exo.libs.externs import "
+                             "fmaxf` to the file"]),  # was "unknown function 'fmaxf' (did you mean fmaxf?)"
     "unknown function in a condition": ("for t in cuda_threads(0, 64):\n    if expo(x[t]) > 0.0:  # <-\n"
                                         "        x[t] = 0.0", ["unknown function 'expo' (did you mean expf?)"]),
     # exo's type checker pairs arguments with parameters by zip: the extra one was dropped without a word

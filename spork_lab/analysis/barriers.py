@@ -152,6 +152,11 @@ class BarrierInfo:
             same_threads=by_lag,
         )
 
+    def __repr__(self) -> str:
+        """What the analysis decided, as docs/language.md names it (the allocation and uses are IR)."""
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.to_json().items() if k != "name")
+        return f"BarrierInfo({self.name}: {fields})"
+
     def to_json(self) -> dict:
         return {
             "name": self.name,

@@ -443,6 +443,9 @@ class _GpuSyntaxRewriter:
                 self.err(n, f"`{pyast.unparse(n)}` is a statement and gives no value: write it on a line of its own")
             name = n.func.id if isinstance(n.func, pyast.Name) else None
             if name is not None and name != "stride" and name not in self.env:  # stride(x, 0): exo's own
+                if name in _EXTERNS:
+                    self.err(n.func, f"{name} is one of exo's externs, not imported here: add `from exo.libs.externs "
+                                     f"import {name}` to the file")
                 self.err(n.func, f"unknown function '{name}'{_suggest(name, _EXTERNS)}: an expression calls exo's "
                                  f"externs ({', '.join(_EXTERNS)}); import them, as in "
                                  "`from exo.libs.externs import sqrt`")
