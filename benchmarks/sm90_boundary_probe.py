@@ -51,13 +51,13 @@ KERNELS = tuple(filter(None, os.environ.get("PROBE_KERNELS", "").split(","))) or
     "gemm_sm90_tf32_n320_s4_c2_g8_m160_clip")
 CHECKED = ("prefetch", "stcs", "regstore", "regstore16")  # variants that must still compute the product
 TASK_BARRIER = '      asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");\n'
-DRAIN = "          spork_mbar_wait(&ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
+DRAIN = "          spork_mbar_wait(&spork_ring_r[i * 4 + k % 4u], (k / 4u) & 1u);\n"
 STORE = ("            { __half *sm90_p", "            { __nv_bfloat16 *sm90_p", "            { float *sm90_p",
          "{ const int sm90_r0")  # the last: clipped
 WIDE_STORE = "*reinterpret_cast<uint4 *>(&sm90_p[8 * r * sm90_ld + 32 * i + 6 * sm90_t]) = "  # f16/bf16 C, 128 x 256
 WIDE_VALUE = "make_uint4(sm90_v[0], sm90_v[1], sm90_v[2], sm90_v[3]);"
 RELEASE = ("if (threadIdx.x % 32 == 0) { for (unsigned c = 0; c < 2; ++c) "
-           "spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], c); }")
+           "spork_mbar_arrive_remote(&spork_ring_r[(0) * 4 + spork_ring_ra[0] % 4u], c); }")
 
 
 def _cut_store(cu: str) -> str:
@@ -96,7 +96,7 @@ def _cluster_acquire(cu: str) -> str:
         "  }\n"
         "}\n"
     )
-    return cu.replace(wait, helper + wait, 1).replace("spork_mbar_wait(&ring_r", "spork_mbar_wait_cluster(&ring_r")
+    return cu.replace(wait, helper + wait, 1).replace("spork_mbar_wait(&spork_ring_r", "spork_mbar_wait_cluster(&spork_ring_r")
 
 
 def _wide_store(cu: str) -> str:
@@ -152,7 +152,7 @@ def _register_store(cu: str, steps: int = 4) -> str:
               f"              #pragma unroll\n              for (int q = 0; q < {steps}; ++q) if (q == k) {{\n"
               f"                #pragma unroll\n                for (int s = {part} * q; s < {part} * q + {part}; ++s) {store}\n"
               f"              }}\n              if (k == {steps - 1}) exo_Pp = nullptr;\n            }}\n")
-    release = "            ++ring_ra[0];\n"
+    release = "            ++spork_ring_ra[0];\n"
     at = cu.index(release, consumer) + len(release)
     cu = cu[:at] + spread + cu[at:]
     flush = f"    if (exo_Pp != nullptr) {{\n      #pragma unroll\n      for (int s = 0; s < 16; ++s) {store}\n    }}\n"
@@ -168,7 +168,7 @@ def _streaming_store(cu: str) -> str:
 
 def _lane_release(cu: str) -> str:
     assert cu.count(RELEASE) == 1
-    return cu.replace(RELEASE, "if (threadIdx.x % 32 < 2) spork_mbar_arrive_remote(&ring_r[(0) * 4 + ring_ra[0] % 4u], "
+    return cu.replace(RELEASE, "if (threadIdx.x % 32 < 2) spork_mbar_arrive_remote(&spork_ring_r[(0) * 4 + spork_ring_ra[0] % 4u], "
                                "threadIdx.x % 32);")
 
 

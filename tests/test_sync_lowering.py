@@ -82,8 +82,8 @@ def _kernel_source() -> str:
 
 def test_ring_lowering_text():
     src = _kernel_source()
-    assert "bar_f[1]" in src and "bar_r[2]" in src  # depths 1 and 2, one position
-    assert "spork_mbar_init(&bar_f[i], 1u)" in src
+    assert "spork_bar_f[1]" in src and "spork_bar_r[2]" in src  # depths 1 and 2, one position
+    assert "spork_mbar_init(&spork_bar_f[i], 1u)" in src
     assert "mbarrier.try_wait.parity" in src and "fence.mbarrier_init" in src
 
 

@@ -25,7 +25,6 @@ from exo.core.memory import MemGenError
 from ..analysis import analyze
 from ..core.dtypes import BF16_C_NAME, BF16_TYPEDEF_C, BF16_TYPEDEF_CUDA, cuda_source
 from ..core.ir import walk_stmts
-from ..core.sync_stmts import is_barrier_alloc
 from ..errors import CodegenError, OutputPathError, SporkTypeError, user_facing, user_frame
 from ..platforms.Sm90 import SM90_PRELUDE
 from ._c_exprs import floor_helpers
@@ -287,8 +286,8 @@ _GENERATED_FUNCTION_PREFIXES = ("exo_", "spork_")  # of its functions beside the
 
 def _check_c_names(proc_ir) -> None:
     """A buffer, size or loop named like a C/C++ keyword (`new`, `int`), a CUDA built-in, or a name the generated
-    code declares itself (`exo_thread`, or `bar_f` beside a barrier `bar`) would make code nvcc or gcc rejects, or
-    code that reads the wrong variable: said at its declaration instead."""
+    code declares itself (`exo_thread`, or `spork_bar_f`, a barrier's mbarriers) would make code nvcc or gcc
+    rejects, or code that reads the wrong variable: said at its declaration instead."""
     if proc_ir.name in _RESERVED_NAMES:
         raise CodegenError(f"'{proc_ir.name}' is a C/C++ keyword or a CUDA built-in, so it cannot name a proc: rename "
                            f"it (e.g. '{proc_ir.name}_')", proc_ir.srcinfo)
@@ -301,14 +300,11 @@ def _check_c_names(proc_ir) -> None:
                  else f"a name the generated code keeps for its functions ({', '.join(_GENERATED_FUNCTION_PREFIXES)}...)")
         raise CodegenError(f"'{proc_ir.name}' is {which}, so it cannot name a proc: rename it", proc_ir.srcinfo)
     declared = [(a.name, a.srcinfo) for a in proc_ir.args]
-    barrier_names = {}  # the arrays the generated code declares for each barrier, to the barrier's name
     for s in walk_stmts(proc_ir.body):
         if isinstance(s, (LoopIR.Alloc, LoopIR.WindowStmt)):
             declared.append((s.name, s.srcinfo))
         elif isinstance(s, LoopIR.For):
             declared.append((s.iter, s.srcinfo))
-        if is_barrier_alloc(s):
-            barrier_names.update({f"{s.name}_{d}{c}": str(s.name) for d in "fr" for c in ("", "a", "w", "b")})
     for sym, srcinfo in declared:
         name = str(sym)
         if name in _RESERVED_NAMES:
@@ -317,10 +313,9 @@ def _check_c_names(proc_ir) -> None:
         if name in _CALLED_NAMES:
             raise CodegenError(f"'{name}' is a function or value of the C library that the generated code uses, which "
                                f"this name would hide: rename it (e.g. '{name}_')", srcinfo)
-        if name.startswith(_GENERATED_PREFIXES) or name in barrier_names:
-            which = (f"for the barrier {barrier_names[name]}" if name in barrier_names
-                     else f"names beginning {', '.join(_GENERATED_PREFIXES)} are kept for it")
-            raise CodegenError(f"'{name}' is a name the generated code declares itself ({which}): rename it", srcinfo)
+        if name.startswith(_GENERATED_PREFIXES):
+            raise CodegenError(f"'{name}' is a name the generated code declares itself (names beginning "
+                               f"{', '.join(_GENERATED_PREFIXES)} are kept for it): rename it", srcinfo)
 
 
 def _memory_error(e: MemGenError) -> CodegenError:
