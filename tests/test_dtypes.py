@@ -336,3 +336,25 @@ def test_floats_stored_into_integers_on_the_gpu_are_the_cpus(dtype):
     from gpu_vs_cpu import assert_gpu_matches_cpu
 
     assert_gpu_matches_cpu(FLOAT_TO_INTS[dtype], **_float_to_ints_inputs(dtype, 128 * 16))
+
+
+@proc
+def generic_real_tile(x: f32[32] @ CudaGmemLinear, y: f32[32] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, 1):
+            buf: R[32] @ CudaSmemLinear
+            for t in cuda_threads(0, 32):
+                buf[t] = x[t]
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 32):
+                y[t] = buf[31 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_a_tile_of_exos_generic_real_type_is_f32_in_shared_memory():
+    """`R` (exo makes it f32 when it prints C) had no element size: sync_check and bank_conflicts raised exo's
+    "Don't ask for ctype of Num" (red-team audit of session 39)."""
+    assert sl.sync_check(generic_real_tile).ok
+    assert "0 of 2 accesses conflict" in str(sl.bank_conflicts(generic_real_tile))
+    cu = sl.compile_procs_to_strings([generic_real_tile], "real")[2]
+    assert "float *buf = reinterpret_cast<float*>(exo_smem + 0);" in cu

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exo.core.LoopIR import T
 from exo.core.memory import MemGenError, Memory
 
 from .coll import CollUnit
@@ -77,8 +78,9 @@ SMEM_PER_CTA = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90
 
 
 def elem_bytes(basetype) -> int:
-    """Bytes of one element of an exo base type (f32: 4, f16: 2, ...), as allocations lay them out."""
-    return ELEM_BYTES[basetype.ctype()]
+    """Bytes of one element of an exo base type (f32: 4, f16: 2, ...), as allocations lay them out. exo's generic
+    `R` is f32 by the time C is printed (its precision pass), so it is here too."""
+    return ELEM_BYTES[(T.f32 if basetype == T.R else basetype).ctype()]
 
 
 def const_shape(new_name: str, mem: type, shape: list, srcinfo) -> list:
