@@ -98,8 +98,9 @@ _STATEMENT_HINTS = {
 _EFFECTS = [
     (re.compile(r"Effects\.Const\(val=(-?[\w.]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"), r"\1"),
     (re.compile(r"Effects\.Var\(name=(\w+?)_\d+, type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"), r"\1"),  # a Sym: name_id
-    (re.compile(r"Effects\.BinOp\(op='([^']+)', lhs=([^,()]+), rhs=([^,()]+), type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"),
-     r"(\2 \1 \3)"),
+    # innermost first: operands already text (no `Effects.` left in them), such as `(m / 2)`
+    (re.compile(r"Effects\.BinOp\(op='([^']+)', lhs=((?:(?!Effects\.).)+?), rhs=((?:(?!Effects\.).)+?), "
+                r"type=\w+\.\w+\(\), srcinfo=<[^>]*>\)"), r"(\2 \1 \3)"),
 ]
 
 

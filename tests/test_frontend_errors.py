@@ -166,6 +166,16 @@ def test_a_window_of_another_shape_in_a_call_reads_as_the_user_wrote_it(tmp_path
     assert "type-shape of calling argument may not equal the required type-shape: [(n - 1)] vs. [n]" in str(err)
 
 
+def test_a_loop_whose_trips_may_be_negative_reads_as_the_user_wrote_it(tmp_path):
+    """An operand that is itself an operation (`m / 2`) left the whole expression as effects IR reprs (session 39)."""
+    source = HEADER.split("@proc")[0] + (
+        "@proc\ndef halves(n: size, m: size, x: f32[n + m] @ CudaGmemLinear):\n"
+        "    for i in seq(m / 2, n):  # <-\n        x[i] = 0.0\n")
+    err, path, line = _import_failing(tmp_path, source, TypeError)
+    assert f"{path}:{line}:" in str(err) and "Effects" not in str(err) and "0x" not in str(err)
+    assert "expected expression (n - (m / 2)) to always be non-negative" in str(err)
+
+
 def test_an_index_in_data_arithmetic_says_what_it_is(tmp_path):
     """exo said only "expected scalar type" (session 38's workbench walkthrough)."""
     err, path, line = _load(tmp_path, "for t in cuda_threads(0, 1):\n    x[t] = x[t] + t  # <-", TypeError)

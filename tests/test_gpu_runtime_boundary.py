@@ -254,6 +254,70 @@ def test_a_start_sizes_decide_through_trips_or_a_division_is_checked_at_the_call
         sl.sync_check(p, **sizes)
 
 
+RANDOM_WINDOW = """
+def random_window(n: size, m: size, src: f32[32 + 8 * n + 8 * m, 32 + 8 * n + 8 * m] @ CudaGmemLinear,
+                  dst: f32[2 * n + 2, 4] @ CudaGmemLinear):
+    with CudaDeviceFunction(blockDim=32):
+        for task in cuda_tasks(0, {tasks}):
+            buf: f32[4] @ CudaSmemLinear
+            cg: barrier @ CudaCommitGroup
+            for i in seq({lo}, {hi}):
+                for t in cuda_threads(0, 1):
+                    with CudaAsync(Sm80_cp_async_instr):
+                        Sm80_cp_async_f32(buf[0:4], src[{row}, {col}:{col} + 4], size=16)
+                Arrive(Sm80_cp_async, 1) >> cg
+                Await(cg, cuda_in_order, 0)
+            Fence(cuda_in_order, cuda_in_order)
+            for t in cuda_threads(0, 4):
+                dst[task, t] = buf[t]
+            Fence(cuda_in_order, cuda_in_order)
+"""
+
+
+@pytest.mark.parametrize("seed", range(32))
+def test_the_calls_alignment_check_agrees_with_sync_checks_run(seed):
+    """Random window offsets (iterators, sizes, tasks, divisions of sizes) under loops whose bounds the sizes set: at
+    every size, the call refuses exactly where sync_check's run meets a misaligned address (the run's check is
+    exact; the call's is what guards the sizes nobody checked). A loop of no trips leaves buf unwritten: UNINIT,
+    and nothing for the call to refuse."""
+    import itertools
+    import random
+
+    from spork_lab.runtime import built_spec
+    from spork_lab.runtime._args import size_refusal
+
+    rng = random.Random(seed)
+
+    def offset(coefficients: list) -> str:
+        terms = ["i", "n", "m", "(m / 2)", "(n / 3)", "task", "1"]
+        return " + ".join(f"{rng.choice(coefficients)} * {rng.choice(terms)}" for _ in range(rng.randint(1, 2)))
+
+    lo = rng.choice(["0", "1", "n", "(m / 2)", "n - 1"])
+    text = RANDOM_WINDOW.format(tasks=rng.choice(["1", "2", "n"]), lo=lo,
+                                hi=rng.choice([f"{lo} + 1", f"{lo} + n", f"{lo} + 2", "n", "m"]),
+                                row=offset([1, 2]), col=offset([1, 2, 3, 4]))
+    try:
+        p = sl.parse_source(text)
+    except sl.SporkTypeError as e:  # exo: a loop whose trips may be negative (`seq(m / 2, n)`)
+        assert "to always be non-negative" in e.message
+        return
+    try:
+        spec = built_spec(p)
+    except sl.MemoryMismatchError as e:  # misaligned at every size: refused by the analysis
+        assert "aligned to 16 bytes" in e.message
+        return
+    for n, m in itertools.product([1, 2, 3, 5], [1, 2, 4, 6]):
+        refusal = size_refusal(spec, {"n": n, "m": m})
+        try:
+            report = sl.sync_check(p, n=n, m=m)
+            misaligned = False
+            assert report.ok or {h.kind for h in report.hazards} == {"UNINIT"}, str(report)
+        except sl.SyncError as e:
+            misaligned = "aligned to 16 bytes" in e.message
+            assert misaligned, e.message
+        assert (refusal is not None) == misaligned, (text, n, m, refusal)
+
+
 @pytest.mark.parametrize("name", list(PROCS))
 def test_sync_check_passes(name):
     assert sl.sync_check(PROCS[name], **SIZES[name]).ok
