@@ -462,3 +462,12 @@ def test_a_fence_the_whole_cluster_runs_is_called_cluster_scope():
 
     (raw,) = Workbench(remote_arrive_hands_over_global, sizes={}).state["data"]["hazards"]
     assert "or add a cluster-scope Fence(cuda_in_order, cuda_in_order) between line" in raw["hint"], raw["hint"]
+
+
+def test_a_count_card_says_which_await_to_add():
+    """An Arrive never awaited: the card's fix is the Await (it sent the user to the timeline, which shows no
+    failing event for it)."""
+    import procs_sync as P
+
+    (card,) = Workbench(P.cp_async_second_group_drained, sizes={"n": 512}).view().data["hazards"]
+    assert card["kind"] == "COUNT" and card["hint"].startswith("`Await(cg, cuda_in_order, 0)` after line ")

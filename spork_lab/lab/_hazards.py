@@ -298,6 +298,8 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
         if kind == "UNINIT":
             card["hint"] = (f"no statement before line {later.line} writes this element of {buffer}: write it "
                             "first (load it, or zero it), or read only what is written")
+        elif kind == "COUNT" and fields["fix"]:  # an arrive never awaited: the Await to add
+            card["hint"] = fields["fix"]
         elif buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:
