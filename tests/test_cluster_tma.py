@@ -104,7 +104,7 @@ def test_each_arrive_expects_the_loads_on_its_own_barrier():
     for engine in ("python", "compiled"):
         assert sl.sync_check(P.two_barriers_two_phases, n=2, engine=engine).ok
     cu = compile_procs_to_strings([P.two_barriers_two_phases], "two_bars", "sm_90a")[2]
-    assert re.findall(r"spork_mbar_arrive_expect_tx\(&bar_f\[\((\d)\)[^;]*, (\d+)u\);", cu) == [("0", "256"), ("1", "256")]
+    assert re.findall(r"spork_mbar_arrive_expect_tx\(&spork_bar_f\[\((\d)\)[^;]*, (\d+)u\);", cu) == [("0", "256"), ("1", "256")]
 
 
 @pytest.mark.parametrize("engine", ["python", "compiled"])

@@ -57,11 +57,11 @@ def test_tma_and_wgmma_lowering():
     # TMA coordinates are the window's lower bounds, innermost first; both loads complete on the phase's slot
     loads = re.findall(r'cp\.async\.bulk\.tensor\.2d[^;]*;".*?"r"\(\(int\) \(([^)]*)\)\), "r"\(\(int\) \(([^)]*)\)\)', cu)
     assert loads == [("32 * k", "64 * mt"), ("32 * k", "128 * nt")]
-    assert cu.count("spork_sm90_smem(&bar_f[(0) * 1 + bar_fa[0] % 1u])") == 2
+    assert cu.count("spork_sm90_smem(&spork_bar_f[(0) * 1 + spork_bar_fa[0] % 1u])") == 2
     # the Arrive expects the bytes of both loads: (64 + 128) rows of 128 bytes
-    assert "spork_mbar_arrive_expect_tx(&bar_f[(0) * 1 + bar_fa[0] % 1u], 24576u);" in cu
+    assert "spork_mbar_arrive_expect_tx(&spork_bar_f[(0) * 1 + spork_bar_fa[0] % 1u], 24576u);" in cu
     # TMA writes and wgmma reads are both async proxy: no proxy fence after the await
-    await_at = cu.index("spork_mbar_wait(&bar_f")
+    await_at = cu.index("spork_mbar_wait(&spork_bar_f")
     assert "fence.proxy.async" not in cu[await_at : cu.index("wgmma.fence", await_at)]
     assert "spork_wgmma_m64n128k8_tf32_ss(&D[0], spork_wgmma_desc(&A_s[8 * kk], 1u, 128u), spork_wgmma_desc(&B_s[8 * kk], 1u, 128u));" in cu
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in cu
@@ -227,7 +227,7 @@ def split_warpgroup(n: size, x: f32[n, 128] @ CudaGmemLinear, y: f32[n, 128] @ C
 
 def _producer_wait(cu: str) -> str:
     """The producer's ReverseAwait on the ring and what follows it up to its first TMA load."""
-    at = cu.index("spork_mbar_wait(&ring_r")
+    at = cu.index("spork_mbar_wait(&spork_ring_r")
     return cu[at : cu.index("cp.async.bulk.tensor", at)]
 
 

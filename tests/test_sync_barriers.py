@@ -93,7 +93,7 @@ def test_barrier_memories_are_asked_through_their_hooks_not_by_name():
     report = sync_check(p, n=256)
     assert report.ok and [e.slot for e in report.barrier_timeline if e.kind == "ReverseArrive"][:3] == [0, 1, 0]
     _, _, cu, _ = sl.compile_procs_to_strings([p], "ring")
-    assert "spork_mbar_init(&bar_f[i], 1u)" in cu and "spork_mbar_wait" in cu
+    assert "spork_mbar_init(&spork_bar_f[i], 1u)" in cu and "spork_mbar_wait" in cu
 
 
 def test_a_consumer_lagging_behind_gets_a_deeper_ring():
@@ -296,7 +296,7 @@ def test_a_barrier_index_may_read_any_user_name():
 
     assert sync_check(P.await_indexed_by_k, n=3).ok
     cu = compile_procs_to_strings([P.await_indexed_by_k], "await_k")[2]
-    assert "const unsigned spork_k = bar_fw[k];" in cu and "spork_mbar_wait(&bar_f[(k) * 1 + spork_k % 1u]" in cu
+    assert "const unsigned spork_k = spork_bar_fw[k];" in cu and "spork_mbar_wait(&spork_bar_f[(k) * 1 + spork_k % 1u]" in cu
 
 
 @pytest.mark.gpu

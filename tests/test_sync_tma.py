@@ -118,7 +118,7 @@ def test_a_tma_load_of_global_memory_written_by_ordinary_stores_waits_behind_a_p
     for engine in ENGINES:
         assert sl.sync_check(T.tma_load_of_generic_writes, n=3, engine=engine).ok
     cu = compile_procs_to_strings([T.tma_load_of_generic_writes], "generic_y", "sm_90a")[2]
-    assert re.search(r"spork_mbar_wait\(&bar_f\[.*\n(.*\n){1,3}\s*asm volatile\(\"fence\.proxy\.async;", cu), cu
+    assert re.search(r"spork_mbar_wait\(&spork_bar_f\[.*\n(.*\n){1,3}\s*asm volatile\(\"fence\.proxy\.async;", cu), cu
     gemm = compile_procs_to_strings([sm90_gemm.PROCS[0]], "gemm", "sm_90a")[2]
     assert "fence.proxy.async" not in gemm
 

@@ -483,7 +483,7 @@ def _refuse_fragment_alias(s: LoopIR.WindowStmt, mem: type) -> None:
         f"directly", s.srcinfo)
 
 
-def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set, iters: tuple = ()) -> list:
+def _check_alignment(s: LoopIR.Call, aligned: tuple, shapes: dict, sizes: set, iters: tuple) -> list:
     """Each row of a window an instr needs aligned (cp.async of 16 bytes, ldmatrix's 16-byte rows) starts at
     a multiple of its bytes, where the window's offset and strides decide it (buffers start aligned; a
     misaligned address faults at run time). Where the proc's sizes (`sizes`: their Syms) decide it, directly or
