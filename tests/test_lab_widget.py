@@ -469,5 +469,21 @@ def test_a_count_card_says_which_await_to_add():
     failing event for it)."""
     import procs_sync as P
 
-    (card,) = Workbench(P.cp_async_second_group_drained, sizes={"n": 512}).view().data["hazards"]
-    assert card["kind"] == "COUNT" and card["hint"].startswith("`Await(cg, cuda_in_order, 0)` after line ")
+    v = Workbench(P.cp_async_second_group_drained, sizes={"n": 512}).view()
+    (card,) = v.data["hazards"]
+    arrive = next(n for n, line in enumerate(v.data["lines"], 1) if "Arrive(Sm80_cp_async, 1) >> cg" in line["text"])
+    assert card["kind"] == "COUNT"  # the line as the Code tab numbers it (was the source file's: workbench audit)
+    assert card["hint"].startswith(f"`Await(cg, cuda_in_order, 0)` after line {arrive}, before"), card["hint"]
+
+
+def test_cards_number_threads_within_the_task_as_the_tiling_and_timeline_do():
+    """The checker numbers task 1's threads from 64 (two warps a task); the timeline showed task 1's Arrive by
+    [0, 31] and its card said [64, 95] (workbench audit of session 39)."""
+    import procs_sync as P
+
+    v = Workbench(P.mbar_next_task_overrun, sizes={"n": 8}).view()
+    card = v.data["hazards"][0]
+    witness = {row[0]: row[1:] for row in card["witness"]}
+    assert witness["iterators"] == ("task=0", "task=1") and witness["threads"] == ("[32, 63]", "[0, 31]")
+    arrive = next(e for e in v.data["timelines"][0]["events"] if e["kind"] == "Arrive" and e["iters"] == {"task": 1})
+    assert arrive["threads"] == [(0, 32)]

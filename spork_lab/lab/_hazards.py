@@ -38,15 +38,29 @@ def _thread_text(threads) -> str:
     return ", ".join(f"[{lo}]" if hi - lo == 1 else f"[{lo}, {hi - 1}]" for lo, hi in threads) or "none"
 
 
+def task_threads(threads: list, per_task: int) -> list:
+    """Thread ranges within their task's CTA (or cluster), as the Tiling view numbers them: the checker numbers
+    the threads of task k from k x `per_task` (0: leave them)."""
+    if not per_task:
+        return [tuple(t) for t in threads]
+    return [(lo - lo // per_task * per_task, hi - lo // per_task * per_task) for lo, hi in threads]
+
+
+def threads_per_task(info) -> int:
+    """The threads of one task of the device function a statement (its StmtInfo) runs in; 0 for CPU code."""
+    fn = info.device_function if info is not None else None
+    return fn.threads_per_cta * fn.clusterDim if fn is not None else 0
+
+
 class _Side:
     """One access of a hazard as placed on the current proc."""
 
     def __init__(self, access: Optional[dict], view: CodeView, analysis):
         self.access = access or {}
         self.iters = dict(self.access.get("iters") or {})
-        self.threads = [tuple(t) for t in self.access.get("threads") or []]
         self.stmt = locate(self.access.get("stmt"), view)
         self.info = analysis.stmt_info(view.stmts[self.stmt]) if self.stmt is not None and analysis else None
+        self.threads = task_threads(self.access.get("threads") or [], threads_per_task(self.info))
         self.lines = view.lines_of_stmt(self.stmt) if self.stmt is not None else []
 
     @property
@@ -299,7 +313,7 @@ def hazard_cards(report, view: CodeView, analysis, proc, session: str = "wb") ->
             card["hint"] = (f"no statement before line {later.line} writes this element of {buffer}: write it "
                             "first (load it, or zero it), or read only what is written")
         elif kind == "COUNT" and fields["fix"]:  # an arrive never awaited: the Await to add
-            card["hint"] = fields["fix"]
+            card["hint"] = _printed_lines(fields["fix"], [later])
         elif buffer is None or earlier is None:  # a barrier's own error: its pairing is what to fix
             card["hint"] = "open the Barrier timeline: the highlighted event is where the pairing goes wrong"
         else:

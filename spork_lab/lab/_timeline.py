@@ -15,17 +15,10 @@ from html import escape
 
 from ..core.ir import sizes_text
 from ._codeview import CodeView, show_in_code
-from ._hazards import locate
+from ._hazards import locate, task_threads, threads_per_task
 
 PAGE = 32  # events per window
 _COL, _LANE, _LABEL, _TOP = 30, 34, 170, 22  # SVG geometry: event column, lane height, lane label width, axis
-
-
-def _rel(threads: list, cta: int) -> list:
-    """Thread ranges relative to the task's CTA/cluster (the checker numbers threads per task)."""
-    if not cta:
-        return [tuple(t) for t in threads]
-    return [(lo - lo // cta * cta, hi - lo // cta * cta) for lo, hi in threads]
 
 
 def _range_text(threads) -> str:
@@ -57,7 +50,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
                                            "lanes": [], "events": [], "bad": None})
         stmt = locate(ev["stmt"], view)
         info = analysis.stmt_info(view.stmts[stmt]) if stmt is not None and analysis is not None else None
-        threads = _rel(ev["threads"], cta)
+        threads = task_threads(ev["threads"], threads_per_task(info) or cta)
         who = f"threads {_range_text(threads)}" if threads else "CPU"
         if info is not None and info.warp_name:
             who = f"{info.warp_name} · {who}"
