@@ -79,6 +79,32 @@ def test_a_buffer_written_by_an_earlier_kernel_is_defined_in_the_next():
     assert report.ok, str(report)
 
 
+def test_accesses_of_different_iterations_of_a_thread_loop_are_told_to_split_it():
+    """Warp w fills buf[w] and reads buf[w + 1]: the fix said to put a Fence in the body of `for w` (between the two
+    statements, or at its end), which each warp runs on its own: the hazard stayed (workbench audit of session 39).
+    Iterations of a cuda_threads loop are other threads at once: the loop is to be split."""
+    p = P.cp_async_per_warp_reads_across
+    lines = str(p).splitlines()  # parsed from its printed text: `<string>`'s lines
+    copy, read = (next(n for n, text in enumerate(lines, 1) if part in text)
+                  for part in ("Sm80_cp_async_f32(", "= buf[(w + 1) % 4, t]"))
+    report = sync_check(p, n=256)
+    for kind in ("RAW", "WAR"):
+        h = only(report, kind)
+        assert h.fence is None and h.fix == (
+            "the accesses are in different iterations of `for w in cuda_threads(...)`, which run at once, so no Fence "
+            f"inside that loop orders them: split the loop between line {copy} and line {read} (exo's `fission`), and "
+            "order the two loops with a Fence run by the threads of both (sync_check then names its sync-tls)"), h.fix
+
+
+def test_a_tma_loads_free_is_ordered_by_an_in_order_fence():
+    """No Fence completes a TMA load (its mbarrier's Await does): the fix proposed Fence(tma_to_smem_async, ...),
+    which left the FREE of a multicast tile (workbench audit of session 39)."""
+    import procs_tma
+
+    h = only(sync_check(procs_tma.tma_multicast_no_cluster_sync), "FREE")
+    assert h.fence == ("cuda_in_order", "cuda_in_order") and h.fix.startswith("a Fence(cuda_in_order, cuda_in_order)")
+
+
 def test_a_printed_hazard_says_which_fence_orders_its_accesses():
     """A script's user saw the hazard but not the fix (the workbench's cards had it): the Fence's sync-tls come from
     the two accesses' instr-tls (a cp.async before a read: Sm80_cp_async, where a cuda_in_order Fence or Await

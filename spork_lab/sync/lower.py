@@ -261,7 +261,8 @@ class _Lowering:
         if site is None:
             site = self.site_ids[key] = len(self.sites)
             spec = sync_spec_of(s)
-            self.sites.append(P.Site(stmt, ctx.loops, ctx.instr_tl, ctx.task_threads, spec.kind if spec else ""))
+            self.sites.append(P.Site(stmt, ctx.loops, ctx.instr_tl, ctx.task_threads, spec.kind if spec else "",
+                                     frozenset(v for _, v in ctx.cuda)))
         return site
 
     def mask(self, ctx: _Ctx) -> P.Expr:

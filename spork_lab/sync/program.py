@@ -387,6 +387,7 @@ class Site:
     instr_tl: tl.InstrTl
     task_threads: int  # threads per task: thread ids in reports are mask + task * task_threads
     sync_kind: str  # the sync statement's kind (Arrive, Await, ...), "" for other statements
+    thread_loops: frozenset = frozenset()  # the vars of `loops` that are cuda_threads loops (iterations run at once)
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,8 @@ def _hazard(program: P.Program, h: P.RawHazard, later: Optional[P.RawEvent] = No
 
 def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access], name: str) -> tuple:
     """(the sync-tls of a Fence that orders a data hazard's two accesses, where it goes, in words); (None, why no
-    Fence can) for accesses by different tasks."""
+    Fence can, and what to do) for accesses by different tasks, or by different iterations of a cuda_threads
+    loop (other threads at once: a Fence in its body is each collective's own)."""
     if other is None:  # not named (the second run watched other elements)
         return None, ""
     size = program.sites[h.access.site].task_threads
@@ -310,10 +311,22 @@ def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access
     first, second = program.sites[h.other.site].instr_tl, program.sites[h.access.site].instr_tl
     if first == tl.cuda_in_order_instr and second == tl.wgmma_async_instr and not program.slots[h.slot].shared:
         fence = ("wgmma_fence_1", "wgmma_fence_2")  # registers before a wgmma: only wgmma.fence orders them
+    elif first == tl.tma_to_smem_async_instr:  # no Fence completes a TMA load: its mbarrier's Await makes it
+        fence = ("cuda_in_order", second.sync_tl_name)  # in-order for the awaiting threads, a Fence from there
     else:
         fence = (first.sync_tl_name, second.sync_tl_name)
+    site, other_site = program.sites[h.access.site], program.sites[h.other.site]
+    carried = next(((loop, v) for loop, v in site.loops if (loop, v) in other_site.loops  # the outermost loop
+                    and acc.iters.get(loop) != other.iters.get(loop)), None)  # around both whose iterations differ
     if h.kind == P.FREE:
         where = f"before the end of {name}'s scope (it is allocated at line {acc.stmt.line})"
+    elif carried is not None and carried[1] in site.thread_loops:  # other threads at once: a Fence in its body
+        text_order = sorted((other.stmt, acc.stmt), key=lambda ref: ref.line)  # is each collective's own
+        return None, (f"the accesses are in different iterations of `for {carried[0]} in cuda_threads(...)`, which "
+                      f"run at once, so no Fence inside that loop orders them: split the loop between "
+                      f"{_named(text_order[0], text_order[1])} and {_named(text_order[1], text_order[0])} (exo's "
+                      "`fission`), and order the two loops with a Fence run by the threads of both (sync_check then "
+                      "names its sync-tls)")
     elif _in_order(other.stmt, acc.stmt):
         where = f"between {_named(other.stmt, acc.stmt)} and {_named(acc.stmt, other.stmt)}"
     else:
