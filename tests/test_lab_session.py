@@ -607,6 +607,23 @@ def test_a_step_that_only_reindents_code_marks_only_what_it_changed():
     assert [d for d in wb.steps[0].diff if d[0] in "+-"] == ["+    with CudaDeviceFunction(blockDim=256):"]
 
 
+def test_a_fence_inserted_like_one_further_out_is_the_line_marked_new():
+    """A Fence inside a loop, where the same Fence text already ends the task: lines compared without indentation
+    paired the new one with the old, and the gutter and diff marked the task's Fence (workbench audit)."""
+    import procs_sync as P
+
+    from spork_lab.platforms.cuda import cuda_in_order
+    from spork_lab.scheduling import insert_fence
+
+    wb = Workbench(P.reverse_tiles_shared_tile, sizes={"n": 512})
+    wb.apply(insert_fence, wb.proc.find_loop("tid #1").after(), cuda_in_order, cuda_in_order)
+    lines = wb.state["data"]["lines"]
+    (new,) = [n for n, line in enumerate(lines) if line["changed"]]
+    assert lines[new]["text"].strip() == "Fence(cuda_in_order, cuda_in_order)" and lines[new - 1]["text"].strip() == (
+        "y[it * 256 + tid] = tile[255 - tid]")
+    assert [d for d in wb.steps[0].diff if d[0] in "+-"] == ["+" + lines[new]["text"]]
+
+
 def test_a_schedule_function_with_a_config_replays_as_a_short_script(tmp_path):
     """examples/sm80_gemm.py's steps take a Config dataclass: a step records only its fields that differ from the
     defaults, and the script imports the step and the class."""

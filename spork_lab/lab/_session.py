@@ -124,11 +124,31 @@ class Step:
         }
 
 
+class _ReindentMatcher(difflib.SequenceMatcher):
+    """difflib's matcher of printed lines, indentation kept (a new `Fence(...)` inside a loop pairs with no old one
+    at another depth), each replaced block compared again without indentation: a step that wraps code in a block
+    (`CudaDeviceFunction`, a loop) re-indents it without changing it."""
+
+    def get_opcodes(self) -> list:
+        out: list = []
+        for tag, i1, i2, j1, j2 in super().get_opcodes():
+            parts = [(tag, i1, i2, j1, j2)]
+            if tag == "replace":
+                inner = difflib.SequenceMatcher(None, [x.strip() for x in self.a[i1:i2]],
+                                                [x.strip() for x in self.b[j1:j2]], autojunk=False)
+                parts = [(t, i1 + p1, i1 + p2, j1 + q1, j1 + q2) for t, p1, p2, q1, q2 in inner.get_opcodes()]
+            for part in parts:
+                if out and out[-1][0] == part[0] == "equal":  # one run of equal lines, as difflib gives them
+                    out[-1] = ("equal", out[-1][1], part[2], out[-1][3], part[4])
+                else:
+                    out.append(part)
+        return out
+
+
 def _matcher(old: str, new: str) -> tuple[list, list, difflib.SequenceMatcher]:
-    """(old lines, new lines, their difflib matcher) of two printed procs, lines compared without their
-    indentation: a step that wraps code in a block (`CudaDeviceFunction`, a loop) re-indents it without changing it."""
+    """(old lines, new lines, their `_ReindentMatcher`) of two printed procs."""
     a, b = old.split("\n"), new.split("\n")
-    return a, b, difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in b], autojunk=False)
+    return a, b, _ReindentMatcher(None, a, b, autojunk=False)
 
 
 def _diff(old: str, new: str) -> tuple[str, ...]:
