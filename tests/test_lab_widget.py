@@ -487,3 +487,30 @@ def test_cards_number_threads_within_the_task_as_the_tiling_and_timeline_do():
     assert witness["iterators"] == ("task=0", "task=1") and witness["threads"] == ("[32, 63]", "[0, 31]")
     arrive = next(e for e in v.data["timelines"][0]["events"] if e["kind"] == "Arrive" and e["iters"] == {"task": 1})
     assert arrive["threads"] == [(0, 32)]
+
+
+@proc
+def consumers_reuse_a_tile(x: f32[4, 64] @ CudaGmemLinear, y: f32[4, 64] @ CudaGmemLinear):
+    with CudaDeviceFunction(warp_config=[CudaWarpConfig("producer", 1), CudaWarpConfig("consumer", 2)]):
+        for task in cuda_tasks(0, 1):
+            tile: f32[64] @ CudaSmemLinear
+            for k in seq(0, 4):
+                with CudaWarps(name="consumer"):
+                    for t in cuda_threads(0, 64):
+                        tile[t] = x[k, t]
+                    Fence(cuda_in_order, cuda_in_order)
+                    for t in cuda_threads(0, 64):
+                        y[k, t] = tile[63 - t]
+            Fence(cuda_in_order, cuda_in_order)
+
+
+def test_a_fence_of_named_warps_is_called_by_their_name():
+    """The hint said "a 64 threads (box [1, 64] of domain [1, 96])-scope Fence" (workbench audit); the Fence it
+    proposes removes the hazard."""
+    from spork_lab.scheduling import insert_fence
+
+    wb = Workbench(consumers_reuse_a_tile)
+    (card,) = wb.view().data["hazards"]
+    assert card["kind"] == "WAR" and card["hint"].startswith("a consumer-warps-scope Fence(cuda_in_order, cuda_in_order) ")
+    wb.apply(insert_fence, wb.proc.find_loop("t #1").after(), cuda_in_order, cuda_in_order)
+    assert wb.view().data["hazards"] == []

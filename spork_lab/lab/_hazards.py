@@ -154,8 +154,11 @@ def _placement(view: CodeView, analysis, proc, earlier: _Side, later: _Side, aft
     if common:
         owner = view.stmts[view.stmt_at_path(common)]
         body = owner.orelse if a[len(common)] == "else" else owner.body
-        unit = analysis.stmt_info(body[0]).coll_unit_text if analysis is not None else None
+        info = analysis.stmt_info(body[0]) if analysis is not None else None
+        unit = info.coll_unit_text if info is not None else None
         scope = _SCOPE_WORDS.get(unit, unit or "CTA")
+        if unit not in _SCOPE_WORDS and info is not None and info.warp_name:  # not `64 threads (box [1, 64] of ...)`
+            scope = f"{info.warp_name}-warps"
     if scope_end is not None:
         return scope, cursor_source(_cursor_at(proc, scope_end).after(), var)
     side = a if after_earlier else b
