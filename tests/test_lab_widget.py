@@ -514,3 +514,15 @@ def test_a_fence_of_named_warps_is_called_by_their_name():
     assert card["kind"] == "WAR" and card["hint"].startswith("a consumer-warps-scope Fence(cuda_in_order, cuda_in_order) ")
     wb.apply(insert_fence, wb.proc.find_loop("t #1").after(), cuda_in_order, cuda_in_order)
     assert wb.view().data["hazards"] == []
+
+
+def test_a_clusters_warps_are_named_per_cta_in_the_legend_as_in_the_strip():
+    """The legend said "warp 4: threads [128, 159]" where the strip says "CTA 1 warp 0" (workbench audit)."""
+    from dist_cluster_smem import dist_cluster_smem
+
+    v = Workbench(dist_cluster_smem, sizes={"n": 256}).view()
+    v.selected = next(line["stmt"] for line in v.data["lines"] if line["text"].strip().startswith("tile[cta, t] ="))
+    v.level = "warp"
+    legend = re.findall(r'sl-legend-row"><span class="sl-swatch"[^>]*></span>([^<]*)</div>', v.state["views"]["tiling"])
+    assert legend[:5] == ["CTA 0 warp 0: threads [0, 31]", "CTA 0 warp 1: threads [32, 63]", "CTA 0 warp 2: threads [64, 95]",
+                          "CTA 0 warp 3: threads [96, 127]", "CTA 1 warp 0: threads [128, 159]"], legend
