@@ -146,9 +146,18 @@ class _ReindentMatcher(difflib.SequenceMatcher):
 
 
 def _matcher(old: str, new: str) -> tuple[list, list, difflib.SequenceMatcher]:
-    """(old lines, new lines, their `_ReindentMatcher`) of two printed procs."""
+    """(old lines, new lines, a difflib matcher) of two printed procs: of `_ReindentMatcher` and difflib's on lines
+    without indentation, the one that changes fewer lines (on a tie the first: a new Fence inside a loop is not
+    paired with the same text further out). Without indentation, a step that restructures the whole proc
+    (`map_to_gpu`) is not cut up where some line happens to keep its depth."""
     a, b = old.split("\n"), new.split("\n")
-    return a, b, _ReindentMatcher(None, a, b, autojunk=False)
+    kept = _ReindentMatcher(None, a, b, autojunk=False)
+    stripped = difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in b], autojunk=False)
+    return a, b, min((kept, stripped), key=_changed_count)
+
+
+def _changed_count(matcher: difflib.SequenceMatcher) -> int:
+    return sum(j2 - j1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
 
 def _diff(old: str, new: str) -> tuple[str, ...]:
