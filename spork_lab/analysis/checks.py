@@ -628,10 +628,8 @@ class AlignmentNeed:
             if any(v is None for _, vs in values for v in vs):
                 return None
             amount = sum(c * math.prod(vs) for c, vs in values) * self.elem
-            if iters is not None and all(trips.get(i, (0, 0))[1] == 1 for i in iters):
+            if iters is not None and all(trips.get(i, (0, 0))[1] == 1 for i in iters):  # the constant group too
                 start += amount * math.prod(trips[i][0] for i in iters)  # one value each: part of the start
-            elif not others:
-                start += amount
             elif amount % self.nbytes:
                 return self._refusal(self.misaligned(amount, " * ".join(others)), products)
         if start % self.nbytes:

@@ -17,6 +17,7 @@ from exo.core.prelude import Sym
 
 from ..core.blocks import CudaDeviceFunction
 from ..core.coll import CollTiling
+from ..core.ir import numeric_reads
 from ..core.loop_modes import WithBlock
 from ..core.sync_stmts import written_name
 from ..core.timelines import InstrTl
@@ -185,26 +186,14 @@ def _written_on(stmt: LoopIR.stmt, line: str) -> bool:
     if isinstance(stmt, LoopIR.Call):
         words = [written_name(stmt)]
     elif isinstance(stmt, (LoopIR.Assign, LoopIR.Reduce)):
-        words = [str(stmt.name), *_buffers_read(stmt.rhs)]
+        reads: list = []
+        numeric_reads(stmt.rhs, reads)
+        words = [str(stmt.name), *(str(r.name) for r in reads)]
     elif isinstance(stmt, (LoopIR.Alloc, LoopIR.WindowStmt)):
         words = [str(stmt.name)]
     else:
         return True
     return all(re.search(rf"\b{re.escape(word)}\b", line) is not None for word in words)
-
-
-def _buffers_read(e: LoopIR.expr) -> list:
-    """Names of the buffers (not sizes or iterators) an expression reads."""
-    if isinstance(e, LoopIR.Read):
-        own = [str(e.name)] if e.idx or e.type.is_numeric() else []
-        return own + [name for i in e.idx for name in _buffers_read(i)]
-    if isinstance(e, LoopIR.BinOp):
-        return _buffers_read(e.lhs) + _buffers_read(e.rhs)
-    if isinstance(e, LoopIR.USub):
-        return _buffers_read(e.arg)
-    if isinstance(e, LoopIR.Extern):
-        return [name for a in e.args for name in _buffers_read(a)]
-    return []
 
 
 class Analysis:

@@ -119,10 +119,17 @@ def _proxy_fence_after(second_tl: tl.SyncTl, fence: str, first_tls: frozenset = 
     return [_asm(fence)] if generic and second_tl.instr_tls & tl.ASYNC_PROXY_INSTR_TLS else []
 
 
+def _array(info: BarrierInfo, queue: str, counter: str = "") -> str:
+    """A barrier's generated array: the mbarriers of its forward or reverse queue (`queue` "f" or "r"), or each
+    thread's count of them (`counter`: "a" arrives, "w" awaits, "b" the scope's first await), under the reserved
+    prefix and the barrier's C name (`spork_bar_1_fw`), which no buffer of the user's can take."""
+    return f"spork_{info.name}_{queue}{counter}"
+
+
 def mbarrier_address(info: BarrierInfo, p: str, reverse: bool = False) -> str:
     """`&bar[slot]` of the phase the next (Reverse)Arrive on position p closes (what TMA loads complete on)."""
     d, depth = ("r", info.reverse_depth) if reverse else ("f", info.forward_depth)
-    return f"&spork_{info.name}_{d}[({p}) * {depth} + spork_{info.name}_{d}a[{p}] % {depth}u]"
+    return f"&{_array(info, d)}[({p}) * {depth} + {_array(info, d, 'a')}[{p}] % {depth}u]"
 
 
 _CLUSTER_SYNC = 'asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory");'
@@ -179,11 +186,11 @@ class MbarrierText(BarrierText):
     def kernel_scope_lines(self, info: BarrierInfo) -> list:
         """__shared__ arrays, their initialisation (thread 0, then the CTA waits), per-thread counters."""
         arrays = self._arrays(info)
-        lines = [f"__shared__ unsigned long long spork_{info.name}_{d}[{info.positions * depth}];" for d, depth, _ in arrays]
+        lines = [f"__shared__ unsigned long long {_array(info, d)}[{info.positions * depth}];" for d, depth, _ in arrays]
         lines.append("if (threadIdx.x == 0) {")
         for d, depth, count in arrays:
             n = info.positions * depth
-            lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&spork_{info.name}_{d}[i], {count}u);")
+            lines.append(f"  for (int i = 0; i < {n}; ++i) spork_mbar_init(&{_array(info, d)}[i], {count}u);")
         lines += [
             "#if __CUDA_ARCH__ >= 900",
             '  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
@@ -192,14 +199,14 @@ class MbarrierText(BarrierText):
             _CLUSTER_SYNC if info.cluster_dim > 1 else "__syncthreads();",
         ]
         # Per-thread counters: arrives (a), awaits (w) and the scope's first arrive (b) per position.
-        lines += [f"[[maybe_unused]] unsigned spork_{info.name}_{d}{c}[{info.positions}] = {{0}};"  # a role uses some
+        lines += [f"[[maybe_unused]] unsigned {_array(info, d, c)}[{info.positions}] = {{0}};"  # a role uses some
                   for d, _, _ in arrays for c in ("a", "w", "b")]
         return lines
 
     def scope_begin_lines(self, info: BarrierInfo) -> list:
         """A new scope of the barrier: awaits pair with arrives from here on."""
         return [
-            f"for (int i = 0; i < {info.positions}; ++i) spork_{info.name}_{d}b[i] = spork_{info.name}_{d}w[i];"
+            f"for (int i = 0; i < {info.positions}; ++i) {_array(info, d, 'b')}[i] = {_array(info, d, 'w')}[i];"
             for d, _, _ in self._arrays(info)
         ]
 
@@ -210,19 +217,19 @@ class MbarrierText(BarrierText):
             lag = info.reverse_lag if d == "r" else info.forward_lag
             if lag == 0:
                 continue
+            w, b = f"{_array(info, d, 'w')}[spork_i]", f"{_array(info, d, 'b')}[spork_i]"
             lines += [
                 f"for (int spork_i = 0; spork_i < {info.positions}; ++spork_i) {{",
-                f"  const unsigned spork_first = spork_{info.name}_{d}w[spork_i] - spork_{info.name}_{d}b[spork_i] < {lag}u"
-                f" ? spork_{info.name}_{d}b[spork_i] : spork_{info.name}_{d}w[spork_i] - {lag}u;",
-                f"  for (unsigned spork_k = spork_first; spork_k < spork_{info.name}_{d}w[spork_i]; ++spork_k)",
-                f"    spork_mbar_wait(&spork_{info.name}_{d}[spork_i * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);",
+                f"  const unsigned spork_first = {w} - {b} < {lag}u ? {b} : {w} - {lag}u;",
+                f"  for (unsigned spork_k = spork_first; spork_k < {w}; ++spork_k)",
+                f"    spork_mbar_wait(&{_array(info, d)}[spork_i * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);",
                 "}",
             ]
         return lines
 
     def arrive_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "",
                      use=None, ranks=None) -> list:
-        cnt = f"spork_{info.name}_{'r' if spec.is_reverse else 'f'}a[{p}]"
+        cnt = f"{_array(info, 'r' if spec.is_reverse else 'f', 'a')}[{p}]"
         bar = mbarrier_address(info, p, spec.is_reverse)
         if tl.Sm80_cp_async_instr in spec.first_tl.instr_tls:
             # completes once this thread's earlier cp.async have landed: every thread arrives
@@ -240,9 +247,9 @@ class MbarrierText(BarrierText):
     def await_lines(self, info: BarrierInfo, spec: SyncSpec, p: str = "0", stream: str = "0", record_error: str = "") -> list:
         d, depth = ("r", info.reverse_depth) if spec.is_reverse else ("f", info.forward_depth)
         lag = ~spec.N
-        w, b = f"spork_{info.name}_{d}w[{p}]", f"spork_{info.name}_{d}b[{p}]"
+        w, b = f"{_array(info, d, 'w')}[{p}]", f"{_array(info, d, 'b')}[{p}]"
         # generated locals are spork_-prefixed: `p` may read the user's names (bar[k] in a loop over k)
-        wait = f"spork_mbar_wait(&spork_{info.name}_{d}[({p}) * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);"
+        wait = f"spork_mbar_wait(&{_array(info, d)}[({p}) * {depth} + spork_k % {depth}u], (spork_k / {depth}u) & 1u);"
         if lag == 0:  # pairs with this thread's latest arrive count, never skipped
             lines = ["{", f"  const unsigned spork_k = {w};", f"  {wait}", "}"]
         else:

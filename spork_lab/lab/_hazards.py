@@ -46,9 +46,8 @@ def task_threads(threads: list, per_task: int) -> list:
     return [(lo - lo // per_task * per_task, hi - lo // per_task * per_task) for lo, hi in threads]
 
 
-def threads_per_task(info) -> int:
-    """The threads of one task of the device function a statement (its StmtInfo) runs in; 0 for CPU code."""
-    fn = info.device_function if info is not None else None
+def threads_per_task(fn) -> int:
+    """The threads of one task of a device function (a CudaDeviceFunction; None: CPU code, 0)."""
     return fn.threads_per_cta * fn.clusterDim if fn is not None else 0
 
 
@@ -60,7 +59,8 @@ class _Side:
         self.iters = dict(self.access.get("iters") or {})
         self.stmt = locate(self.access.get("stmt"), view)
         self.info = analysis.stmt_info(view.stmts[self.stmt]) if self.stmt is not None and analysis else None
-        self.threads = task_threads(self.access.get("threads") or [], threads_per_task(self.info))
+        self.threads = task_threads(self.access.get("threads") or [],
+                                    threads_per_task(self.info.device_function if self.info else None))
         self.lines = view.lines_of_stmt(self.stmt) if self.stmt is not None else []
 
     @property

@@ -282,9 +282,8 @@ def _legend(grid: dict) -> str:
                     runs.append((start, a + 1))
                     start = b
             what = f"{name}={g}" if level.startswith("iter:") else f"{level} {g}"
-            unit = {"warp": 32, "warpgroup": 128}.get(level)
-            if unit and grid["clusterDim"] > 1 and grid["blockDim"] >= unit:  # per CTA, as the strip names them
-                per_cta = grid["blockDim"] // unit
+            if level in ("warp", "warpgroup") and grid["clusterDim"] > 1 and grid["blockDim"] >= LEVEL_SIZES[level]:
+                per_cta = grid["blockDim"] // LEVEL_SIZES[level]  # per CTA, as the strip names them
                 what = f"CTA {g // per_cta} {level} {g % per_cta}"
             out.append(f'<div class="sl-legend-row"><span class="sl-swatch" style="background:{colour}"></span>'
                        f"{escape(what)}: threads {_ranges(runs)}</div>")

@@ -37,7 +37,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
     "later": for an await whose arrive comes only after it in program order, that arrive's event number}. A lane's
     "position" is the barrier index its events use (`[1]` of `bar[2]`; None for a single barrier): each index has its
     own queues, so its own lanes."""
-    cta = max((f.ctx.threads_per_cta * f.ctx.clusterDim for f in analysis.device_functions), default=0) if analysis else 0
+    cta = max((threads_per_task(f.ctx) for f in analysis.device_functions), default=0) if analysis else 0
     failures = [h for h in hazards if h.kind in ("DEADLOCK", "COUNT") and h.after_hang is None]
     out: dict[str, dict] = {}
     # queue -> event numbers of its arrives since the queue (re)started; a queue is the checker's: a barrier
@@ -50,7 +50,7 @@ def barrier_timelines(report, hazards: list, view: CodeView, analysis) -> list[d
                                            "lanes": [], "events": [], "bad": None})
         stmt = locate(ev["stmt"], view)
         info = analysis.stmt_info(view.stmts[stmt]) if stmt is not None and analysis is not None else None
-        threads = task_threads(ev["threads"], threads_per_task(info) or cta)
+        threads = task_threads(ev["threads"], threads_per_task(info.device_function if info else None) or cta)
         who = f"threads {_range_text(threads)}" if threads else "CPU"
         if info is not None and info.warp_name:
             who = f"{info.warp_name} · {who}"

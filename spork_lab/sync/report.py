@@ -303,19 +303,19 @@ def _fix(program: P.Program, h: P.RawHazard, acc: Access, other: Optional[Access
     loop (other threads at once: a Fence in its body is each collective's own)."""
     if other is None:  # not named (the second run watched other elements)
         return None, ""
-    size = program.sites[h.access.site].task_threads
+    site, other_site = program.sites[h.access.site], program.sites[h.other.site]
+    size = site.task_threads
     tasks = [{t // size for lo, hi in side.threads for t in range(lo // size * size, hi, size)} for side in (acc, other)]
     if h.kind != P.FREE and tasks[0].isdisjoint(tasks[1]):
         return None, (f"different tasks touch the same element of {name}: tasks are ordered only by the end of the "
                       "device function; give each task its own elements, or split the work into two device functions")
-    first, second = program.sites[h.other.site].instr_tl, program.sites[h.access.site].instr_tl
+    first, second = other_site.instr_tl, site.instr_tl
     if first == tl.cuda_in_order_instr and second == tl.wgmma_async_instr and not program.slots[h.slot].shared:
         fence = ("wgmma_fence_1", "wgmma_fence_2")  # registers before a wgmma: only wgmma.fence orders them
     elif first == tl.tma_to_smem_async_instr:  # no Fence completes a TMA load: its mbarrier's Await makes it
         fence = ("cuda_in_order", second.sync_tl_name)  # in-order for the awaiting threads, a Fence from there
     else:
         fence = (first.sync_tl_name, second.sync_tl_name)
-    site, other_site = program.sites[h.access.site], program.sites[h.other.site]
     carried = next(((loop, v) for loop, v in site.loops if (loop, v) in other_site.loops  # the outermost loop
                     and acc.iters.get(loop) != other.iters.get(loop)), None)  # around both whose iterations differ
     if h.kind == P.FREE:
