@@ -155,25 +155,21 @@ def test_python_statements_exo_does_not_parse_say_what_to_write(tmp_path, statem
     assert str(err).startswith(f"{path}:{line}:") and f"unsupported type of statement: {hint}" in str(err)
 
 
-def test_a_window_of_another_shape_in_a_call_reads_as_the_user_wrote_it(tmp_path):
-    """exo printed both shapes as reprs of its effects IR (`Effects.BinOp(op='-', lhs=Effects.Var(name=n_3, ...`)."""
-    source = HEADER.split("@proc")[0] + (
-        "@proc\ndef callee(n: size, x: f32[n] @ CudaGmemLinear):\n    pass\n\n\n"
-        "@proc\ndef caller(n: size, x: f32[n] @ CudaGmemLinear):\n    assert n >= 2\n"
-        "    callee(n, x[0:n - 1])  # <-\n")
-    err, path, line = _import_failing(tmp_path, source, TypeError)
+@pytest.mark.parametrize("procs, message", [
+    # exo printed both shapes as reprs of its effects IR (`Effects.BinOp(op='-', lhs=Effects.Var(name=n_3, ...`)
+    ("@proc\ndef callee(n: size, x: f32[n] @ CudaGmemLinear):\n    pass\n\n\n"
+     "@proc\ndef caller(n: size, x: f32[n] @ CudaGmemLinear):\n    assert n >= 2\n"
+     "    callee(n, x[0:n - 1])  # <-\n",
+     "type-shape of calling argument may not equal the required type-shape: [(n - 1)] vs. [n]"),
+    # an operand that is itself an operation (`m / 2`) left the whole expression as reprs (session 39)
+    ("@proc\ndef halves(n: size, m: size, x: f32[n + m] @ CudaGmemLinear):\n"
+     "    for i in seq(m / 2, n):  # <-\n        x[i] = 0.0\n",
+     "expected expression (n - (m / 2)) to always be non-negative"),
+])
+def test_exos_effect_messages_read_as_the_user_wrote_them(tmp_path, procs, message):
+    err, path, line = _import_failing(tmp_path, HEADER.split("@proc")[0] + procs, TypeError)
     assert f"{path}:{line}:" in str(err) and "Effects" not in str(err) and "0x" not in str(err)
-    assert "type-shape of calling argument may not equal the required type-shape: [(n - 1)] vs. [n]" in str(err)
-
-
-def test_a_loop_whose_trips_may_be_negative_reads_as_the_user_wrote_it(tmp_path):
-    """An operand that is itself an operation (`m / 2`) left the whole expression as effects IR reprs (session 39)."""
-    source = HEADER.split("@proc")[0] + (
-        "@proc\ndef halves(n: size, m: size, x: f32[n + m] @ CudaGmemLinear):\n"
-        "    for i in seq(m / 2, n):  # <-\n        x[i] = 0.0\n")
-    err, path, line = _import_failing(tmp_path, source, TypeError)
-    assert f"{path}:{line}:" in str(err) and "Effects" not in str(err) and "0x" not in str(err)
-    assert "expected expression (n - (m / 2)) to always be non-negative" in str(err)
+    assert message in str(err)
 
 
 def test_an_index_in_data_arithmetic_says_what_it_is(tmp_path):
